@@ -1,0 +1,34 @@
+"""Step 4, tombstone delete: a soft delete. ``v0`` becomes a tombstone that keeps the effective timestamp
+(so older writes stay stale), loses the content and expires after the tombstone TTL. Conditional and
+classified exactly like the v0 update; never retried.
+
+Input: the execution's state data. Output: ``{"outcome", "version", "recordedAt"}``.
+"""
+
+import os
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from changeflow_core import observe, steps
+
+TABLE_NAME = os.environ["TABLE_NAME"]
+TOMBSTONE_TTL_DAYS = int(os.environ["TOMBSTONE_TTL_DAYS"])
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+dynamodb = boto3.client("dynamodb")
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler
+@metrics.log_metrics(capture_cold_start_metric=True)
+def lambda_handler(event, context):
+    change = event["fetched"]["change"]
+    logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
+
+    result = steps.write(dynamodb, TABLE_NAME, event, tombstone_ttl_days=TOMBSTONE_TTL_DAYS)
+
+    observe.record_outcome(tracer, metrics, change, result)
+    logger.info("tombstone write", extra=result)
+    return result

@@ -1,0 +1,40 @@
+"""Step 1, fetch-latest: validate the change request, then read the entity's latest state consistently.
+
+Input: ``{"request": <change request>, "execution": {"id", "name", "startTime"}}``.
+Output: ``{"change": <normalised change>, "latest": <state or null>, "content": <rollback content or null>}``.
+Raises ``ValidationError`` (nothing is written by any later step) or ``NotFound`` (rollback target).
+"""
+
+import os
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from changeflow_core import items, model, observe, store
+from changeflow_core.validation import validate_request
+
+TABLE_NAME = os.environ["TABLE_NAME"]
+HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+dynamodb = boto3.client("dynamodb")
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler
+@metrics.log_metrics(capture_cold_start_metric=True)
+def lambda_handler(event, context):
+    logger.append_keys(execution=event["execution"]["name"])
+    change = validate_request(event["request"], event["execution"])
+    logger.append_keys(entityId=change.entityId, changeId=change.changeId)
+    observe.annotate(tracer, change.entityId)
+
+    latest = store.fetch_latest_state(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change.entityId)
+    content = None
+    if change.operation == model.ROLLBACK:
+        content = store.rollback_content(dynamodb, HISTORY_TABLE_NAME, change.entityId, change.toVersion)
+    items.check_item_size(change, event["request"].get("attributes", content))
+
+    logger.info("fetched", extra={"latestVersion": latest["version"] if latest else 0})
+    return {"change": change.to_json(), "latest": latest, "content": content}

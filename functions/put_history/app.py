@@ -1,0 +1,45 @@
+"""Step 3, history put: write version n as its own item, exactly as ``v0`` held it. Idempotent (the put
+never overwrites, and the same change finding its own item counts as done), so it is the step the state
+machine retries, and safe to run again when a failed execution is redriven.
+
+Input: the execution's state data plus ``written`` (the write step's result) and ``retryCount``.
+Output: ``{"version", "history": "written"|"present"|"repaired"|"unrepairable"}``.
+Raises ``HistoryConflict`` if version n belongs to another change (never retried).
+"""
+
+import os
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from changeflow_core import items, model, observe, steps, store
+
+TABLE_NAME = os.environ["TABLE_NAME"]
+HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+dynamodb = boto3.client("dynamodb")
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler
+@metrics.log_metrics(capture_cold_start_metric=True)
+def lambda_handler(event, context):
+    change, written = event["fetched"]["change"], event["written"]
+    logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
+    observe.annotate(tracer, change["entityId"], written["version"], written["outcome"])
+    if event.get("retryCount"):
+        observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"])
+
+    if written["outcome"] == model.APPLIED:
+        item = steps.item_for(event, written["version"], written["recordedAt"], tombstone_ttl_days=0)
+        fresh = store.put_history(dynamodb, HISTORY_TABLE_NAME, items.history_of(item))
+        history = "written" if fresh else "present"
+    else:  # a duplicate: the first delivery may have stopped before its history put
+        history = store.ensure_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change["entityId"], written["version"])
+        if history == "repaired":
+            observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
+
+    logger.info("history put", extra={"version": written["version"], "history": history})
+    return {"version": written["version"], "history": history}

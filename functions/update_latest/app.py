@@ -1,0 +1,34 @@
+"""Step 2, conditional v0 update (put and rollback): write ``v0`` whole if it is still the fetched version
+and the change is not older than it. Never retried by the state machine: a failed condition is classified
+(stale / duplicate / conflict) from the old item DynamoDB returns with it.
+
+Input: the execution's state data (``request``, ``execution``, ``fetched``).
+Output: ``{"outcome": "applied"|"stale"|"duplicate"|"conflict", "version", "recordedAt"}``.
+"""
+
+import os
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from changeflow_core import observe, steps
+
+TABLE_NAME = os.environ["TABLE_NAME"]
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+dynamodb = boto3.client("dynamodb")
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler
+@metrics.log_metrics(capture_cold_start_metric=True)
+def lambda_handler(event, context):
+    change = event["fetched"]["change"]
+    logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
+
+    result = steps.write(dynamodb, TABLE_NAME, event)
+
+    observe.record_outcome(tracer, metrics, change, result)
+    logger.info("v0 write", extra=result)
+    return result

@@ -1,0 +1,127 @@
+"""Plain JSON <-> DynamoDB attribute values, with DynamoDB's own limits checked on the way in,
+and DynamoDB's item-size arithmetic (the basis of capacity units).
+
+Numbers travel as ``int``/``float`` in JSON and as ``Decimal`` in DynamoDB. Floats are converted through
+``repr`` so ``0.1`` stays ``0.1``.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from .errors import ValidationError
+
+MAX_DEPTH = 32  # DynamoDB: nested attributes up to 32 levels deep
+MAX_NUMBER_DIGITS = 38
+MAX_EXPONENT = 125  # largest magnitude: 9.99...E+125
+MIN_EXPONENT = -130  # smallest magnitude: 1E-130
+MAX_ITEM_BYTES = 400 * 1024
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def check_number(field: str, value: Any) -> Decimal:
+    """The Decimal DynamoDB would store for ``value``, or a ValidationError naming ``field``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValidationError(field, f"{value} is not a number DynamoDB can store")
+    try:
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    except (InvalidOperation, ValueError, TypeError) as exc:
+        raise ValidationError(field, f"{value!r} is not a number") from exc
+    if not number.is_finite():
+        raise ValidationError(field, f"{value} is not a number DynamoDB can store")
+    if number.is_zero():
+        return Decimal(0)
+    digits = number.normalize().as_tuple().digits
+    if len(digits) > MAX_NUMBER_DIGITS:
+        raise ValidationError(field, f"{value} has more than {MAX_NUMBER_DIGITS} significant digits")
+    magnitude = number.copy_abs().adjusted()
+    if magnitude > MAX_EXPONENT or magnitude < MIN_EXPONENT:
+        raise ValidationError(field, f"{value} is outside DynamoDB's range (1E-130 to 9.99E+125)")
+    return number
+
+
+def to_dynamo_value(field: str, value: Any, depth: int = 0) -> Any:
+    """A JSON value as the Python value boto3's serializer accepts, validated against DynamoDB's rules."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float)):
+        return check_number(field, value)
+    if isinstance(value, (list, dict)):
+        if depth + 1 > MAX_DEPTH:
+            raise ValidationError(field, f"nested deeper than DynamoDB's {MAX_DEPTH} levels")
+        if isinstance(value, list):
+            return [to_dynamo_value(f"{field}[{i}]", v, depth + 1) for i, v in enumerate(value)]
+        out = {}
+        for key, v in value.items():
+            if not isinstance(key, str) or key == "":
+                raise ValidationError(field, "map keys must be non-empty strings")
+            out[key] = to_dynamo_value(f"{field}.{key}", v, depth + 1)
+        return out
+    raise ValidationError(field, f"unsupported type {type(value).__name__}")
+
+
+def serialize_item(item: dict[str, Any]) -> dict[str, dict]:
+    """Python item (Decimals, not floats) -> DynamoDB wire format."""
+    return {name: _serializer.serialize(value) for name, value in item.items()}
+
+
+def deserialize_item(item: dict[str, dict] | None) -> dict[str, Any] | None:
+    """DynamoDB wire format -> Python item with JSON-friendly numbers."""
+    if item is None:
+        return None
+    return {name: to_plain(_deserializer.deserialize(value)) for name, value in item.items()}
+
+
+def to_plain(value: Any) -> Any:
+    """Decimals -> int or float, sets -> sorted lists, recursively: the plain JSON of a stored value."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(to_plain(v) for v in value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("latin-1")
+    return getattr(value, "value", value)  # boto3 Binary
+
+
+def _number_size(number: Any) -> int:
+    digits = Decimal(str(number)).normalize().as_tuple().digits if number != 0 else (0,)
+    return (len(digits) + 1) // 2 + 1
+
+
+def attribute_value_size(value: dict) -> int:
+    """DynamoDB's size of one attribute value in wire format (docs: 'Item sizes and formats')."""
+    (kind, inner), = value.items()
+    if kind == "S":
+        return len(inner.encode("utf-8"))
+    if kind == "N":
+        return _number_size(inner)
+    if kind == "B":
+        return len(inner)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "L":
+        return 3 + sum(1 + attribute_value_size(v) for v in inner)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode("utf-8")) + attribute_value_size(v) for k, v in inner.items())
+    if kind == "SS":
+        return sum(len(s.encode("utf-8")) for s in inner)
+    if kind == "NS":
+        return sum(_number_size(n) for n in inner)
+    if kind == "BS":
+        return sum(len(b) for b in inner)
+    raise ValueError(f"unknown attribute type {kind}")
+
+
+def item_size(wire_item: dict[str, dict]) -> int:
+    """Bytes DynamoDB counts for an item in wire format: attribute names plus values."""
+    return sum(len(name.encode("utf-8")) + attribute_value_size(v) for name, v in wire_item.items())

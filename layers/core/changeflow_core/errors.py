@@ -1,0 +1,27 @@
+"""Named errors. A Lambda that raises one of these fails with ``errorType`` equal to the class name,
+which is the name the state machine's Catch and Fail states match on. Keep the names stable."""
+
+
+class ChangeflowError(Exception):
+    """Base of every error the workflow names."""
+
+
+class ValidationError(ChangeflowError):
+    """The change request is malformed; nothing is written. The message starts with the field."""
+
+    def __init__(self, field: str, problem: str):
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class NotFound(ChangeflowError):
+    """A rollback names a version that does not exist (or expired, or is a tombstone)."""
+
+
+class VersionConflict(ChangeflowError):
+    """The caller's expectedVersion is not the stored version."""
+
+
+class HistoryConflict(ChangeflowError):
+    """History item n exists but was written by another change: never overwritten, never retried."""

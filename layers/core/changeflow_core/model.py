@@ -1,0 +1,49 @@
+"""The item model: key design and attribute names, in one place.
+
+One partition per entity. Sort key ``v0`` holds the latest state; ``v#0000000042`` holds version 42.
+History sort keys are zero-padded so that one Query returns the history in version order, newest first
+with ``ScanIndexForward=False``, and ``begins_with(sk, "v#")`` never matches ``v0``.
+"""
+
+PK = "pk"
+SK = "sk"
+LATEST_SK = "v0"
+HISTORY_PREFIX = "v#"
+VERSION_DIGITS = 10
+MAX_VERSION = 10**VERSION_DIGITS - 1
+
+# Attributes the model owns; a change's own attributes may not use these names.
+VERSION = "version"
+EFFECTIVE_AT = "effectiveAt"
+CHANGE_ID = "changeId"
+CHANGE_IDS = "changeIds"  # {changeId: version} of the changes applied at the current effectiveAt
+OPERATION = "operation"
+ACTOR = "actor"
+REASON = "reason"
+EXECUTION = "executionArn"
+RECORDED_AT = "recordedAt"
+DELETED = "deleted"
+EXPIRES_AT = "expiresAt"  # the table's TTL attribute, epoch seconds
+SOURCE_VERSION = "sourceVersion"  # rollback: the version whose content was restored
+
+RESERVED = frozenset(
+    {
+        PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, REASON,
+        EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION,
+    }
+)
+
+PUT, DELETE, ROLLBACK = "put", "delete", "rollback"
+OPERATIONS = (PUT, DELETE, ROLLBACK)
+
+APPLIED, STALE, DUPLICATE, CONFLICT = "applied", "stale", "duplicate", "conflict"
+
+
+def history_sk(version: int) -> str:
+    """Sort key of version ``version`` (1-based)."""
+    return f"{HISTORY_PREFIX}{version:0{VERSION_DIGITS}d}"
+
+
+def version_of_sk(sk: str) -> int:
+    """Inverse of ``history_sk``."""
+    return int(sk[len(HISTORY_PREFIX):])

@@ -1,0 +1,36 @@
+"""What every write step reports: X-Ray annotations (searchable in the console) and an EMF metric per
+outcome, by operation. Metric names live here only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+METRIC_OF_OUTCOME = {
+    "applied": "ChangesApplied",
+    "stale": "ChangesStale",
+    "duplicate": "ChangesDuplicate",
+    "conflict": "VersionConflicts",
+}
+HISTORY_PUT_RETRIES = "HistoryPutRetries"
+HISTORY_REPAIRED = "HistoryRepaired"
+VERSIONS_EXPIRED = "VersionsTaggedForExpiry"
+
+
+def annotate(tracer, entity_id: str, version: int | None = None, outcome: str | None = None) -> None:
+    tracer.put_annotation("entityId", entity_id)
+    if version is not None:
+        tracer.put_annotation("version", version)
+    if outcome is not None:
+        tracer.put_annotation("outcome", outcome)
+
+
+def count(metrics, name: str, operation: str, value: int = 1) -> None:
+    metrics.add_dimension(name="operation", value=operation)
+    metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def record_outcome(tracer, metrics, change: dict[str, Any], result: dict[str, Any]) -> None:
+    annotate(tracer, change["entityId"], result["version"], result["outcome"])
+    count(metrics, METRIC_OF_OUTCOME[result["outcome"]], change["operation"])

@@ -1,0 +1,207 @@
+"""Every DynamoDB call changeflow makes, written the way Powertools writes them: named sub-conditions,
+``ExpressionAttributeNames`` for every attribute, consistent reads where the latest is read, and the old
+item returned with a failed condition so that no extra read is needed to tell why it failed.
+
+Clients are passed in (handlers create them once, at module level).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from . import codec, items, model
+from .errors import HistoryConflict, NotFound
+
+class ConditionFailed(Exception):
+    """A conditional write met an item that did not satisfy it; ``old_item`` is that item (plain JSON)."""
+
+    def __init__(self, old_item: dict[str, Any] | None):
+        self.old_item = old_item
+        super().__init__("conditional check failed")
+
+
+def _key(entity_id: str, sk: str) -> dict[str, dict]:
+    return {model.PK: {"S": entity_id}, model.SK: {"S": sk}}
+
+
+def _is_condition_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def get_item(client, table: str, entity_id: str, sk: str) -> dict[str, Any] | None:
+    """One item by key, strongly consistent: the latest committed write is seen."""
+    response = client.get_item(TableName=table, Key=_key(entity_id, sk), ConsistentRead=True)
+    return codec.deserialize_item(response.get("Item"))
+
+
+def newest_history(client, history_table: str, entity_id: str) -> dict[str, Any] | None:
+    """The highest version in history (one item, strongly consistent)."""
+    response = client.query(
+        TableName=history_table,
+        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :history)",
+        ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK},
+        ExpressionAttributeValues={":pk": {"S": entity_id}, ":history": {"S": model.HISTORY_PREFIX}},
+        ScanIndexForward=False,
+        Limit=1,
+        ConsistentRead=True,
+    )
+    found = response.get("Items") or []
+    return codec.deserialize_item(found[0]) if found else None
+
+
+def fetch_latest_state(client, table: str, history_table: str, entity_id: str) -> dict[str, Any] | None:
+    """What a decision needs about the entity: ``v0`` read consistently, or when no ``v0`` exists (never
+    written, or its tombstone expired) the newest history version, so numbering and the ratchet go on."""
+    latest = get_item(client, table, entity_id, model.LATEST_SK)
+    if latest is not None:
+        return items.latest_state(latest)
+    return items.latest_state(newest_history(client, history_table, entity_id), present=False)
+
+
+def rollback_content(client, history_table: str, entity_id: str, version: int) -> dict[str, Any]:
+    """The content of version ``version``, or ``NotFound`` if it is missing, expired or a tombstone."""
+    item = get_item(client, history_table, entity_id, model.history_sk(version))
+    if item is None or items.is_expired(item):
+        raise NotFound(f"entity {entity_id!r} has no version {version}")
+    if item.get(model.DELETED):
+        raise NotFound(f"version {version} of entity {entity_id!r} is a deletion; it has no content")
+    return items.content_of(item)
+
+
+def write_latest(client, table: str, item: dict[str, Any], latest: dict[str, Any] | None) -> None:
+    """PutItem of the whole ``v0`` item, only if ``v0`` is still what the decision was made on."""
+    if latest and latest["present"]:
+        condition = " AND ".join(
+            [
+                # optimistic concurrency: nobody wrote v0 since it was read
+                "#version = :fetchedVersion",
+                # the timestamp ratchet: never overwrite newer data (equal times are accepted)
+                "#effectiveAt <= :effectiveAt",
+            ]
+        )
+        values = {
+            ":fetchedVersion": {"N": str(latest["version"])},
+            ":effectiveAt": {"N": str(item[model.EFFECTIVE_AT])},
+        }
+        names = {"#version": model.VERSION, "#effectiveAt": model.EFFECTIVE_AT}
+        extra = {"ExpressionAttributeValues": values}
+    else:
+        # creation (or re-creation after an expired tombstone): nobody created v0 in between
+        condition = "attribute_not_exists(#pk)"
+        names = {"#pk": model.PK}
+        extra = {}
+    try:
+        client.put_item(
+            TableName=table,
+            Item=codec.serialize_item(item),
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **extra,
+        )
+    except ClientError as exc:
+        if _is_condition_failure(exc):
+            raise ConditionFailed(codec.deserialize_item(exc.response.get("Item"))) from exc
+        raise
+
+
+def put_history(client, history_table: str, item: dict[str, Any]) -> bool:
+    """PutItem of history item n, never overwriting: ``True`` if written now, ``False`` if this change
+    had already written it (a retry or a redrive). Another change's item there is a ``HistoryConflict``."""
+    try:
+        client.put_item(
+            TableName=history_table,
+            Item=codec.serialize_item(item),
+            # history is immutable: version n is written once
+            ConditionExpression="attribute_not_exists(#pk)",
+            ExpressionAttributeNames={"#pk": model.PK},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return True
+    except ClientError as exc:
+        if not _is_condition_failure(exc):
+            raise
+        old = codec.deserialize_item(exc.response.get("Item")) or {}
+        if old.get(model.CHANGE_ID) == item[model.CHANGE_ID]:
+            return False
+        raise HistoryConflict(
+            f"version {item[model.VERSION]} of {item[model.PK]!r} was written by change "
+            f"{old.get(model.CHANGE_ID)!r}, not {item[model.CHANGE_ID]!r}"
+        ) from exc
+
+
+def ensure_history(client, table: str, history_table: str, entity_id: str, version: int) -> str:
+    """Make sure history item ``version`` exists: ``present``, ``repaired`` (copied from ``v0``, which
+    still holds that version) or ``unrepairable`` (``v0`` has moved on; its content is not known)."""
+    if get_item(client, history_table, entity_id, model.history_sk(version)) is not None:
+        return "present"
+    latest = get_item(client, table, entity_id, model.LATEST_SK)
+    if latest is None or int(latest[model.VERSION]) != version:
+        return "unrepairable"
+    put_history(client, history_table, items.history_of(codec_ready(latest)))
+    return "repaired"
+
+
+def codec_ready(item: dict[str, Any]) -> dict[str, Any]:
+    """A plain-JSON item made writable again (numbers as Decimals)."""
+    return {name: codec.to_dynamo_value(name, value) for name, value in item.items()}
+
+
+def tag_expiry(client, history_table: str, entity_id: str, version: int, expires_at: int) -> bool:
+    """Set the expiry of history item ``version`` once: ``False`` if it is gone or already tagged."""
+    try:
+        client.update_item(
+            TableName=history_table,
+            Key=_key(entity_id, model.history_sk(version)),
+            UpdateExpression="SET #expiresAt = :expiresAt",
+            ConditionExpression=" AND ".join(
+                [
+                    # never create an item: a version that expired already stays gone
+                    "attribute_exists(#pk)",
+                    # idempotent: a re-run keeps the first expiry
+                    "attribute_not_exists(#expiresAt)",
+                ]
+            ),
+            ExpressionAttributeNames={"#pk": model.PK, "#expiresAt": model.EXPIRES_AT},
+            ExpressionAttributeValues={":expiresAt": {"N": str(expires_at)}},
+        )
+        return True
+    except ClientError as exc:
+        if _is_condition_failure(exc):
+            return False
+        raise
+
+
+def query_history(
+    client, history_table: str, entity_id: str, *, newest_first: bool = True, limit: int | None = None,
+    start_key: dict | None = None, consistent: bool = False,
+) -> tuple[list[dict[str, Any]], dict | None]:
+    """One page of history items (plain JSON) and the key to continue from (``None`` at the end)."""
+    kwargs: dict[str, Any] = dict(
+        TableName=history_table,
+        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :history)",
+        ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK},
+        ExpressionAttributeValues={":pk": {"S": entity_id}, ":history": {"S": model.HISTORY_PREFIX}},
+        ScanIndexForward=not newest_first,
+        ConsistentRead=consistent,
+    )
+    if limit:
+        kwargs["Limit"] = limit
+    if start_key:
+        kwargs["ExclusiveStartKey"] = start_key
+    response = client.query(**kwargs)
+    return [codec.deserialize_item(i) for i in response.get("Items", [])], response.get("LastEvaluatedKey")
+
+
+def all_history(client, history_table: str, entity_id: str, consistent: bool = True) -> list[dict[str, Any]]:
+    """Every history item of an entity, oldest first, following the pages to the end."""
+    found, start = [], None
+    while True:
+        page, start = query_history(
+            client, history_table, entity_id, newest_first=False, start_key=start, consistent=consistent
+        )
+        found.extend(page)
+        if not start:
+            return found

@@ -1,0 +1,170 @@
+"""Validation of a change request: the one place that decides what the workflow accepts.
+
+Every rejection is a ``ValidationError`` whose message starts with the field it names, raised before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from . import codec, model
+from .errors import ValidationError
+
+MAX_REQUEST_BYTES = 256 * 1024  # Step Functions' payload limit
+MAX_ENTITY_ID_BYTES = 1024  # DynamoDB allows 2048 for a partition key; keep room for the prefixes
+MAX_CHANGE_ID_CHARS = 128
+MAX_ACTOR_CHARS = 256
+MAX_REASON_CHARS = 1024
+MAX_EFFECTIVE_AT = 2**53 - 1  # epoch ms that survive a JSON round trip through any client
+
+FIELDS = {
+    "entityId", "operation", "attributes", "toVersion", "effectiveAt", "changeId",
+    "expectedVersion", "actor", "reason",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    """A validated change request with its defaults filled in."""
+
+    entityId: str
+    operation: str
+    effectiveAt: int
+    changeId: str
+    expectedVersion: int | None = None
+    toVersion: int | None = None
+    actor: str | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Change":
+        return cls(**data)
+
+
+def request_size(request: Any) -> int:
+    """Bytes of the request as Step Functions would receive it (compact UTF-8 JSON)."""
+    return len(json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def check_request_size(request: Any) -> None:
+    size = request_size(request)
+    if size > MAX_REQUEST_BYTES:
+        raise ValidationError(
+            "request", f"{size} bytes is over the {MAX_REQUEST_BYTES}-byte Step Functions payload limit"
+        )
+
+
+def _text(field: str, value: Any, max_chars: int, required: bool) -> str | None:
+    if value is None:
+        if required:
+            raise ValidationError(field, "is required")
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, not {type(value).__name__}")
+    if required and value == "":
+        raise ValidationError(field, "must not be empty")
+    if len(value) > max_chars:
+        raise ValidationError(field, f"is longer than {max_chars} characters")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
+        raise ValidationError(field, "must not contain control characters")
+    return value
+
+
+def _integer(field: str, value: Any, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(field, f"must be an integer, not {type(value).__name__}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValidationError(field, f"must be an integer, not {value}")
+        value = int(value)
+    if not minimum <= value <= maximum:
+        raise ValidationError(field, f"must be between {minimum} and {maximum}, not {value}")
+    return value
+
+
+def epoch_ms(timestamp: str) -> int:
+    """Epoch milliseconds of an ISO-8601 timestamp such as ``$$.Execution.StartTime``."""
+    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def validate_attributes(attributes: Any) -> dict[str, Any]:
+    """The change's own attributes as DynamoDB values: an object, no reserved names, storable values."""
+    if not isinstance(attributes, dict):
+        raise ValidationError("attributes", f"must be an object, not {type(attributes).__name__}")
+    clash = sorted(set(attributes) & model.RESERVED)
+    if clash:
+        raise ValidationError(f"attributes.{clash[0]}", "is a name the item model reserves")
+    values = {}
+    for name, value in attributes.items():
+        if name == "":
+            raise ValidationError("attributes", "attribute names must not be empty")
+        values[name] = codec.to_dynamo_value(f"attributes.{name}", value, depth=0)
+    return values
+
+
+def validate_request(request: Any, execution: dict[str, Any]) -> Change:
+    """A ``Change`` from a raw request, or ``ValidationError`` naming the first bad field.
+
+    ``execution`` is ``{"name", "startTime"}`` of the running execution: the defaults for ``changeId``
+    and ``effectiveAt``, which a retried step or a redriven execution therefore reuses.
+    """
+    if not isinstance(request, dict):
+        raise ValidationError("request", f"must be a JSON object, not {type(request).__name__}")
+    check_request_size(request)
+    unknown = sorted(set(request) - FIELDS)
+    if unknown:
+        raise ValidationError(unknown[0], "is not a field of a change request")
+
+    entity_id = _text("entityId", request.get("entityId"), MAX_ENTITY_ID_BYTES, required=True)
+    if len(entity_id.encode("utf-8")) > MAX_ENTITY_ID_BYTES:
+        raise ValidationError("entityId", f"is longer than {MAX_ENTITY_ID_BYTES} bytes")
+
+    operation = request.get("operation")
+    if operation not in model.OPERATIONS:
+        raise ValidationError("operation", f"must be one of {', '.join(model.OPERATIONS)}, not {operation!r}")
+
+    if operation == model.PUT:
+        if "attributes" not in request:
+            raise ValidationError("attributes", "is required for a put")
+        validate_attributes(request["attributes"])
+    elif "attributes" in request:
+        raise ValidationError("attributes", f"is only for a put, not a {operation}")
+
+    to_version = None
+    if operation == model.ROLLBACK:
+        if request.get("toVersion") is None:
+            raise ValidationError("toVersion", "is required for a rollback")
+        to_version = _integer("toVersion", request["toVersion"], 1, model.MAX_VERSION)
+    elif "toVersion" in request:
+        raise ValidationError("toVersion", f"is only for a rollback, not a {operation}")
+
+    expected = request.get("expectedVersion")
+    if expected is not None:
+        expected = _integer("expectedVersion", expected, 0, model.MAX_VERSION)
+
+    if request.get("effectiveAt") is None:
+        effective_at = epoch_ms(execution["startTime"])
+    else:
+        effective_at = _integer("effectiveAt", request["effectiveAt"], 0, MAX_EFFECTIVE_AT)
+
+    change_id = _text("changeId", request.get("changeId"), MAX_CHANGE_ID_CHARS, required=True) \
+        if request.get("changeId") is not None else execution["name"]
+
+    return Change(
+        entityId=entity_id,
+        operation=operation,
+        effectiveAt=effective_at,
+        changeId=change_id,
+        expectedVersion=expected,
+        toVersion=to_version,
+        actor=_text("actor", request.get("actor"), MAX_ACTOR_CHARS, required=False),
+        reason=_text("reason", request.get("reason"), MAX_REASON_CHARS, required=False),
+    )

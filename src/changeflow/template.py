@@ -1,0 +1,248 @@
+"""Reading the SAM template the way CloudFormation would, for the embedded stack: parameters with defaults
+or overrides, conditions, ``Globals``, and the intrinsics the template uses (``!Ref``, ``!GetAtt``,
+``!Sub``, ``!If``, ``!Equals``, ``!Not``, ``!And``, ``!Or``, ``!Join``, ``!Select``).
+
+Nothing here knows changeflow's resources: physical names and ARNs follow from the logical ids.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ACCOUNT = "123456789012"
+NO_VALUE = object()
+
+
+class TemplateError(Exception):
+    """The template uses something the embedded stack cannot resolve."""
+
+
+class _Tag:
+    def __init__(self, name: str, value: Any):
+        self.name, self.value = name, value
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct(loader: yaml.Loader, suffix: str, node: yaml.Node) -> dict:
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {name: value}
+
+
+_Loader.add_multi_constructor("!", _construct)
+
+
+def load_yaml(path: Path) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.load(handle, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+
+
+@dataclass
+class Template:
+    """A SAM template resolved against parameters, for one stack name and region."""
+
+    path: Path
+    stack_name: str = "changeflow"
+    region: str = "us-east-1"
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+        self.root = self.path.parent
+        self.body = load_yaml(self.path)
+        self.resources: dict[str, dict] = self.body.get("Resources", {})
+        unknown = set(self.overrides) - set(self.body.get("Parameters", {}))
+        if unknown:
+            raise TemplateError(f"unknown template parameter(s): {', '.join(sorted(unknown))}")
+        self.parameters = self._parameters()
+        self.conditions = {
+            name: bool(self.resolve(expr)) for name, expr in self.body.get("Conditions", {}).items()
+        }
+
+    # --- parameters and names -------------------------------------------------------------------
+    def _parameters(self) -> dict[str, Any]:
+        values = {}
+        for name, spec in self.body.get("Parameters", {}).items():
+            raw = self.overrides.get(name, spec.get("Default"))
+            if raw is None:
+                raise TemplateError(f"parameter {name} has no default; pass --param {name}=VALUE")
+            raw = str(raw)
+            allowed = [str(v) for v in spec.get("AllowedValues", [])]
+            if allowed and raw not in allowed:
+                raise TemplateError(f"parameter {name}={raw} is not one of {allowed}")
+            if spec.get("Type") == "Number":
+                try:
+                    number = float(raw)
+                except ValueError as exc:
+                    raise TemplateError(f"parameter {name}={raw} is not a number") from exc
+                if "MinValue" in spec and number < float(spec["MinValue"]):
+                    raise TemplateError(f"parameter {name}={raw} is below {spec['MinValue']}")
+            values[name] = raw
+        return values
+
+    def active(self, logical_id: str) -> bool:
+        condition = self.resources[logical_id].get("Condition")
+        return condition is None or self.conditions[condition]
+
+    def of_type(self, resource_type: str) -> dict[str, dict]:
+        return {
+            name: res for name, res in self.resources.items() if res["Type"] == resource_type and self.active(name)
+        }
+
+    def physical_name(self, logical_id: str) -> str:
+        return f"{self.stack_name}-{logical_id}"
+
+    def ref(self, name: str) -> Any:
+        pseudo = {
+            "AWS::Region": self.region,
+            "AWS::AccountId": ACCOUNT,
+            "AWS::StackName": self.stack_name,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::NoValue": NO_VALUE,
+        }
+        if name in pseudo:
+            return pseudo[name]
+        if name in self.parameters:
+            return self.parameters[name]
+        if name in self.resources:
+            return self.arn(name) if self.resources[name]["Type"] in _REF_IS_ARN else self.physical_name(name)
+        raise TemplateError(f"!Ref {name}: no such parameter or resource")
+
+    def arn(self, logical_id: str) -> str:
+        kind = self.resources[logical_id]["Type"]
+        name = self.physical_name(logical_id)
+        prefix = f"arn:aws:{{}}:{self.region}:{ACCOUNT}:"
+        arns = {
+            "AWS::DynamoDB::Table": prefix.format("dynamodb") + f"table/{name}",
+            "AWS::Serverless::Function": prefix.format("lambda") + f"function:{name}",
+            "AWS::Lambda::Function": prefix.format("lambda") + f"function:{name}",
+            "AWS::Serverless::StateMachine": prefix.format("states") + f"stateMachine:{name}",
+            "AWS::StepFunctions::StateMachine": prefix.format("states") + f"stateMachine:{name}",
+            "AWS::Logs::LogGroup": prefix.format("logs") + f"log-group:{name}:*",
+            "AWS::SQS::Queue": prefix.format("sqs") + name,
+            "AWS::Events::EventBus": prefix.format("events") + f"event-bus/{name}",
+            "AWS::Serverless::LayerVersion": prefix.format("lambda") + f"layer:{name}:1",
+            "AWS::SNS::Topic": prefix.format("sns") + name,
+        }
+        if kind not in arns:
+            raise TemplateError(f"no ARN known for {logical_id} ({kind})")
+        return arns[kind]
+
+    def get_att(self, logical_id: str, attribute: str) -> Any:
+        if logical_id not in self.resources:
+            raise TemplateError(f"!GetAtt {logical_id}.{attribute}: no such resource")
+        if attribute == "Arn":
+            return self.arn(logical_id)
+        if attribute in ("Name", "QueueName"):
+            return self.physical_name(logical_id)
+        if attribute == "QueueUrl":
+            return f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT}/{self.physical_name(logical_id)}"
+        raise TemplateError(f"!GetAtt {logical_id}.{attribute} is not supported by the embedded stack")
+
+    # --- intrinsics -----------------------------------------------------------------------------
+    def resolve(self, value: Any) -> Any:
+        """``value`` with every intrinsic function evaluated (``AWS::NoValue`` entries removed)."""
+        if isinstance(value, list):
+            return [v for v in (self.resolve(v) for v in value) if v is not NO_VALUE]
+        if not isinstance(value, dict):
+            return value
+        if len(value) == 1:
+            (key, arg), = value.items()
+            if key == "Ref":
+                return self.ref(arg)
+            if key == "Condition":
+                return self.conditions[arg]
+            if key.startswith("Fn::"):
+                return self._function(key[4:], arg)
+        return {k: v for k, v in ((k, self.resolve(v)) for k, v in value.items()) if v is not NO_VALUE}
+
+    def _function(self, name: str, arg: Any) -> Any:
+        if name == "GetAtt":
+            return self.get_att(*arg)
+        if name == "Sub":
+            return self._sub(arg)
+        if name == "If":
+            condition, yes, no = arg
+            return self.resolve(yes if self.conditions[condition] else no)
+        if name == "Equals":
+            left, right = (self.resolve(a) for a in arg)
+            return str(left) == str(right)
+        if name == "Not":
+            return not self.resolve(arg[0])
+        if name == "And":
+            return all(self.resolve(a) for a in arg)
+        if name == "Or":
+            return any(self.resolve(a) for a in arg)
+        if name == "Join":
+            sep, parts = arg
+            return sep.join(str(p) for p in self.resolve(parts))
+        if name == "Select":
+            index, items = arg
+            return self.resolve(items)[int(self.resolve(index))]
+        raise TemplateError(f"Fn::{name} is not supported by the embedded stack")
+
+    def _sub(self, arg: Any) -> str:
+        text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], self.resolve(arg[1]))
+
+        def replace(match: re.Match) -> str:
+            name = match.group(1)
+            if name.startswith("!"):
+                return "${" + name[1:] + "}"
+            if name in variables:
+                return str(variables[name])
+            if "." in name:
+                return str(self.get_att(*name.split(".", 1)))
+            return str(self.ref(name))
+
+        return re.sub(r"\$\{([^}]+)\}", replace, text)
+
+    # --- SAM ------------------------------------------------------------------------------------
+    def function_properties(self, logical_id: str) -> dict[str, Any]:
+        """A function's properties with ``Globals.Function`` merged in the way SAM merges them
+        (maps merged with the function's own keys winning, lists appended, scalars replaced), resolved."""
+        merged = _merge(copy.deepcopy(self.body.get("Globals", {}).get("Function", {})),
+                        self.resources[logical_id].get("Properties", {}))
+        return self.resolve(merged)
+
+    def outputs(self) -> dict[str, Any]:
+        return {
+            name: self.resolve(spec["Value"])
+            for name, spec in self.body.get("Outputs", {}).items()
+            if spec.get("Condition") is None or self.conditions[spec["Condition"]]
+        }
+
+
+_REF_IS_ARN = {"AWS::Serverless::StateMachine", "AWS::StepFunctions::StateMachine", "AWS::SNS::Topic",
+               "AWS::Serverless::LayerVersion"}
+
+
+def _merge(base: Any, override: Any) -> Any:
+    if isinstance(base, dict) and isinstance(override, dict) and not _is_intrinsic(override):
+        out = dict(base)
+        for key, value in override.items():
+            out[key] = _merge(base.get(key), value) if key in base else value
+        return out
+    if isinstance(base, list) and isinstance(override, list):
+        return copy.deepcopy(base + override)
+    return copy.deepcopy(override)
+
+
+def _is_intrinsic(value: dict) -> bool:
+    return len(value) == 1 and next(iter(value)).startswith(("Fn::", "Ref"))
