@@ -29,6 +29,7 @@ def lambda_handler(event, context):
     change = validate_request(event["request"], event["execution"])
     logger.append_keys(entityId=change.entityId, changeId=change.changeId)
     observe.annotate(tracer, change.entityId)
+    observe.count(metrics, observe.CHANGES_RECEIVED, change.operation)
 
     latest = store.fetch_latest_state(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change.entityId)
     content = None

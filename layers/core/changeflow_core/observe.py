@@ -13,6 +13,7 @@ METRIC_OF_OUTCOME = {
     "duplicate": "ChangesDuplicate",
     "conflict": "VersionConflicts",
 }
+CHANGES_RECEIVED = "ChangesReceived"
 HISTORY_PUT_RETRIES = "HistoryPutRetries"
 HISTORY_REPAIRED = "HistoryRepaired"
 VERSIONS_EXPIRED = "VersionsTaggedForExpiry"

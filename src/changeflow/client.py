@@ -1,0 +1,163 @@
+"""One code path for every command, against the embedded stack, ``changeflow serve`` (an endpoint URL)
+or a stack deployed on AWS: start named executions, wait for them, page their history the AWS way, and
+read an entity's versions."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import boto3
+from botocore.config import Config
+
+from changeflow_core import items, model, store
+
+from . import names
+
+TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
+
+
+@dataclass
+class Execution:
+    name: str
+    arn: str
+    status: str
+    input: Any
+    output: Any = None
+    error: str | None = None
+    cause: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "arn": self.arn, "status": self.status, "input": self.input,
+                "output": self.output, "error": self.error, "cause": self.cause}
+
+
+class Changeflow:
+    """A client of one deployed (or embedded) changeflow stack."""
+
+    def __init__(self, sfn, dynamodb, state_machine_arn: str, table: str, history_table: str,
+                 wait_hook: Callable[[str, float], bool] | None = None):
+        self.sfn, self.dynamodb = sfn, dynamodb
+        self.state_machine_arn = state_machine_arn
+        self.table, self.history_table = table, history_table
+        self._wait_hook = wait_hook
+
+    # --- construction -----------------------------------------------------------------------------
+    @classmethod
+    def from_outputs(cls, outputs: dict[str, Any], session=None, endpoint_url: str | None = None,
+                     region: str | None = None, wait_hook=None) -> "Changeflow":
+        session = session or boto3.session.Session(region_name=region)
+        config = Config(retries={"mode": "standard", "max_attempts": 5})
+        make = lambda service: session.client(service, endpoint_url=endpoint_url, config=config)  # noqa: E731
+        return cls(make("stepfunctions"), make("dynamodb"), outputs["ChangeStateMachineArn"],
+                   outputs["ChangeTableName"], outputs.get("HistoryTableName") or outputs["ChangeTableName"],
+                   wait_hook)
+
+    @classmethod
+    def for_embedded(cls, stack) -> "Changeflow":
+        from . import moto_patches
+
+        return cls.from_outputs(stack.outputs, region=stack.region, wait_hook=moto_patches.wait_for_termination)
+
+    @classmethod
+    def for_aws_stack(cls, stack_name: str, region: str | None = None) -> "Changeflow":
+        session = boto3.session.Session(region_name=region)
+        stack = session.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        return cls.from_outputs(outputs, session=session)
+
+    # --- executions -------------------------------------------------------------------------------
+    def start(self, request: Any, name: str | None = None, redeliver: bool = False) -> tuple[str, str]:
+        """Start a named execution (moto would otherwise call it ``None``): ``(name, arn)``.
+
+        The same change submitted again gets the same name; Step Functions refuses a second execution
+        of a closed one (``ExecutionAlreadyExists``). With ``redeliver`` it is delivered again as a new
+        execution (as an at-least-once source would), and the workflow reports it ``duplicate``."""
+        name = name or names.execution_name(request)
+        for delivery in range(1, 100):
+            attempt = name if delivery == 1 else names.redelivery_name(name, delivery)
+            try:
+                response = self.sfn.start_execution(
+                    stateMachineArn=self.state_machine_arn, name=attempt, input=json.dumps(request)
+                )
+                return attempt, response["executionArn"]
+            except self.sfn.exceptions.ExecutionAlreadyExists:
+                if not redeliver:
+                    raise
+        raise RuntimeError(f"change {name} was delivered 99 times")
+
+    def wait(self, arn: str, timeout: float = 300.0) -> Execution:
+        """Wait for the execution to end (an event on the embedded stack, polling elsewhere)."""
+        deadline = time.monotonic() + timeout
+        if self._wait_hook is not None:
+            self._wait_hook(arn, timeout)
+        delay = 0.05
+        while True:
+            description = self.sfn.describe_execution(executionArn=arn)
+            if description["status"] in TERMINAL:
+                return _execution(description)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"execution {arn} still {description['status']} after {timeout} s")
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def submit(self, request: Any, name: str | None = None, timeout: float = 300.0,
+               redeliver: bool = True) -> Execution:
+        _, arn = self.start(request, name, redeliver=redeliver)
+        return self.wait(arn, timeout)
+
+    def history(self, arn: str, page_size: int = 100) -> Iterator[dict[str, Any]]:
+        """Every history event, oldest first, following nextToken as AWS pages it."""
+        token = None
+        while True:
+            kwargs = {"executionArn": arn, "maxResults": page_size}
+            if token:
+                kwargs["nextToken"] = token
+            page = self.sfn.get_execution_history(**kwargs)
+            yield from page["events"]
+            token = page.get("nextToken")
+            if not token:
+                return
+
+    def executions(self, limit: int = 50) -> list[dict[str, Any]]:
+        found, token = [], None
+        while len(found) < limit:
+            kwargs = {"stateMachineArn": self.state_machine_arn, "maxResults": min(100, limit - len(found))}
+            if token:
+                kwargs["nextToken"] = token
+            page = self.sfn.list_executions(**kwargs)
+            found.extend(page["executions"])
+            token = page.get("nextToken")
+            if not token:
+                break
+        return found[:limit]
+
+    # --- data ---------------------------------------------------------------------------------------
+    def entity(self, entity_id: str) -> dict[str, Any]:
+        """``{"latest": VIEW|None, "versions": [VIEW...]}``: the raw v0 (a tombstone shows deleted) and
+        every history version, oldest first."""
+        latest = store.get_item(self.dynamodb, self.table, entity_id, model.LATEST_SK)
+        history = store.all_history(self.dynamodb, self.history_table, entity_id)
+        return {"latest": items.view(latest), "versions": [items.view(i) for i in history]}
+
+
+def _execution(description: dict[str, Any]) -> Execution:
+    def parse(text):
+        if text is None:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    return Execution(
+        name=description["name"],
+        arn=description["executionArn"],
+        status=description["status"],
+        input=parse(description.get("input")),
+        output=parse(description.get("output")),
+        error=description.get("error"),
+        cause=description.get("cause"),
+    )

@@ -1,0 +1,196 @@
+"""The embedded stack: the template's tables, functions and state machines on moto, in this process.
+
+Reads ``template.yaml`` (nothing about changeflow's resources is written here), creates each DynamoDB
+table with its key schema and TTL setting, registers each function with its merged environment and its
+layers' code on the import path, and creates each state machine from its ASL file with the
+``DefinitionSubstitutions`` resolved. Lambda invocations from the interpreter run the real handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from . import moto_patches
+from .lambdas import Function, LambdaService
+from .template import Template
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+# What the embedded functions see besides the template's own variables: no X-Ray daemon runs here.
+EMBEDDED_FUNCTION_ENV = {"POWERTOOLS_TRACE_DISABLED": "true"}
+
+
+def project_root() -> Path:
+    """The directory holding template.yaml: CHANGEFLOW_ROOT, else the nearest one above the cwd."""
+    if os.environ.get("CHANGEFLOW_ROOT"):
+        return Path(os.environ["CHANGEFLOW_ROOT"]).resolve()
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "template.yaml").is_file():
+            return folder
+    raise FileNotFoundError("no template.yaml here or above; run inside the project or set CHANGEFLOW_ROOT")
+
+
+class EmbeddedStack:
+    """``with EmbeddedStack() as stack:`` - the whole application on moto, for as long as the block runs."""
+
+    def __init__(
+        self,
+        root: Path | None = None,
+        parameters: dict[str, str] | None = None,
+        time_scale: float = 1.0,
+        region: str = "us-east-1",
+        stack_name: str = "changeflow",
+        function_env: dict[str, str] | None = None,
+    ):
+        self.root = Path(root) if root else project_root()
+        self.region = region
+        self.template = Template(self.root / "template.yaml", stack_name, region, dict(parameters or {}))
+        self.time_scale = time_scale
+        self.function_env = {**EMBEDDED_FUNCTION_ENV, **(function_env or {})}
+        self._mock = None
+        self.lambdas: LambdaService | None = None
+        self.state_machines: dict[str, str] = {}  # logical id -> ARN
+        self.outputs: dict[str, Any] = {}
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def __enter__(self) -> "EmbeddedStack":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "EmbeddedStack":
+        from moto import mock_aws
+
+        for key, value in FAKE_CREDENTIALS.items():
+            os.environ.setdefault(key, value)
+        os.environ.setdefault("AWS_DEFAULT_REGION", self.region)
+        # moto logs every failed state at ERROR with its internals; the execution history says it better.
+        logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
+        self.lambdas = LambdaService(self._layer_dirs())
+        moto_patches.install(self.lambdas.before_call)
+        moto_patches.Clock.scale = self.time_scale
+        self._mock = mock_aws(config=MOTO_CONFIG)
+        self._mock.start()
+        self._create_tables()
+        self._register_functions()
+        self._create_state_machines()
+        self.outputs = self.template.outputs()
+        return self
+
+    def stop(self) -> None:
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+
+    def client(self, service: str):
+        return boto3.client(service, region_name=self.region, config=Config(retries={"mode": "standard"}))
+
+    # --- resources from the template ------------------------------------------------------------
+    def _layer_dirs(self) -> list[Path]:
+        layers = self.template.of_type("AWS::Serverless::LayerVersion")
+        return [self.root / self.template.resolve(spec["Properties"]["ContentUri"]) for spec in layers.values()]
+
+    def _create_tables(self) -> None:
+        dynamodb = self.client("dynamodb")
+        for logical_id, spec in self.template.of_type("AWS::DynamoDB::Table").items():
+            props = self.template.resolve(spec["Properties"])
+            name = props.get("TableName") or self.template.physical_name(logical_id)
+            kwargs = {
+                "TableName": name,
+                "KeySchema": props["KeySchema"],
+                "AttributeDefinitions": props["AttributeDefinitions"],
+                "BillingMode": props.get("BillingMode", "PROVISIONED"),
+            }
+            if kwargs["BillingMode"] == "PROVISIONED":
+                kwargs["ProvisionedThroughput"] = props["ProvisionedThroughput"]
+            for optional in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "StreamSpecification"):
+                if optional in props:
+                    kwargs[optional] = props[optional]
+            if "SSESpecification" in props:
+                kwargs["SSESpecification"] = {"Enabled": bool(props["SSESpecification"].get("SSEEnabled"))}
+            if "DeletionProtectionEnabled" in props:
+                kwargs["DeletionProtectionEnabled"] = str(props["DeletionProtectionEnabled"]).lower() == "true"
+            dynamodb.create_table(**kwargs)
+            ttl = props.get("TimeToLiveSpecification")
+            if ttl and str(ttl.get("Enabled")).lower() == "true":
+                dynamodb.update_time_to_live(
+                    TableName=name,
+                    TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
+                )
+
+    def _register_functions(self) -> None:
+        for logical_id in self.template.of_type("AWS::Serverless::Function"):
+            props = self.template.function_properties(logical_id)
+            environment = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+            environment.update(self.function_env)
+            environment.update(
+                AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(props.get("MemorySize", 128)),
+                AWS_REGION=self.region,
+            )
+            self.lambdas.add(
+                Function(
+                    logical_id=logical_id,
+                    name=props.get("FunctionName") or self.template.physical_name(logical_id),
+                    arn=self.template.arn(logical_id),
+                    code_dir=self.root / props["CodeUri"],
+                    handler=props["Handler"],
+                    environment=environment,
+                    memory_mb=int(props.get("MemorySize", 128)),
+                    timeout_s=int(props.get("Timeout", 3)),
+                )
+            )
+
+    def _create_state_machines(self) -> None:
+        sfn = self.client("stepfunctions")
+        for logical_id, spec in self.template.of_type("AWS::Serverless::StateMachine").items():
+            props = self.template.resolve(spec["Properties"])
+            definition = substitute(
+                (self.root / props["DefinitionUri"]).read_text(encoding="utf-8"),
+                props.get("DefinitionSubstitutions", {}),
+            )
+            arn = sfn.create_state_machine(
+                name=self.template.physical_name(logical_id),
+                definition=definition,
+                roleArn=f"arn:aws:iam::{self.template.ref('AWS::AccountId')}:role/{logical_id}Role",
+                type=props.get("Type", "STANDARD"),
+                tracingConfiguration={"enabled": bool(props.get("Tracing", {}).get("Enabled", False))},
+            )["stateMachineArn"]
+            self.state_machines[logical_id] = arn
+
+    # --- conveniences for tests and tools -------------------------------------------------------
+    def function(self, logical_id: str) -> Function:
+        return next(f for f in self.lambdas.functions.values() if f.logical_id == logical_id)
+
+    def warm(self) -> None:
+        """Import every handler now (their cold starts) rather than on first invocation."""
+        for function in self.lambdas.functions.values():
+            self.lambdas.load(function)
+
+
+def substitute(definition: str, substitutions: dict[str, Any]) -> str:
+    """``${Name}`` -> value, as ``DefinitionSubstitutions`` does; an unknown placeholder is an error."""
+    import re
+
+    def replace(match):
+        name = match.group(1)
+        if name not in substitutions:
+            raise KeyError(f"definition placeholder ${{{name}}} has no DefinitionSubstitutions entry")
+        return str(substitutions[name])
+
+    text = re.sub(r"\$\{([A-Za-z0-9_]+)\}", replace, definition)
+    json.loads(text)
+    return text

@@ -1,0 +1,223 @@
+"""Lambda in-process: every function of the template, loaded from its own ``app.py`` with the environment
+the template gives it, invoked the way the Lambda service invokes it (JSON in, JSON out, an unhandled
+exception becomes ``FunctionError: Unhandled`` with ``errorType`` = the exception's class name).
+
+What a handler prints (Powertools' JSON logs and EMF metrics) goes to the function's log, like
+CloudWatch Logs, not to the terminal. Faults can be injected around the handler from the outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import sys
+import threading
+import traceback
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import unquote
+
+from botocore.awsrequest import AWSResponse
+from botocore.response import StreamingBody
+from moto.core.botocore_stubber import MockRawResponse
+
+
+class LambdaServiceError(Exception):
+    """Raised by a fault hook: the Lambda service itself fails the ``Invoke`` request
+    (the state machine sees ``Lambda.<code>``, e.g. ``Lambda.ServiceException``)."""
+
+    def __init__(self, code: str = "ServiceException", message: str = "Lambda was unable to process the request",
+                 status: int = 500):
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of the Lambda context object that handlers and Powertools read."""
+
+    function_name: str
+    invoked_function_arn: str
+    memory_limit_in_mb: int
+    timeout_ms: int
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
+
+    log_stream_name = "embedded"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.timeout_ms
+
+
+# A fault hook is called as hook(function, event, invoke) and returns the handler's result: it may raise
+# before calling invoke (the Lambda failed before its write), call it and then raise (lost response),
+# or raise LambdaServiceError (the service failed).
+FaultHook = Callable[["Function", Any, Callable[[], Any]], Any]
+
+
+@dataclass
+class Function:
+    logical_id: str
+    name: str
+    arn: str
+    code_dir: Path
+    handler: str
+    environment: dict[str, str]
+    memory_mb: int = 128
+    timeout_s: int = 3
+    module: Any = None
+    logs: deque = field(default_factory=lambda: deque(maxlen=20_000))
+    invocations: int = 0
+
+    def entry_point(self) -> Callable[[Any, Any], Any]:
+        module_name, function_name = self.handler.rsplit(".", 1)
+        return getattr(self.module, function_name)
+
+
+class _ThreadLocalStdout(io.TextIOBase):
+    """sys.stdout that sends what a handler prints to its function's log and the rest to the terminal."""
+
+    def __init__(self, terminal):
+        self.terminal = terminal
+        self.local = threading.local()
+
+    def write(self, text: str) -> int:
+        function = getattr(self.local, "function", None)
+        if function is None:
+            return self.terminal.write(text)
+        for line in text.splitlines():
+            if line.strip():
+                function.logs.append(line)
+        return len(text)
+
+    def flush(self) -> None:
+        self.terminal.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.terminal, name)
+
+
+class LambdaService:
+    """The functions of one embedded stack, and the ``Invoke`` answer the interpreter's client gets."""
+
+    _import_lock = threading.Lock()
+
+    def __init__(self, layer_dirs: list[Path]):
+        self.functions: dict[str, Function] = {}
+        self.fault_hook: FaultHook | None = None
+        # Powertools Metrics keeps one metric set per process (on Lambda every concurrent invocation has
+        # its own process), so in one process invocations take turns. Executions still interleave
+        # between steps, and every DynamoDB request is atomic, which is what the guarantees rest on.
+        self.invoke_lock = threading.RLock()
+        for layer in layer_dirs:
+            if str(layer) not in sys.path:
+                sys.path.insert(0, str(layer))
+        if not isinstance(sys.stdout, _ThreadLocalStdout):
+            sys.stdout = _ThreadLocalStdout(sys.stdout)
+        self.stdout: _ThreadLocalStdout = sys.stdout
+
+    def add(self, function: Function) -> None:
+        self.functions[function.name] = function
+
+    def find(self, name_or_arn: str) -> Function | None:
+        # arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER], or NAME
+        name = name_or_arn.split(":")[6] if name_or_arn.startswith("arn:") else name_or_arn.split(":")[0]
+        return self.functions.get(name)
+
+    def load(self, function: Function) -> None:
+        """Import the handler's module (its cold start) with the function's environment in place."""
+        if function.module is not None:
+            return
+        path = function.code_dir / (function.handler.rsplit(".", 1)[0].replace(".", "/") + ".py")
+        with self._import_lock:
+            saved = {k: os.environ.get(k) for k in function.environment}
+            os.environ.update(function.environment)
+            self.stdout.local.function = function
+            try:
+                spec = importlib.util.spec_from_file_location(f"changeflow_lambda_{function.logical_id}", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            finally:
+                self.stdout.local.function = None
+                for key, value in saved.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
+            function.module = module
+
+    def invoke(self, function: Function, event: Any) -> tuple[Any, bool]:
+        """Run the handler as Lambda would: ``(payload, function_error)``. Raises LambdaServiceError."""
+        self.load(function)
+        context = LambdaContext(function.name, function.arn, function.memory_mb, function.timeout_s * 1000)
+        with self.invoke_lock:
+            function.invocations += 1
+            self.stdout.local.function = function
+            try:
+                run = lambda: function.entry_point()(event, context)  # noqa: E731
+                result = self.fault_hook(function, event, run) if self.fault_hook else run()
+                return json.loads(json.dumps(result)), False
+            except LambdaServiceError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the Lambda runtime reports every unhandled error
+                return {
+                    "errorMessage": str(exc),
+                    "errorType": type(exc).__name__,
+                    "requestId": context.aws_request_id,
+                    "stackTrace": traceback.format_tb(exc.__traceback__),
+                }, True
+            finally:
+                self.stdout.local.function = None
+
+    # botocore ``before-call.lambda.Invoke``: answering here skips serialising, signing and HTTP.
+    def before_call(self, model, params, **kwargs):
+        function_ref = unquote(params["url_path"].split("/")[3])
+        function = self.find(function_ref)
+        if function is None:
+            return _error_response(404, "ResourceNotFoundException", f"Function not found: {function_ref}")
+        body = params.get("body") or b"{}"
+        event = json.loads(body) if body else {}
+        try:
+            payload, failed = self.invoke(function, event)
+        except LambdaServiceError as exc:
+            return _error_response(exc.status, exc.code, exc.message)
+        data = json.dumps(payload).encode("utf-8")
+        parsed = {
+            "ResponseMetadata": {"RequestId": str(uuid.uuid4()), "HTTPStatusCode": 200, "HTTPHeaders": {},
+                                 "RetryAttempts": 0},
+            "StatusCode": 200,
+            "ExecutedVersion": "$LATEST",
+            "Payload": StreamingBody(io.BytesIO(data), len(data)),
+        }
+        if failed:
+            parsed["FunctionError"] = "Unhandled"
+        return AWSResponse("https://lambda.embedded/", 200, {}, MockRawResponse(b"")), parsed
+
+
+def _error_response(status: int, code: str, message: str):
+    parsed = {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"RequestId": str(uuid.uuid4()), "HTTPStatusCode": status, "HTTPHeaders": {},
+                             "RetryAttempts": 0},
+    }
+    return AWSResponse("https://lambda.embedded/", status, {}, MockRawResponse(b"")), parsed
+
+
+@contextlib.contextmanager
+def fault_hook(service: LambdaService, hook: FaultHook):
+    """Install a fault hook for the duration of a ``with`` block."""
+    previous, service.fault_hook = service.fault_hook, hook
+    try:
+        yield
+    finally:
+        service.fault_hook = previous
