@@ -10,6 +10,7 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from changeflow_core import items, model, observe, store
+from changeflow_core.errors import ValidationError
 from changeflow_core.validation import validate_request
 
 TABLE_NAME = os.environ["TABLE_NAME"]
@@ -26,7 +27,11 @@ dynamodb = boto3.client("dynamodb")
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
     logger.append_keys(execution=event["execution"]["name"])
-    change = validate_request(event["request"], event["execution"])
+    try:
+        change = validate_request(event["request"], event["execution"])
+    except ValidationError:
+        observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
+        raise
     logger.append_keys(entityId=change.entityId, changeId=change.changeId)
     observe.annotate(tracer, change.entityId)
     observe.count(metrics, observe.CHANGES_RECEIVED, change.operation)

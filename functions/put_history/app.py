@@ -29,8 +29,7 @@ def lambda_handler(event, context):
     change, written = event["fetched"]["change"], event["written"]
     logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
     observe.annotate(tracer, change["entityId"], written["version"], written["outcome"])
-    if event.get("retryCount"):
-        observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"])
+    observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"], value=event.get("retryCount") or 0)
 
     if written["outcome"] == model.APPLIED:
         item = steps.item_for(event, written["version"], written["recordedAt"], tombstone_ttl_days=0)

@@ -26,15 +26,13 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
-    logger.append_keys(entityId=event["entityId"])
+    logger.append_keys(execution=event["execution"]["name"], entityId=event["entityId"])
     observe.annotate(tracer, event["entityId"], event["version"])
 
     tag = steps.retention_tag(event["version"], KEEP_VERSIONS, KEEP_DAYS, int(time.time()))
-    if tag is None:
-        return {"tagged": None, "expiresAt": None}
-    version, expires_at = tag
-    if store.tag_expiry(dynamodb, HISTORY_TABLE_NAME, event["entityId"], version, expires_at):
-        observe.count(metrics, observe.VERSIONS_EXPIRED, event["operation"])
+    version, expires_at = tag or (None, None)
+    tagged = tag is not None and store.tag_expiry(dynamodb, HISTORY_TABLE_NAME, event["entityId"], version, expires_at)
+    observe.count(metrics, observe.VERSIONS_EXPIRED, event["operation"], value=int(tagged))
 
-    logger.info("retention", extra={"tagged": version, "expiresAt": expires_at})
+    logger.info("retention", extra={"tagged": version, "expiresAt": expires_at, "newlyTagged": tagged})
     return {"tagged": version, "expiresAt": expires_at}

@@ -62,11 +62,18 @@ class Changeflow:
         return cls.from_outputs(stack.outputs, region=stack.region, wait_hook=moto_patches.wait_for_termination)
 
     @classmethod
-    def for_aws_stack(cls, stack_name: str, region: str | None = None) -> "Changeflow":
+    def for_aws_stack(cls, stack_name: str = "changeflow", region: str | None = None,
+                      endpoint_url: str | None = None) -> "Changeflow":
+        """The stack's clients and names from its CloudFormation Outputs: a deployed stack on AWS, or
+        ``changeflow serve`` (which publishes its Outputs the same way) when ``endpoint_url`` is given."""
         session = boto3.session.Session(region_name=region)
-        stack = session.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]
+        if endpoint_url and session.get_credentials() is None:  # a local endpoint accepts any credentials
+            session = boto3.session.Session(region_name=region, aws_access_key_id="testing",
+                                            aws_secret_access_key="testing")
+        stack = session.client("cloudformation", endpoint_url=endpoint_url).describe_stacks(
+            StackName=stack_name)["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-        return cls.from_outputs(outputs, session=session)
+        return cls.from_outputs(outputs, session=session, endpoint_url=endpoint_url)
 
     # --- executions -------------------------------------------------------------------------------
     def start(self, request: Any, name: str | None = None, redeliver: bool = False) -> tuple[str, str]:

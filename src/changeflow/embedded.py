@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ class EmbeddedStack:
         self._register_functions()
         self._create_state_machines()
         self.outputs = self.template.outputs()
+        self._publish_outputs()
         return self
 
     def stop(self) -> None:
@@ -170,6 +172,19 @@ class EmbeddedStack:
                 tracingConfiguration={"enabled": bool(props.get("Tracing", {}).get("Enabled", False))},
             )["stateMachineArn"]
             self.state_machines[logical_id] = arn
+
+    def _publish_outputs(self) -> None:
+        """Record the stack's Outputs as a CloudFormation stack of the same name, so that a client finds
+        the state machine and tables through ``DescribeStacks`` here exactly as on AWS."""
+        body = {
+            "Resources": {"EmbeddedStack": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+            "Outputs": {name: {"Value": str(value)} for name, value in self.outputs.items()},
+        }
+        with warnings.catch_warnings():  # moto creates no resource for the marker, and says so
+            warnings.simplefilter("ignore", UserWarning)
+            self.client("cloudformation").create_stack(
+                StackName=self.template.stack_name, TemplateBody=json.dumps(body)
+            )
 
     # --- conveniences for tests and tools -------------------------------------------------------
     def function(self, logical_id: str) -> Function:

@@ -107,6 +107,9 @@ class _ThreadLocalStdout(io.TextIOBase):
         return getattr(self.terminal, name)
 
 
+_STDOUT = _ThreadLocalStdout(sys.stdout)
+
+
 class LambdaService:
     """The functions of one embedded stack, and the ``Invoke`` answer the interpreter's client gets."""
 
@@ -122,9 +125,10 @@ class LambdaService:
         for layer in layer_dirs:
             if str(layer) not in sys.path:
                 sys.path.insert(0, str(layer))
-        if not isinstance(sys.stdout, _ThreadLocalStdout):
-            sys.stdout = _ThreadLocalStdout(sys.stdout)
-        self.stdout: _ThreadLocalStdout = sys.stdout
+        self.stdout = _STDOUT
+        if sys.stdout is not _STDOUT:  # loggers bound to the one router keep working when stdout is swapped
+            _STDOUT.terminal = sys.stdout
+            sys.stdout = _STDOUT
 
     def add(self, function: Function) -> None:
         self.functions[function.name] = function

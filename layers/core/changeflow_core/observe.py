@@ -14,7 +14,8 @@ METRIC_OF_OUTCOME = {
     "conflict": "VersionConflicts",
 }
 CHANGES_RECEIVED = "ChangesReceived"
-HISTORY_PUT_RETRIES = "HistoryPutRetries"
+CHANGES_REJECTED = "ChangesRejected"  # ValidationError: nothing written
+HISTORY_PUT_RETRIES = "HistoryPutRetries"  # $$.State.RetryCount of each history put attempt
 HISTORY_REPAIRED = "HistoryRepaired"
 VERSIONS_EXPIRED = "VersionsTaggedForExpiry"
 

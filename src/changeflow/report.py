@@ -1,0 +1,100 @@
+"""Rendering for people: execution lines, version tables (like the tables in the seeds), and an execution
+history rendered like the Step Functions console (event id, type, state, elapsed time, details)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from .client import Execution
+
+
+def table(headers: list[str], rows: list[list[Any]], max_width: int = 60) -> str:
+    cells = [[_cell(v, max_width) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+def _cell(value: Any, max_width: int) -> str:
+    if value is None:
+        text = ""
+    elif isinstance(value, (dict, list)):
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    else:
+        text = str(value)
+    text = text.replace("\n", " ")
+    return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+
+def error_message(cause: str | None) -> str | None:
+    """The ``errorMessage`` of a Lambda error cause (a JSON document), else the cause itself."""
+    if not cause:
+        return cause
+    try:
+        return json.loads(cause).get("errorMessage", cause)
+    except (ValueError, AttributeError):
+        return cause
+
+
+def executions(results: Iterable[Execution]) -> str:
+    rows = []
+    for e in results:
+        out = e.output if isinstance(e.output, dict) else {}
+        rows.append([e.name, e.status, out.get("outcome"), out.get("version"), e.error, error_message(e.cause)])
+    return table(["execution", "status", "outcome", "version", "error", "message"], rows)
+
+
+def _time(ms: Any) -> str:
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(int(ms) / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def versions(entity_id: str, entity: dict[str, Any]) -> str:
+    rows = []
+    for v in entity["versions"]:
+        rows.append([v["version"], "yes" if v["deleted"] else "", v["effectiveAt"], v["operation"], v["changeId"],
+                     v["actor"], v["expiresAt"], v["attributes"] if not v["deleted"] else "(tombstone)"])
+    latest = entity["latest"]
+    head = f"entity {entity_id}: "
+    if latest is None:
+        head += "no v0"
+    else:
+        state = "tombstone" if latest["deleted"] else "live"
+        head += f"v0 = version {latest['version']} ({state}, effectiveAt {latest['effectiveAt']}"
+        head += f", expires {latest['expiresAt']})" if latest["expiresAt"] else ")"
+    return head + "\n" + table(
+        ["version", "deleted", "effectiveAt", "operation", "changeId", "actor", "expiresAt", "attributes"], rows
+    )
+
+
+def _json(text: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def history(events: list[dict[str, Any]]) -> str:
+    """The console's event table; retries show as repeated TaskScheduled/TaskFailed of the same state."""
+    if not events:
+        return "(no events)"
+    start = events[0]["timestamp"]
+    rows, state = [], ""
+    for event in events:
+        details = next((v for k, v in event.items() if k.endswith("EventDetails")), {}) or {}
+        if event["type"].endswith("StateEntered"):
+            state = details.get("name", state)
+        elapsed = int((event["timestamp"] - start).total_seconds() * 1000)
+        shown = {}
+        for key in ("input", "output"):
+            if key in details:
+                shown[key] = _json(details[key])
+        if "error" in details:
+            shown = {"error": details["error"], "cause": error_message(details.get("cause"))}
+        rows.append([event["id"], event["type"], state, f"{elapsed} ms", shown or ""])
+        if event["type"].endswith("StateExited"):
+            state = ""
+    return table(["id", "type", "state", "elapsed", "details"], rows, max_width=100)

@@ -1,0 +1,132 @@
+"""Shared fixtures. Nothing here can reach AWS: fake credentials, a fixed region, and pytest-socket
+(configured in pyproject.toml) refuses every network connection except to 127.0.0.1."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS = ROOT / "events"
+ASL = ROOT / "statemachines" / "change.asl.json"
+
+
+@pytest.fixture(autouse=True)
+def aws_sandbox(monkeypatch):
+    """Fake credentials and region for every test; no profile or config file from the machine."""
+    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("CHANGEFLOW_ROOT", str(ROOT))
+
+
+def load_event(relative: str):
+    return json.loads((EVENTS / relative).read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def stack():
+    """The whole application on the embedded stack (template, ASL, handlers), time compressed."""
+    from changeflow.embedded import EmbeddedStack
+
+    with EmbeddedStack(ROOT, time_scale=0.0005) as running:
+        yield running
+
+
+@pytest.fixture
+def make_stack():
+    """An embedded stack with template parameter overrides: ``make_stack(HistoryRetentionVersions="2")``."""
+    from changeflow.embedded import EmbeddedStack
+
+    started = []
+
+    def make(root=ROOT, time_scale=0.0005, **parameters):
+        running = EmbeddedStack(root, parameters=parameters, time_scale=time_scale).start()
+        started.append(running)
+        return running
+
+    yield make
+    for running in reversed(started):
+        running.stop()
+
+
+@pytest.fixture
+def cf(stack):
+    from changeflow.client import Changeflow
+
+    return Changeflow.for_embedded(stack)
+
+
+@pytest.fixture
+def tables():
+    """The template's tables on plain moto (no state machine), for domain and handler tests."""
+    from moto import mock_aws
+
+    from changeflow.template import Template
+
+    template = Template(ROOT / "template.yaml")
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
+            props = template.resolve(spec["Properties"])
+            client.create_table(
+                TableName=template.physical_name(logical_id),
+                KeySchema=props["KeySchema"],
+                AttributeDefinitions=props["AttributeDefinitions"],
+                BillingMode=props["BillingMode"],
+            )
+        yield client, template.physical_name("ChangeTable")
+
+
+@pytest.fixture
+def lambda_module(tables, monkeypatch):
+    """Load ``functions/<name>/app.py`` by path with the environment the template gives it, the way
+    Lambda imports it (no package, no sys.path games): ``lambda_module("fetch_latest")``."""
+    from changeflow.template import Template
+
+    template = Template(ROOT / "template.yaml")
+    by_dir = {}
+    for logical_id in template.of_type("AWS::Serverless::Function"):
+        props = template.function_properties(logical_id)
+        by_dir[Path(props["CodeUri"]).name] = props
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+
+    def load(name: str):
+        props = by_dir[name]
+        for key, value in props["Environment"]["Variables"].items():
+            monkeypatch.setenv(key, str(value))
+        spec = importlib.util.spec_from_file_location(f"lambda_{name}", ROOT / props["CodeUri"] / "app.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+class Context:
+    """A Lambda context as Powertools reads it."""
+
+    function_name = "test"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:test"
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+
+    @staticmethod
+    def get_remaining_time_in_millis():
+        return 10_000
+
+
+@pytest.fixture
+def context():
+    return Context()

@@ -1,0 +1,380 @@
+"""The real state machine (statemachines/change.asl.json with its substitutions) run end to end on the
+embedded stack, for every path; assertions are on the execution history as well as on the table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import load_event
+
+T0 = 1_767_225_600_000
+
+
+def put(entity="doc#1", at=T0, change=None, **attributes):
+    request = {"entityId": entity, "operation": "put", "attributes": attributes or {"v": at}, "effectiveAt": at}
+    if change:
+        request["changeId"] = change
+    return request
+
+
+def states_entered(cf, execution):
+    return [e["stateEnteredEventDetails"]["name"] for e in cf.history(execution.arn) if e["type"].endswith("StateEntered")]
+
+
+def events_of(cf, execution, event_type):
+    return [e for e in cf.history(execution.arn) if e["type"] == event_type]
+
+
+def test_first_put_creates_version_1_and_its_history_item(cf):
+    # GIVEN an entity that never existed
+    # WHEN a put is processed
+    execution = cf.submit(put(color="red", change="c1"))
+    # THEN the execution succeeds with version 1, and v0 and history item 1 hold the content
+    assert execution.status == "SUCCEEDED"
+    assert execution.output == {"entityId": "doc#1", "operation": "put", "outcome": "applied", "version": 1,
+                                "changeId": "c1", "effectiveAt": T0}
+    entity = cf.entity("doc#1")
+    assert entity["latest"]["version"] == 1 and entity["latest"]["attributes"] == {"color": "red"}
+    assert [v["version"] for v in entity["versions"]] == [1]
+    assert states_entered(cf, execution) == [
+        "Take the change request", "Fetch the latest version", "Which operation is it?",
+        "Write the new latest version", "What did the write do?", "Record the version in history",
+        "Tag versions for expiry", "Report the result",
+    ]
+
+
+def test_each_applied_change_adds_exactly_one_contiguous_version(cf):
+    for i in range(5):
+        assert cf.submit(put(at=T0 + i, n=i)).output["version"] == i + 1
+    versions = cf.entity("doc#1")["versions"]
+    assert [v["version"] for v in versions] == [1, 2, 3, 4, 5]
+    assert [v["attributes"]["n"] for v in versions] == [0, 1, 2, 3, 4]
+
+
+def test_history_item_n_has_exactly_the_content_v0_had_at_n(cf):
+    for i in range(3):
+        cf.submit(put(at=T0 + i, n=i, nested={"list": [1, 2.5, None, True], "s": "ü"}))
+        entity = cf.entity("doc#1")
+        latest, newest = entity["latest"], entity["versions"][-1]
+        assert newest == latest  # same attributes, same audit fields (history never carries v0's expiry)
+
+
+def test_older_change_is_stale_and_writes_nothing(cf):
+    cf.submit(put(at=T0 + 100, change="new", v="new"))
+    before = cf.entity("doc#1")
+    execution = cf.submit(put(at=T0 + 50, change="old", v="old"))
+    assert execution.output["outcome"] == "stale" and execution.output["version"] == 1
+    assert cf.entity("doc#1") == before
+    assert "Record the version in history" not in states_entered(cf, execution)
+
+
+def test_equal_timestamps_are_accepted(cf):
+    cf.submit(put(at=T0, change="a", v="a"))
+    execution = cf.submit(put(at=T0, change="b", v="b"))
+    assert execution.output["outcome"] == "applied" and execution.output["version"] == 2
+
+
+def test_same_change_twice_is_one_version_and_reported_duplicate(cf):
+    first = cf.submit(put(change="same", v=1))
+    again = cf.submit(put(change="same", v=1))  # a redelivery: a second execution of the same change
+    assert first.name != again.name
+    assert again.output["outcome"] == "duplicate" and again.output["version"] == 1
+    assert [v["version"] for v in cf.entity("doc#1")["versions"]] == [1]
+
+
+def test_duplicate_after_other_changes_at_the_same_time_adds_no_version(cf):
+    cf.submit(put(at=T0, change="a", v="a"))
+    cf.submit(put(at=T0, change="b", v="b"))
+    again = cf.submit(put(at=T0, change="a", v="a"))
+    assert again.output == {**again.output, "outcome": "duplicate", "version": 1}
+    assert [v["changeId"] for v in cf.entity("doc#1")["versions"]] == ["a", "b"]
+
+
+def test_expected_version_not_current_fails_at_once_with_version_conflict(cf):
+    cf.submit(put(at=T0, v=1))
+    before = cf.entity("doc#1")
+    execution = cf.submit({**put(at=T0 + 1, v=2), "expectedVersion": 0})
+    assert execution.status == "FAILED" and execution.error == "VersionConflict"
+    assert "version 1, not the expected 0" in execution.cause
+    assert cf.entity("doc#1") == before
+    # at once: no loop through the back-off
+    assert "Back off before reading again" not in states_entered(cf, execution)
+
+
+def test_expected_version_that_is_current_applies(cf):
+    cf.submit(put(at=T0, v=1))
+    assert cf.submit({**put(at=T0 + 1, v=2), "expectedVersion": 1}).output["version"] == 2
+
+
+def test_delete_writes_a_tombstone_version_that_keeps_the_timestamp_and_expires(cf):
+    cf.submit(put(at=T0, color="red"))
+    execution = cf.submit({"entityId": "doc#1", "operation": "delete", "effectiveAt": T0 + 10})
+    assert execution.output["outcome"] == "applied" and execution.output["version"] == 2
+    assert "Write a tombstone" in states_entered(cf, execution)
+    entity = cf.entity("doc#1")
+    latest = entity["latest"]
+    assert latest["deleted"] is True and latest["attributes"] == {} and latest["effectiveAt"] == T0 + 10
+    recorded_s = latest["recordedAt"] // 1000
+    assert latest["expiresAt"] == recorded_s + 7 * 86_400  # TombstoneTtlDays default
+    assert entity["versions"][-1]["deleted"] is True
+
+
+def test_delete_of_an_entity_that_never_existed_still_writes_a_tombstone(cf):
+    execution = cf.submit({"entityId": "ghost", "operation": "delete", "effectiveAt": T0})
+    assert execution.output["version"] == 1
+    assert cf.entity("ghost")["latest"]["deleted"] is True
+    late = cf.submit(put(entity="ghost", at=T0 - 1))
+    assert late.output["outcome"] == "stale"
+
+
+def test_an_older_put_cannot_resurrect_and_a_newer_put_revives_without_expiry(cf):
+    cf.submit(put(at=T0, v="alive"))
+    cf.submit({"entityId": "doc#1", "operation": "delete", "effectiveAt": T0 + 10})
+    assert cf.submit(put(at=T0 + 5, v="zombie")).output["outcome"] == "stale"
+    revived = cf.submit(put(at=T0 + 20, v="revived"))
+    assert revived.output["outcome"] == "applied" and revived.output["version"] == 3
+    latest = cf.entity("doc#1")["latest"]
+    assert latest["deleted"] is False and latest["expiresAt"] is None and latest["attributes"] == {"v": "revived"}
+
+
+def test_rollback_writes_version_k_content_as_a_new_version(cf):
+    cf.submit(put(at=T0, v="one"))
+    cf.submit(put(at=T0 + 1, v="two"))
+    execution = cf.submit({"entityId": "doc#1", "operation": "rollback", "toVersion": 1, "effectiveAt": T0 + 2})
+    assert execution.output["outcome"] == "applied" and execution.output["version"] == 3
+    versions = cf.entity("doc#1")["versions"]
+    assert versions[-1]["attributes"] == {"v": "one"} and versions[-1]["sourceVersion"] == 1
+    assert [v["attributes"]["v"] for v in versions] == ["one", "two", "one"]  # history never rewritten
+
+
+def test_rollback_to_a_missing_version_is_not_found_and_writes_nothing(cf):
+    cf.submit(put(at=T0, v="one"))
+    before = cf.entity("doc#1")
+    execution = cf.submit({"entityId": "doc#1", "operation": "rollback", "toVersion": 9, "effectiveAt": T0 + 1})
+    assert execution.status == "FAILED" and execution.error == "NotFound"
+    assert "no version 9" in execution.cause
+    assert cf.entity("doc#1") == before
+
+
+def test_rollback_to_a_tombstone_is_not_found(cf):
+    cf.submit({"entityId": "doc#1", "operation": "delete", "effectiveAt": T0})
+    execution = cf.submit({"entityId": "doc#1", "operation": "rollback", "toVersion": 1, "effectiveAt": T0 + 1})
+    assert execution.error == "NotFound" and "deletion" in execution.cause
+
+
+def test_retention_of_k_versions_tags_version_n_minus_k(make_stack):
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(make_stack(HistoryRetentionVersions="2"))
+    for i in range(4):
+        execution = cf.submit(put(at=T0 + i, n=i))
+    ttl_exits = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
+    assert json.loads(ttl_exits["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == 2
+    raw = {v["version"]: v["expiresAt"] for v in cf.entity("doc#1")["versions"]}
+    assert raw[1] is not None and raw[2] is not None  # written at 3 and 4: n-K
+    assert raw[3] is None and raw[4] is None
+
+
+def test_without_retention_nothing_expires(cf):
+    for i in range(3):
+        cf.submit(put(at=T0 + i))
+    assert all(v["expiresAt"] is None for v in cf.entity("doc#1")["versions"])
+
+
+def test_every_history_item_carries_the_audit_trail(cf):
+    execution = cf.submit({**put(at=T0, change="audit-1", v=1), "actor": "alice", "reason": "because"})
+    version = cf.entity("doc#1")["versions"][0]
+    assert version["changeId"] == "audit-1" and version["operation"] == "put"
+    assert version["actor"] == "alice" and version["reason"] == "because"
+    assert version["effectiveAt"] == T0 and version["recordedAt"] > 0
+    assert version["executionArn"] == execution.arn
+
+
+def test_effective_at_and_change_id_default_to_the_execution_start_time_and_name(cf):
+    execution = cf.submit({"entityId": "doc#1", "operation": "put", "attributes": {"v": 1}})
+    started = events_of(cf, execution, "ExecutionStarted")[0]["timestamp"]
+    assert execution.output["changeId"] == execution.name
+    assert abs(execution.output["effectiveAt"] - started.timestamp() * 1000) < 1000
+
+
+@pytest.mark.parametrize(
+    "request_, field",
+    [
+        ({"operation": "put", "attributes": {}}, "entityId"),
+        ({"entityId": 7, "operation": "put", "attributes": {}}, "entityId"),
+        ({"entityId": "e", "operation": "upsert"}, "operation"),
+        ({"entityId": "e", "operation": "put", "attributes": [1]}, "attributes"),
+        ({"entityId": "e", "operation": "put", "attributes": {"version": 3}}, "attributes.version"),
+        ({"entityId": "e", "operation": "rollback"}, "toVersion"),
+    ],
+)
+def test_invalid_request_fails_with_validation_error_naming_the_field_and_writes_nothing(cf, request_, field):
+    execution = cf.submit(request_)
+    assert execution.status == "FAILED" and execution.error == "ValidationError"
+    assert json.loads(execution.cause)["errorMessage"].startswith(field + ":")
+    failed = events_of(cf, execution, "TaskFailed")[0]["taskFailedEventDetails"]
+    assert failed["error"] == "ValidationError"  # visible in the execution history
+    entered = states_entered(cf, execution)
+    assert entered[-1] == "Reject the invalid request" and "Write the new latest version" not in entered
+    assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
+
+
+def another_writer(cf, change_id, at=T0):
+    """A correct concurrent writer: v0 and its history item, through the same domain code."""
+    from changeflow_core import items, store
+    from changeflow_core.validation import Change
+
+    latest = store.fetch_latest_state(cf.dynamodb, cf.table, cf.history_table, "doc#1")
+    change = Change(entityId="doc#1", operation="put", effectiveAt=at, changeId=change_id)
+    item = items.build_latest(change, {"v": change_id}, latest, latest["version"] + 1, at, "arn:other")
+    store.write_latest(cf.dynamodb, cf.table, item, latest)
+    store.put_history(cf.dynamodb, cf.history_table, items.history_of(item))
+
+
+def interfering(stack, cf, times):
+    """A fault hook: before each of this change's v0 writes (up to ``times``), another writer gets in."""
+    counter = iter(range(1, times + 1))
+
+    def hook(function, event, invoke):
+        if function.logical_id == "UpdateLatestFunction" and event["fetched"]["change"]["changeId"] == "mine":
+            n = next(counter, None)
+            if n is not None:
+                another_writer(cf, f"other-{n}")
+        return invoke()
+
+    return hook
+
+
+def test_conflicting_writer_loops_back_through_a_fresh_read(stack, cf):
+    # GIVEN another writer that slips in between this execution's read and its write, three times
+    from changeflow.lambdas import fault_hook
+
+    cf.submit(put(at=T0, change="base", v=0))
+    with fault_hook(stack.lambdas, interfering(stack, cf, 3)):
+        execution = cf.submit(put(at=T0, change="mine", v="mine"))
+    # THEN it conflicts three times, reads again after a jittered wait each time, and then applies
+    entered = states_entered(cf, execution)
+    assert entered.count("Count a conflict") == 3
+    assert entered.count("Back off before reading again") == 3
+    assert entered.count("Fetch the latest version") == 4
+    assert execution.output["outcome"] == "applied" and execution.output["version"] == 5
+    assert [v["version"] for v in cf.entity("doc#1")["versions"]] == [1, 2, 3, 4, 5]
+
+
+def test_conflicts_beyond_the_bound_fail_with_version_conflict(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    cf.submit(put(at=T0, change="base", v=0))
+    with fault_hook(stack.lambdas, interfering(stack, cf, 99)):
+        execution = cf.submit(put(at=T0, change="mine"))
+    assert execution.status == "FAILED" and execution.error == "VersionConflict"
+    entered = states_entered(cf, execution)
+    assert entered.count("Count a conflict") == 5 and entered[-1] == "Report the version conflict"
+    versions = [v["changeId"] for v in cf.entity("doc#1")["versions"]]
+    assert "mine" not in versions and versions == ["base"] + [f"other-{i}" for i in range(1, 6)]
+
+
+def test_history_put_is_retried_with_backoff_and_then_succeeds(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    failures = iter([True, True])
+
+    def flaky(function, event, invoke):
+        if function.logical_id == "PutHistoryFunction" and next(failures, False):
+            raise RuntimeError("transient")
+        return invoke()
+
+    with fault_hook(stack.lambdas, flaky):
+        execution = cf.submit(put(at=T0, v=1))
+    assert execution.output["outcome"] == "applied"
+    history_failures = [e for e in events_of(cf, execution, "TaskFailed")]
+    assert len(history_failures) == 2 and all(e["taskFailedEventDetails"]["error"] == "RuntimeError" for e in history_failures)
+    assert [v["version"] for v in cf.entity("doc#1")["versions"]] == [1]
+
+
+def test_history_put_that_keeps_failing_ends_in_history_write_failed(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    def broken(function, event, invoke):
+        if function.logical_id == "PutHistoryFunction":
+            raise RuntimeError("history table unavailable")
+        return invoke()
+
+    with fault_hook(stack.lambdas, broken):
+        execution = cf.submit(put(at=T0, v=1))
+    assert execution.status == "FAILED" and execution.error == "HistoryWriteFailed"
+    assert len(events_of(cf, execution, "TaskFailed")) == 7  # the first try and six retries
+    entity = cf.entity("doc#1")
+    assert entity["latest"]["version"] == 1 and entity["versions"] == []  # detectable: v0 ahead of history
+
+
+def test_history_put_runs_again_safely_after_a_redrive_like_rerun(stack, cf):
+    # a redrive runs the failed history step again with the same state data: it must write the same item
+    from changeflow.lambdas import fault_hook
+
+    def broken(function, event, invoke):
+        if function.logical_id == "PutHistoryFunction":
+            broken.seen = event
+            raise RuntimeError("down")
+        return invoke()
+
+    with fault_hook(stack.lambdas, broken):
+        cf.submit(put(at=T0, v=1))
+    function = stack.function("PutHistoryFunction")
+    for _ in range(2):
+        payload, failed = stack.lambdas.invoke(function, broken.seen)
+        assert not failed
+    entity = cf.entity("doc#1")
+    assert [v["version"] for v in entity["versions"]] == [1]
+    assert entity["versions"][0] == {**entity["latest"]}
+
+
+def test_lambda_service_exception_on_fetch_is_retried(stack, cf):
+    from changeflow.lambdas import LambdaServiceError, fault_hook
+
+    failures = iter([True])
+
+    def outage(function, event, invoke):
+        if function.logical_id == "FetchLatestFunction" and next(failures, False):
+            raise LambdaServiceError()
+        return invoke()
+
+    with fault_hook(stack.lambdas, outage):
+        execution = cf.submit(put(at=T0, v=1))
+    assert execution.output["outcome"] == "applied"
+    failed = events_of(cf, execution, "LambdaFunctionFailed") + events_of(cf, execution, "TaskFailed")
+    assert [e.get("lambdaFunctionFailedEventDetails", e.get("taskFailedEventDetails"))["error"] for e in failed] == [
+        "Lambda.ServiceException"]
+
+
+def test_lost_response_of_the_v0_write_is_recovered_by_a_fresh_read(stack, cf):
+    # the write lands but the Lambda dies before answering: the workflow must not add a version twice
+    from changeflow.lambdas import fault_hook
+
+    lost = iter([True])
+
+    def lose_response(function, event, invoke):
+        result = invoke()
+        if function.logical_id == "UpdateLatestFunction" and next(lost, False):
+            raise TimeoutError("Task timed out after 10.00 seconds")
+        return result
+
+    with fault_hook(stack.lambdas, lose_response):
+        execution = cf.submit(put(at=T0, v=1))
+    assert execution.output["outcome"] == "duplicate" and execution.output["version"] == 1
+    entered = states_entered(cf, execution)
+    assert "Count a write of unknown outcome" in entered and "Record the version in history" in entered
+    entity = cf.entity("doc#1")
+    assert [v["version"] for v in entity["versions"]] == [1] and entity["latest"]["version"] == 1
+
+
+def test_workflow_inputs_in_events_run_as_documented(cf):
+    assert cf.submit(load_event("workflow/put.json")).output["outcome"] == "applied"
+    assert cf.submit(load_event("workflow/stale.json")).output["outcome"] == "stale"
+    assert cf.submit(load_event("workflow/delete.json")).output["outcome"] == "applied"
+    assert cf.submit(load_event("workflow/rollback.json")).output["outcome"] == "applied"
+    invalid = cf.submit(load_event("workflow/invalid.json"))
+    assert invalid.error == "ValidationError"
+    assert [v["operation"] for v in cf.entity("user#1001")["versions"]] == ["put", "delete", "rollback"]
