@@ -24,6 +24,7 @@ from typing import Any, Callable
 from urllib.parse import unquote
 
 from botocore.awsrequest import AWSResponse
+from botocore.client import BaseClient
 from botocore.response import StreamingBody
 from moto.core.botocore_stubber import MockRawResponse
 
@@ -77,6 +78,8 @@ class Function:
     timeout_s: int = 3
     module: Any = None
     logs: deque = field(default_factory=lambda: deque(maxlen=20_000))
+    # (service, operation, request parameters, response) of every AWS call the handler's clients make
+    api_calls: deque = field(default_factory=lambda: deque(maxlen=20_000))
     invocations: int = 0
 
     def entry_point(self) -> Callable[[Any, Any], Any]:
@@ -159,6 +162,9 @@ class LambdaService:
                     else:
                         os.environ[key] = value
             function.module = module
+        for value in vars(module).values():
+            if isinstance(value, BaseClient):
+                _record_calls(value, function)
 
     def invoke(self, function: Function, event: Any) -> tuple[Any, bool]:
         """Run the handler as Lambda would: ``(payload, function_error)``. Raises LambdaServiceError."""
@@ -206,6 +212,20 @@ class LambdaService:
         if failed:
             parsed["FunctionError"] = "Unhandled"
         return AWSResponse("https://lambda.embedded/", 200, {}, MockRawResponse(b"")), parsed
+
+
+def _record_calls(client: BaseClient, function: Function) -> None:
+    """Keep every request a handler's client makes, with its response (for least-privilege and cost)."""
+    service = client.meta.service_model.service_name
+
+    def after_call(http_response, parsed, model, **kwargs):
+        function.api_calls.append((service, model.name, kwargs.get("context", {}).get("params"), parsed))
+
+    def keep_params(params, context, **kwargs):
+        context["params"] = params
+
+    client.meta.events.register("provide-client-params", keep_params)
+    client.meta.events.register("after-call", after_call)
 
 
 def _error_response(status: int, code: str, message: str):

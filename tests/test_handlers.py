@@ -1,0 +1,101 @@
+"""Each step handler in-process against moto, loaded the way Lambda loads it, fed the payloads in
+events/functions/ (the same files `sam local invoke FUNCTION -e FILE` takes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import EVENTS, ROOT, load_event
+
+FUNCTION_DIRS = sorted(p.name for p in (ROOT / "functions").iterdir() if (p / "app.py").is_file())
+
+
+def test_every_function_has_an_event_payload_and_every_payload_a_function():
+    payloads = {p.stem for p in (EVENTS / "functions").glob("*.json")}
+    assert payloads == set(FUNCTION_DIRS)
+    for path in (EVENTS / "functions").glob("*.json"):
+        assert isinstance(json.loads(path.read_text()), dict)  # sam local invoke passes it as the event
+
+
+def test_handlers_are_thin():
+    for name in FUNCTION_DIRS:
+        lines = (ROOT / "functions" / name / "app.py").read_text().splitlines()
+        assert len(lines) <= 60, f"{name}/app.py has {len(lines)} lines: move logic to changeflow_core"
+        assert not (ROOT / "functions" / name / "__init__.py").exists()
+
+
+def test_event_payloads_drive_the_steps_in_workflow_order(lambda_module, context, tables):
+    # GIVEN the five handlers and the table, WHEN each events/functions payload is fed to its handler
+    client, table = tables
+    fetched = lambda_module("fetch_latest").lambda_handler(load_event("functions/fetch_latest.json"), context)
+    assert fetched["latest"] is None and fetched["change"]["changeId"] == "example-put-1"
+
+    written = lambda_module("update_latest").lambda_handler(load_event("functions/update_latest.json"), context)
+    assert written["outcome"] == "applied" and written["version"] == 1
+
+    history = lambda_module("put_history").lambda_handler(load_event("functions/put_history.json"), context)
+    assert history == {"version": 1, "history": "written"}
+
+    tombstone = lambda_module("delete_tombstone").lambda_handler(load_event("functions/delete_tombstone.json"), context)
+    assert tombstone["outcome"] == "applied" and tombstone["version"] == 2
+
+    tagged = lambda_module("tag_ttl").lambda_handler(load_event("functions/tag_ttl.json"), context)
+    assert tagged == {"tagged": None, "expiresAt": None}  # no retention window by default
+
+    # THEN the table holds v0 (a tombstone) and history version 1 with exactly v0's content at 1
+    items = {i["sk"]["S"]: i for i in client.scan(TableName=table)["Items"]}
+    assert set(items) == {"v0", "v#0000000001"}
+    assert items["v0"]["deleted"] == {"BOOL": True} and "expiresAt" in items["v0"]
+    assert items["v#0000000001"]["name"] == {"S": "Ada"}
+
+
+def test_update_handler_reports_stale_without_writing(lambda_module, context, tables):
+    client, table = tables
+    event = load_event("functions/update_latest.json")
+    event["fetched"]["latest"] = {"present": True, "version": 4, "effectiveAt": 9_999_999_999_999,
+                                  "changeIds": {"x": 4}, "deleted": False}
+    assert lambda_module("update_latest").lambda_handler(event, context) == {"outcome": "stale", "version": 4,
+                                                                               "recordedAt": None}
+    assert client.scan(TableName=table)["Count"] == 0
+
+
+def test_update_handler_classifies_a_failed_condition_as_a_conflict(lambda_module, context, tables):
+    # GIVEN the state was fetched when v0 did not exist, and another writer created it since
+    handler = lambda_module("update_latest").lambda_handler
+    handler(load_event("functions/update_latest.json"), context)
+    other = load_event("functions/update_latest.json")
+    other["fetched"]["change"]["changeId"] = "someone-else"
+    # WHEN this change's conditional write runs on that stale read THEN it is a conflict, not a write
+    assert handler(other, context)["outcome"] == "conflict"
+
+
+def test_fetch_handler_rejects_an_invalid_request(lambda_module, context, tables):
+    from changeflow_core.errors import ValidationError
+
+    event = load_event("functions/fetch_latest.json")
+    event["request"]["operation"] = "upsert"
+    with pytest.raises(ValidationError, match="^operation:"):
+        lambda_module("fetch_latest").lambda_handler(event, context)
+
+
+def test_history_handler_is_idempotent_and_refuses_another_changes_version(lambda_module, context, tables):
+    from changeflow_core.errors import HistoryConflict
+
+    handler = lambda_module("put_history").lambda_handler
+    event = load_event("functions/put_history.json")
+    assert handler(event, context)["history"] == "written"
+    assert handler(event, context)["history"] == "present"  # a retry or a redrive
+    other = load_event("functions/put_history.json")
+    other["fetched"]["change"]["changeId"] = "not-the-writer"
+    with pytest.raises(HistoryConflict):
+        handler(other, context)
+
+
+def test_handlers_emit_emf_metrics_by_operation(lambda_module, context, tables, capsys):
+    lambda_module("update_latest").lambda_handler(load_event("functions/update_latest.json"), context)
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    applied = [m for m in emf if "ChangesApplied" in m]
+    assert applied and applied[0]["operation"] == "put"
+    assert applied[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Changeflow"

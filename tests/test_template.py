@@ -1,0 +1,205 @@
+"""The deployable artefacts checked statically and by real validators: the ASL's placeholders and Retry
+placement, least-privilege policies measured against the calls the handlers really make,
+asl-validator (catches a Next to a missing state), cfn-lint, sam validate --lint and sam build."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from changeflow.template import Template
+from conftest import ASL, ROOT
+
+T0 = 1_767_225_600_000
+IDEMPOTENT_FUNCTIONS = {"FetchLatestFunction", "PutHistoryFunction", "TagTtlFunction"}  # a read, two idempotent writes
+
+
+@pytest.fixture(scope="module")
+def template():
+    return Template(ROOT / "template.yaml")
+
+
+@pytest.fixture(scope="module")
+def definition():
+    return json.loads(ASL.read_text())
+
+
+def task_function(state):
+    match = re.fullmatch(r"\$\{(\w+)Arn\}", state.get("Parameters", {}).get("FunctionName", ""))
+    return match.group(1) if match else None
+
+
+def test_every_placeholder_has_a_substitution_and_every_substitution_is_used(template):
+    machine = template.resources["ChangeStateMachine"]["Properties"]
+    placeholders = set(re.findall(r"\$\{(\w+)\}", ASL.read_text()))
+    assert placeholders == set(machine["DefinitionSubstitutions"])
+    assert (ROOT / machine["DefinitionUri"]).resolve() == ASL.resolve()
+
+
+def test_only_idempotent_steps_carry_a_retry(definition):
+    tasks = {name: s for name, s in definition["States"].items() if s["Type"] == "Task"}
+    with_retry = {task_function(s) for s in tasks.values() if s.get("Retry")}
+    assert with_retry == IDEMPOTENT_FUNCTIONS
+    for name, state in tasks.items():
+        if task_function(state) in ("UpdateLatestFunction", "DeleteTombstoneFunction"):
+            assert "Retry" not in state, f"{name} must never be retried blindly"
+
+
+def test_retries_back_off_with_jitter(definition):
+    for state in definition["States"].values():
+        for retrier in state.get("Retry", []):
+            if retrier.get("MaxAttempts", 3) > 0:
+                assert retrier["BackoffRate"] > 1 and retrier["JitterStrategy"] == "FULL" and retrier["MaxDelaySeconds"]
+
+
+def test_failures_end_in_the_named_fail_states(definition):
+    errors = {s["Error"] for s in definition["States"].values() if s["Type"] == "Fail"}
+    assert {"ValidationError", "VersionConflict", "NotFound", "HistoryWriteFailed"} <= errors
+
+
+def test_definition_uses_jsonpath_not_jsonata(definition):
+    assert definition.get("QueryLanguage", "JSONPath") == "JSONPath"
+    assert all(s.get("QueryLanguage", "JSONPath") == "JSONPath" for s in definition["States"].values())
+
+
+def test_table_and_state_machine_settings(template):
+    table = template.resources["ChangeTable"]["Properties"]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert {a["AttributeType"] for a in table["AttributeDefinitions"]} == {"S"}
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+    assert table["SSESpecification"]["SSEEnabled"] is True
+    assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    machine = template.resources["ChangeStateMachine"]["Properties"]
+    assert machine["Tracing"] == {"Enabled": True} and machine["Logging"]["Destinations"]
+    for logical_id in template.of_type("AWS::Serverless::Function"):
+        assert template.function_properties(logical_id)["Tracing"] == "Active"
+
+
+def test_parameters_and_outputs(template):
+    params = template.body["Parameters"]
+    assert params["WorkflowType"]["Default"] == "STANDARD" and "EXPRESS" in params["WorkflowType"]["AllowedValues"]
+    assert params["TombstoneTtlDays"]["Default"] == 7
+    assert params["HistoryRetentionVersions"]["Default"] == 0 and params["HistoryRetentionDays"]["Default"] == 0
+    assert params["Runtime"]["Default"] == "python3.13"
+    assert {"ChangeStateMachineArn", "ChangeTableName"} <= set(template.body["Outputs"])
+
+
+def _policy_actions(template, logical_id):
+    actions = set()
+    for policy in template.function_properties(logical_id).get("Policies", []):
+        for statement in policy.get("Statement", []):
+            listed = statement["Action"]
+            actions.update([listed] if isinstance(listed, str) else listed)
+    return actions
+
+
+@pytest.mark.parametrize("separate", ["false", "true"])
+def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack, separate):
+    """Least privilege, measured: run every path and compare each function's policy with its calls."""
+    from changeflow.client import Changeflow
+
+    stack = make_stack(SeparateHistoryTable=separate, HistoryRetentionVersions="1")
+    cf = Changeflow.for_embedded(stack)
+    put = lambda at, change: {"entityId": "e", "operation": "put", "attributes": {"at": at}, "effectiveAt": at,  # noqa: E731
+                              "changeId": change}
+    cf.submit(put(T0, "a"))
+    cf.submit(put(T0 + 1, "b"))
+    cf.submit(put(T0 + 1, "b"))  # duplicate: its history item is there
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key={"pk": {"S": "e"}, "sk": {"S": "v#0000000002"}})
+    repaired = cf.submit(put(T0 + 1, "b"))  # duplicate whose first delivery lost its history: repaired from v0
+    assert repaired.output["outcome"] == "duplicate"
+    assert [v["version"] for v in cf.entity("e")["versions"]] == [1, 2]
+    cf.submit({"entityId": "e", "operation": "rollback", "toVersion": 2, "effectiveAt": T0 + 2})
+    cf.submit({"entityId": "e", "operation": "delete", "effectiveAt": T0 + 3})
+    for function in stack.lambdas.functions.values():
+        called = {f"{service}:{operation}" for service, operation, _, _ in function.api_calls}
+        tables = {params["TableName"] for _, _, params, _ in function.api_calls}
+        assert called == _policy_actions(stack.template, function.logical_id), function.logical_id
+        resources = set()
+        for policy in stack.template.function_properties(function.logical_id)["Policies"]:
+            for statement in policy["Statement"]:
+                listed = statement["Resource"]
+                resources.update([listed] if isinstance(listed, str) else listed)
+        assert {r.rsplit("/", 1)[1] for r in resources} == tables, function.logical_id
+        assert not any("*" in r for r in resources)
+
+
+def _run(*command, **kwargs):
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1"}
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600, **kwargs)
+
+
+def _bin(name):
+    found = ROOT / ".venv" / "bin" / name
+    return str(found) if found.exists() else shutil.which(name)
+
+
+def _asl_validator():
+    found = ROOT / "node_modules" / ".bin" / "asl-validator"
+    if not found.exists():
+        pytest.fail("asl-validator is not installed: run `make setup` (npm install)")
+    return str(found)
+
+
+def test_asl_validator_accepts_the_definition():
+    result = _run(_asl_validator(), "--json-path", str(ASL))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_asl_validator_catches_a_next_to_a_missing_state(tmp_path, definition):
+    broken = json.loads(json.dumps(definition))
+    broken["States"]["Which operation is it?"]["Default"] = "Write the new lastest version"
+    path = tmp_path / "broken.asl.json"
+    path.write_text(json.dumps(broken))
+    result = _run(_asl_validator(), "--json-path", str(path))
+    assert result.returncode != 0 and "MISSING_TRANSITION_TARGET" in result.stdout + result.stderr
+
+
+def test_cfn_lint_passes():
+    result = _run(_bin("cfn-lint"), "template.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture
+def sam_home(tmp_path):
+    """A SAM CLI config dir whose last version check is now, so sam does not look for a newer release."""
+    (tmp_path / "metadata.json").write_text(json.dumps({"lastVersionCheck": time.time(), "telemetryEnabled": False}))
+    return {"__SAM_CLI_APP_DIR": str(tmp_path)}
+
+
+def test_sam_validate_lint_passes_with_no_warnings(sam_home):
+    result = subprocess.run(
+        [_bin("sam"), "validate", "--lint"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", **sam_home})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "is a valid SAM Template" in result.stdout + result.stderr
+    assert "W" not in re.findall(r"\b([EW])\d{4}\b", result.stdout + result.stderr)
+
+
+def test_sam_build_succeeds_with_the_local_runtime(tmp_path, sam_home):
+    import sys
+
+    runtime = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    build_dir = tmp_path / "build"
+    result = subprocess.run(
+        [_bin("sam"), "build", "--parameter-overrides", f"Runtime={runtime}", "--build-dir", str(build_dir)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", **sam_home,
+             "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    layer = build_dir / "CoreLayer" / "python"
+    assert (layer / "changeflow_core" / "store.py").is_file()
+    assert (layer / "aws_lambda_powertools").is_dir()
+    assert not (layer / "changeflow").exists()  # the local toolkit is never deployed
+    for name in ("FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
+                 "TagTtlFunction"):
+        assert (build_dir / name / "app.py").is_file()
+        assert not (build_dir / name / "changeflow").exists()
