@@ -113,6 +113,15 @@ class _ThreadLocalStdout(io.TextIOBase):
 _STDOUT = _ThreadLocalStdout(sys.stdout)
 
 
+def _route_stdout() -> _ThreadLocalStdout:
+    """Put the router in place as sys.stdout (again, if something swapped it since): a handler's
+    logger binds the stream at import, and EMF metrics print to whatever sys.stdout is then."""
+    if sys.stdout is not _STDOUT:
+        _STDOUT.terminal = sys.stdout
+        sys.stdout = _STDOUT
+    return _STDOUT
+
+
 class LambdaService:
     """The functions of one embedded stack, and the ``Invoke`` answer the interpreter's client gets."""
 
@@ -128,10 +137,7 @@ class LambdaService:
         for layer in layer_dirs:
             if str(layer) not in sys.path:
                 sys.path.insert(0, str(layer))
-        self.stdout = _STDOUT
-        if sys.stdout is not _STDOUT:  # loggers bound to the one router keep working when stdout is swapped
-            _STDOUT.terminal = sys.stdout
-            sys.stdout = _STDOUT
+        self.stdout = _route_stdout()
 
     def add(self, function: Function) -> None:
         self.functions[function.name] = function
@@ -147,6 +153,7 @@ class LambdaService:
             return
         path = function.code_dir / (function.handler.rsplit(".", 1)[0].replace(".", "/") + ".py")
         with self._import_lock:
+            _route_stdout()
             saved = {k: os.environ.get(k) for k in function.environment}
             os.environ.update(function.environment)
             self.stdout.local.function = function
@@ -171,6 +178,7 @@ class LambdaService:
         self.load(function)
         context = LambdaContext(function.name, function.arn, function.memory_mb, function.timeout_s * 1000)
         with self.invoke_lock:
+            _route_stdout()
             function.invocations += 1
             self.stdout.local.function = function
             try:

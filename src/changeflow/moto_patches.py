@@ -8,7 +8,12 @@ the world around it behaves:
 - Lambda error names: a failed ``Invoke`` request becomes ``Lambda.<Code>`` (``Lambda.ServiceException``)
   as on AWS; stock moto names every such failure ``Exception``.
 - Time: retry back-offs and Wait states sleep ``seconds * time_scale``; the definition is untouched.
-- Parse cache: a definition is parsed once, not once per execution.
+- Parse caches: a definition is parsed once, not once per execution (with every component's lazily made
+  heap key made up front, so concurrent executions sharing the tree cannot race on it), and each JSONPath
+  expression once, not once per evaluation.
+- History paging: ``GetExecutionHistory`` honours ``maxResults``/``nextToken``/``reverseOrder`` as AWS
+  does (stock moto returns everything at once); a nameless ``StartExecution`` gets a UUID name as on AWS
+  (stock moto names it ``None``).
 - ``$$.Execution.StartTime`` is the ISO-8601 string AWS gives, not a Python datetime.
 - Termination: each execution sets an event when it ends, so waiting needs no polling.
 - Atomic requests: every AWS API request moto serves (in-process or over HTTP) holds one lock, so
@@ -73,6 +78,9 @@ def install(invoke: Callable[..., Any]) -> None:
         _patch_lambda_error_names()
         _patch_time()
         _patch_parse_cache()
+        _patch_jsonpath_cache()
+        _patch_history_paging()
+        _patch_execution_names()
         _patch_start_time()
         _patch_termination()
         _patch_request_lock()
@@ -166,19 +174,86 @@ def _patch_time() -> None:
 
 
 def _patch_parse_cache() -> None:
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
     from moto.stepfunctions.parser.backend import execution_worker
 
     programs: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def make_heap_keys(node: Any, seen: set) -> None:
+        # retry counters and the like live in env.heap under each component's heap_key, made on first use
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, EvalComponent):
+            node.heap_key  # noqa: B018 - the property makes the key
+        if isinstance(node, (list, tuple, set)):
+            children = node
+        elif isinstance(node, dict):
+            children = node.values()
+        elif hasattr(node, "__dict__") and type(node).__module__.startswith("moto.stepfunctions"):
+            children = vars(node).values()
+        else:
+            return
+        for child in list(children):
+            make_heap_keys(child, seen)
 
     def _get_evaluation_entrypoint(self):
         definition = self._evaluation_details.state_machine_details.definition
-        program = programs.get(definition)
-        if program is None:
-            program = programs[definition] = AmazonStateLanguageParser.parse(definition)[0]
+        with lock:
+            program = programs.get(definition)
+            if program is None:
+                program = AmazonStateLanguageParser.parse(definition)[0]
+                make_heap_keys(program, set())
+                programs[definition] = program
         return program
 
     execution_worker.ExecutionWorker._get_evaluation_entrypoint = _get_evaluation_entrypoint
+
+
+def _patch_jsonpath_cache() -> None:
+    import functools
+
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    for module in (result_path, json_path):
+        if not hasattr(module.parse, "cache_info"):
+            module.parse = functools.lru_cache(maxsize=4096)(module.parse)
+
+
+def _patch_history_paging() -> None:
+    from moto.core.responses import ActionResult
+    from moto.stepfunctions import responses
+
+    def get_execution_history(self):
+        history = self.stepfunction_backend.get_execution_history(self._get_param("executionArn"))
+        events = list(history["events"])
+        if self._get_param("reverseOrder"):
+            events.reverse()
+        start = int(self._get_param("nextToken") or 0)
+        size = int(self._get_param("maxResults") or 0) or 100
+        page = {"events": events[start:start + size]}
+        if start + size < len(events):
+            page["nextToken"] = str(start + size)
+        return ActionResult(page)
+
+    responses.StepFunctionResponse.get_execution_history = get_execution_history
+
+
+def _patch_execution_names() -> None:
+    import uuid
+
+    from moto.stepfunctions.parser import models
+
+    backend = models.StepFunctionsParserBackend
+    original = _ORIGINALS.setdefault("start_execution", backend.start_execution)
+
+    def start_execution(self, state_machine_arn, name=None, *args, **kwargs):
+        return original(self, state_machine_arn, name or str(uuid.uuid4()), *args, **kwargs)
+
+    backend.start_execution = start_execution
 
 
 def _patch_start_time() -> None:

@@ -1,0 +1,175 @@
+"""The embedded stack itself: atomic DynamoDB requests under concurrency, compressed time, a stack that
+follows the template, named executions and history paged the AWS way."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+from contextlib import contextmanager
+
+import pytest
+
+from changeflow import moto_patches
+from changeflow.client import Changeflow
+from conftest import ROOT
+
+T0 = 1_767_225_600_000
+
+
+@contextmanager
+def eager_thread_switching():
+    """Make the interpreter switch threads as often as it can, so races show up in a short test."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
+
+
+def optimistic_increments(stack, threads=8, rounds=60):
+    """Each thread reads a counter and writes counter+1 on the condition that it is unchanged.
+    Returns (successful conditional writes, final counter): equal if and only if no update was lost."""
+    table = stack.outputs["ChangeTableName"]
+    key = {"pk": {"S": "counter"}, "sk": {"S": "v0"}}
+    stack.client("dynamodb").put_item(TableName=table, Item={**key, "n": {"N": "0"}})
+    wins, lock = [0], threading.Lock()
+
+    def worker():
+        client = stack.client("dynamodb")
+        for _ in range(rounds):
+            current = int(client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]["n"]["N"])
+            try:
+                client.put_item(TableName=table, Item={**key, "n": {"N": str(current + 1)}},
+                                ConditionExpression="n = :current",
+                                ExpressionAttributeValues={":current": {"N": str(current)}})
+                with lock:
+                    wins[0] += 1
+            except client.exceptions.ConditionalCheckFailedException:
+                pass
+
+    with eager_thread_switching():
+        workers = [threading.Thread(target=worker) for _ in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    final = int(stack.client("dynamodb").get_item(TableName=table, Key=key)["Item"]["n"]["N"])
+    return wins[0], final
+
+
+def test_each_dynamodb_request_is_atomic_under_concurrency(stack):
+    wins, final = optimistic_increments(stack)
+    assert wins == final and wins > 0
+
+
+def test_without_the_lock_moto_loses_conditional_updates():
+    # the control: the same workload with the embedded stack's atomicity switched off loses updates,
+    # so the test above would fail without it
+    from changeflow.embedded import EmbeddedStack
+
+    outcomes = []
+    moto_patches.Atomicity.enabled = False
+    try:
+        for _ in range(3):
+            with EmbeddedStack(ROOT, time_scale=0.001) as stack:
+                outcomes.append(optimistic_increments(stack))
+            if outcomes[-1][0] > outcomes[-1][1]:
+                break
+    finally:
+        moto_patches.Atomicity.enabled = True
+    assert any(wins > final for wins, final in outcomes), outcomes
+
+
+def test_waits_and_backoffs_are_compressed_without_editing_the_definition(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    failures = iter([True] * 4)
+
+    def flaky(function, event, invoke):
+        if function.logical_id == "PutHistoryFunction" and next(failures, False):
+            raise RuntimeError("throttled")
+        return invoke()
+
+    moto_patches.Clock.slept.clear()
+    with fault_hook(stack.lambdas, flaky):
+        execution = cf.submit({"entityId": "e", "operation": "put", "attributes": {}, "effectiveAt": T0})
+    assert execution.output["outcome"] == "applied"
+    requested = sum(seconds for kind, seconds in moto_patches.Clock.slept if kind == "retry")
+    events = list(cf.history(execution.arn))
+    elapsed = (events[-1]["timestamp"] - events[0]["timestamp"]).total_seconds()
+    assert len([s for k, s in moto_patches.Clock.slept if k == "retry"]) == 4
+    assert elapsed < requested  # the definition asked for these back-offs; the clock scaled them
+
+
+def test_the_stack_follows_the_template_renamed_function_and_new_parameter_values(tmp_path):
+    from changeflow.embedded import EmbeddedStack
+
+    for part in ("functions", "layers", "statemachines"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (ROOT / "template.yaml").read_text()
+    (tmp_path / "template.yaml").write_text(text.replace("FetchLatestFunction:", "ReadLatestFunction:").replace(
+        "!GetAtt FetchLatestFunction.Arn", "!GetAtt ReadLatestFunction.Arn").replace(
+        "${FetchLatestFunction}", "${ReadLatestFunction}").replace(
+        "FunctionName: !Ref FetchLatestFunction", "FunctionName: !Ref ReadLatestFunction"))
+    with EmbeddedStack(tmp_path, parameters={"TombstoneTtlDays": "1"}, time_scale=0.001) as stack:
+        cf = Changeflow.for_embedded(stack)
+        execution = cf.submit({"entityId": "e", "operation": "delete", "effectiveAt": T0})
+        assert execution.output["outcome"] == "applied"
+        assert stack.function("ReadLatestFunction").invocations == 1
+        latest = cf.entity("e")["latest"]
+        assert latest["expiresAt"] == latest["recordedAt"] // 1000 + 86_400
+
+
+def test_functions_get_the_environment_the_template_gives_them(stack):
+    delete = stack.function("DeleteTombstoneFunction").environment
+    fetch = stack.function("FetchLatestFunction").environment
+    assert delete["TOMBSTONE_TTL_DAYS"] == "7" and "TOMBSTONE_TTL_DAYS" not in fetch
+    assert fetch["TABLE_NAME"] == stack.outputs["ChangeTableName"] == fetch["HISTORY_TABLE_NAME"]
+    assert fetch["POWERTOOLS_SERVICE_NAME"] == "changeflow"
+
+
+def test_separate_history_table_parameter_creates_and_uses_a_second_table(make_stack):
+    stack = make_stack(SeparateHistoryTable="true")
+    cf = Changeflow.for_embedded(stack)
+    assert cf.history_table != cf.table
+    cf.submit({"entityId": "e", "operation": "put", "attributes": {"a": 1}, "effectiveAt": T0})
+    main = {i["sk"]["S"] for i in cf.dynamodb.scan(TableName=cf.table)["Items"]}
+    history = {i["sk"]["S"] for i in cf.dynamodb.scan(TableName=cf.history_table)["Items"]}
+    assert main == {"v0"} and history == {"v#0000000001"}
+
+
+def test_unknown_or_invalid_parameter_is_refused():
+    from changeflow.template import Template, TemplateError
+
+    with pytest.raises(TemplateError, match="unknown template parameter"):
+        Template(ROOT / "template.yaml", overrides={"NoSuchParameter": "1"})
+    with pytest.raises(TemplateError, match="WorkflowType"):
+        Template(ROOT / "template.yaml", overrides={"WorkflowType": "FAST"})
+
+
+def test_tables_get_their_ttl_setting(stack):
+    client = stack.client("dynamodb")
+    ttl = client.describe_time_to_live(TableName=stack.outputs["ChangeTableName"])["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
+
+
+def test_executions_are_named_and_history_is_paged_to_the_end(cf):
+    execution = cf.submit({"entityId": "doc#1", "operation": "put", "attributes": {}, "changeId": "c-1"})
+    assert execution.name.startswith("doc-1--c-1--") and not execution.name.endswith("None")
+    pages = []
+    page = cf.sfn.get_execution_history(executionArn=execution.arn, maxResults=3)
+    pages.append(page)
+    assert len(page["events"]) == 3 and page["nextToken"]  # AWS pages; so does the embedded stack
+    paged = [e["id"] for e in cf.history(execution.arn, page_size=3)]
+    assert paged == list(range(1, len(paged) + 1)) and len(paged) > 20
+    assert [e["name"] for e in cf.executions()] == [execution.name]
+
+
+def test_handler_output_goes_to_the_function_log_not_the_terminal(stack, cf, capsys):
+    cf.submit({"entityId": "e", "operation": "put", "attributes": {}, "effectiveAt": T0})
+    assert '"_aws"' not in capsys.readouterr().out
+    logs = list(stack.function("UpdateLatestFunction").logs)
+    assert any('"ChangesApplied"' in line for line in logs)
+    assert any('"message":"v0 write"' in line and '"execution":' in line for line in logs)
