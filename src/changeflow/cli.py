@@ -21,6 +21,7 @@ from changeflow_core.validation import check_request_size
 
 from . import report
 from .client import Changeflow, Execution
+from .template import TemplateError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
 
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except UsageError as exc:
+    except (UsageError, TemplateError) as exc:
         print(f"changeflow: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

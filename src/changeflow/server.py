@@ -1,0 +1,91 @@
+"""``changeflow serve``: the embedded stack behind an AWS-compatible endpoint on 127.0.0.1.
+
+One process holds the stack; moto's own server application answers every AWS API on the endpoint
+(boto3 or the AWS CLI with ``--endpoint-url``), and the same in-process backends serve the handlers, so
+what an execution writes is what a client reads. Extra routes (the stack's HTTP API) can be put in front
+of moto's application through ``routes``.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Callable
+
+from moto.moto_server.threaded_moto_server import MotoRequestHandler
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import make_server
+
+from .embedded import EmbeddedStack
+
+# A route answers a WSGI request or returns None to let moto answer it.
+Route = Callable[[dict, Callable], "list[bytes] | None"]
+
+
+class EmbeddedServer:
+    """The embedded stack and its endpoint, started and stopped together (tests use it directly)."""
+
+    def __init__(self, port: int = 4566, parameters: dict[str, str] | None = None, time_scale: float = 1.0,
+                 host: str = "127.0.0.1"):
+        self.stack = EmbeddedStack(parameters=parameters, time_scale=time_scale)
+        self.host, self.port = host, port
+        self.routes: list[Route] = []
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> "EmbeddedServer":
+        self.stack.start()
+        moto_app = DomainDispatcherApplication(create_backend_app)
+
+        def app(environ, start_response):
+            for route in self.routes:
+                answer = route(environ, start_response)
+                if answer is not None:
+                    return answer
+            return moto_app(environ, start_response)
+
+        self._server = make_server(self.host, self.port, app, threaded=True, request_handler=MotoRequestHandler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="changeflow-serve", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join()
+            self._server = None
+        self.stack.stop()
+
+    def __enter__(self) -> "EmbeddedServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def serve(port: int, parameters: dict[str, str], time_scale: float) -> None:
+    """Serve until interrupted (Ctrl-C or SIGTERM)."""
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with EmbeddedServer(port, parameters, time_scale) as server:
+        outputs = server.stack.outputs
+        print(f"changeflow serve: {server.url}  (stack {server.stack.template.stack_name}, time scale {time_scale})")
+        for name, value in outputs.items():
+            print(f"  {name}: {value}")
+        print(f"  try: changeflow submit events/workflow/put.json --endpoint-url {server.url}")
+        print(f"       aws --endpoint-url {server.url} stepfunctions list-executions "
+              f"--state-machine-arn {outputs['ChangeStateMachineArn']}")
+        sys.stdout.flush()
+        try:
+            while not stopped.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+    print("changeflow serve: stopped")
