@@ -54,12 +54,14 @@ class EmbeddedStack:
         region: str = "us-east-1",
         stack_name: str = "changeflow",
         function_env: dict[str, str] | None = None,
+        caches: bool = True,
     ):
         self.root = Path(root) if root else project_root()
         self.region = region
         self.template = Template(self.root / "template.yaml", stack_name, region, dict(parameters or {}))
         self.time_scale = time_scale
         self.function_env = {**EMBEDDED_FUNCTION_ENV, **(function_env or {})}
+        self.caches = caches
         self._mock = None
         self.lambdas: LambdaService | None = None
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
@@ -82,7 +84,7 @@ class EmbeddedStack:
         # moto logs every failed state at ERROR with its internals; the execution history says it better.
         logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
         self.lambdas = LambdaService(self._layer_dirs())
-        moto_patches.install(self.lambdas.before_call)
+        moto_patches.install(self.lambdas.before_call, caches=self.caches)
         moto_patches.Clock.scale = self.time_scale
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()

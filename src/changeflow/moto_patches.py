@@ -67,18 +67,21 @@ def wait_for_termination(execution_arn: str, timeout: float) -> bool:
     return _Termination.event(execution_arn).wait(timeout)
 
 
-def install(invoke: Callable[..., Any]) -> None:
-    """Install every patch once per process. ``invoke`` answers ``before-call.lambda.Invoke``."""
+def install(invoke: Callable[..., Any], caches: bool = True) -> None:
+    """Install every patch once per process. ``invoke`` answers ``before-call.lambda.Invoke``.
+    ``caches=False`` leaves out the caches (clients, parsed definitions, JSONPath), for measuring what
+    they save; nothing else depends on them."""
     with _INSTALL_LOCK:
         if "installed" in _ORIGINALS:
             _ORIGINALS["invoke"][0] = invoke
             return
         _ORIGINALS["invoke"] = [invoke]
-        _patch_lambda_clients()
+        _patch_lambda_clients(cache=caches)
         _patch_lambda_error_names()
         _patch_time()
-        _patch_parse_cache()
-        _patch_jsonpath_cache()
+        if caches:
+            _patch_parse_cache()
+            _patch_jsonpath_cache()
         _patch_history_paging()
         _patch_execution_names()
         _patch_start_time()
@@ -87,7 +90,7 @@ def install(invoke: Callable[..., Any]) -> None:
         _ORIGINALS["installed"] = True
 
 
-def _patch_lambda_clients() -> None:
+def _patch_lambda_clients(cache: bool) -> None:
     import moto.stepfunctions.parser.asl.parse.preprocessor  # noqa: F401 - imports every task module
     import moto.stepfunctions.parser.asl.utils.boto_client as boto_client
 
@@ -101,12 +104,13 @@ def _patch_lambda_clients() -> None:
     def boto_client_for(region: str, service: str, state_credentials: Any = None):
         key = (region, service, boto_client.botocore_stubber.enabled)
         with lock:
-            client = clients.get(key)
+            client = clients.get(key) if cache else None
             if client is None:
                 client = original(region=region, service=service, state_credentials=state_credentials)
                 if service == "lambda":
                     client.meta.events.register_first("before-call.lambda.Invoke", dispatch)
-                clients[key] = client
+                if cache:
+                    clients[key] = client
         return client
 
     for module in list(sys.modules.values()):

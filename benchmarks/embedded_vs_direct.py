@@ -1,0 +1,123 @@
+"""Changes per second through the embedded workflow (the real ASL on moto's interpreter) against direct
+calls of the same handlers in the same process, for the same sequence of changes, measured in one run.
+
+    .venv/bin/python benchmarks/embedded_vs_direct.py [--entities 30] [--json]
+
+The direct path calls the five handlers in the order the state machine would for each outcome (its
+baseline: what the handlers and DynamoDB cost without any orchestration). The embedded path is also run
+once with the embedded stack's caches off ("stock"), in a separate process so that no patch leaks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+T0 = 1_767_225_600_000
+
+
+def sequence(entities: int) -> list[dict]:
+    """Per entity: create, update, stale, duplicate, delete, revive, rollback (7 changes)."""
+    changes = []
+    for n in range(entities):
+        e = f"bench#{n}"
+        changes += [
+            {"entityId": e, "operation": "put", "attributes": {"v": 1, "body": "x" * 200}, "effectiveAt": T0, "changeId": f"{e}-1"},
+            {"entityId": e, "operation": "put", "attributes": {"v": 2, "body": "y" * 200}, "effectiveAt": T0 + 10, "changeId": f"{e}-2"},
+            {"entityId": e, "operation": "put", "attributes": {"v": 0}, "effectiveAt": T0 + 5, "changeId": f"{e}-3"},
+            {"entityId": e, "operation": "put", "attributes": {"v": 2, "body": "y" * 200}, "effectiveAt": T0 + 10, "changeId": f"{e}-2"},
+            {"entityId": e, "operation": "delete", "effectiveAt": T0 + 20, "changeId": f"{e}-4"},
+            {"entityId": e, "operation": "put", "attributes": {"v": 3}, "effectiveAt": T0 + 30, "changeId": f"{e}-5"},
+            {"entityId": e, "operation": "rollback", "toVersion": 1, "effectiveAt": T0 + 40, "changeId": f"{e}-6"},
+        ]
+    return changes
+
+
+def direct(stack, changes) -> list[str]:
+    """The handlers called in workflow order, as plain function calls."""
+    from changeflow.lambdas import LambdaContext
+
+    stack.warm()
+    fn = {f.logical_id: f.entry_point() for f in stack.lambdas.functions.values()}
+    ctx = LambdaContext("direct", "arn:direct", 256, 10_000)
+    outcomes = []
+    for i, request in enumerate(changes):
+        execution = {"id": f"arn:direct:{i}", "name": f"direct-{i}", "startTime": "2026-01-01T00:00:00.000Z"}
+        state = {"request": request, "execution": execution}
+        state["fetched"] = fn["FetchLatestFunction"](state, ctx)
+        step = "DeleteTombstoneFunction" if request["operation"] == "delete" else "UpdateLatestFunction"
+        state["written"] = fn[step](state, ctx)
+        if state["written"]["outcome"] in ("applied", "duplicate"):
+            fn["PutHistoryFunction"]({**state, "retryCount": 0}, ctx)
+            fn["TagTtlFunction"]({"entityId": request["entityId"], "operation": request["operation"],
+                                  "version": state["written"]["version"], "execution": execution}, ctx)
+        outcomes.append(state["written"]["outcome"])
+    return outcomes
+
+
+def embedded(stack, changes) -> list[str]:
+    from changeflow.client import Changeflow
+
+    stack.warm()
+    cf = Changeflow.for_embedded(stack)
+    return [cf.submit(request).output["outcome"] for request in changes]
+
+
+def measure(mode: str, entities: int) -> dict:
+    from changeflow.embedded import EmbeddedStack
+
+    changes = sequence(entities)
+    with EmbeddedStack(ROOT, time_scale=0.001, caches=(mode != "stock")) as stack:
+        run = direct if mode == "direct" else embedded
+        run(stack, sequence(1))  # warm up: imports, first parse, first clients
+        stack.lambdas  # noqa: B018
+        started = time.perf_counter()
+        outcomes = run(stack, [dict(c, entityId="m-" + c["entityId"]) for c in changes])
+        seconds = time.perf_counter() - started
+    return {"mode": mode, "changes": len(changes), "seconds": seconds, "per_second": len(changes) / seconds,
+            "outcomes": {o: outcomes.count(o) for o in sorted(set(outcomes))}}
+
+
+def in_subprocess(mode: str, entities: int) -> dict:
+    result = subprocess.run([sys.executable, __file__, "--mode", mode, "--entities", str(entities)],
+                            capture_output=True, text=True, check=True, cwd=ROOT,
+                            env={**os.environ, "CHANGEFLOW_ROOT": str(ROOT)})
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--entities", type=int, default=30)
+    parser.add_argument("--mode", choices=["direct", "embedded", "stock"])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ.setdefault(key, value)
+    if args.mode:
+        print(json.dumps(measure(args.mode, args.entities)))
+        return
+    results = {mode: in_subprocess(mode, args.entities) for mode in ("direct", "embedded", "stock")}
+    assert results["direct"]["outcomes"] == results["embedded"]["outcomes"] == results["stock"]["outcomes"]
+    base = results["direct"]["per_second"]
+    summary = {mode: {**r, "slowdown_vs_direct": base / r["per_second"]} for mode, r in results.items()}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return
+    print(f"{results['direct']['changes']} changes ({args.entities} entities x create, update, stale, duplicate, "
+          f"delete, revive, rollback); outcomes {results['direct']['outcomes']}")
+    print(f"{'path':<34}{'changes/s':>10}{'x direct':>10}")
+    names = {"direct": "direct handler calls (baseline)", "embedded": "embedded workflow",
+             "stock": "embedded workflow, caches off"}
+    for mode, r in summary.items():
+        print(f"{names[mode]:<34}{r['per_second']:>10.1f}{r['slowdown_vs_direct']:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()
