@@ -271,9 +271,9 @@ def test_conflicts_beyond_the_bound_fail_with_version_conflict(stack, cf):
         execution = cf.submit(put(at=T0, change="mine"))
     assert execution.status == "FAILED" and execution.error == "VersionConflict"
     entered = states_entered(cf, execution)
-    assert entered.count("Count a conflict") == 5 and entered[-1] == "Report the version conflict"
+    assert entered.count("Count a conflict") == 10 and entered[-1] == "Report the version conflict"
     versions = [v["changeId"] for v in cf.entity("doc#1")["versions"]]
-    assert "mine" not in versions and versions == ["base"] + [f"other-{i}" for i in range(1, 6)]
+    assert "mine" not in versions and versions == ["base"] + [f"other-{i}" for i in range(1, 11)]
 
 
 def test_history_put_is_retried_with_backoff_and_then_succeeds(stack, cf):

@@ -191,6 +191,37 @@ def cmd_executions(args) -> int:
     return 0
 
 
+def cmd_verify(args) -> int:
+    from . import integrity
+
+    client = target(args)
+    ids = integrity.entities(client) if args.all else [args.entity]
+    reports = [integrity.verify(client, entity_id) for entity_id in ids]
+    if args.json:
+        print(json.dumps([{"entityId": r.entity_id, "ok": r.ok, "versions": r.versions, "problems": r.problems}
+                          for r in reports]))
+    else:
+        for r in reports:
+            span = f"versions {r.versions[0]}..{r.versions[-1]}" if r.versions else "no versions"
+            print(f"{r.entity_id}: {'ok' if r.ok else 'PROBLEMS'} ({span})")
+            for problem in r.problems:
+                print(f"  - {problem}")
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def cmd_repair(args) -> int:
+    from . import integrity
+
+    done, cannot = integrity.repair(target(args), args.entity)
+    for line in done:
+        print(f"repaired: {line}")
+    for line in cannot:
+        print(f"cannot repair: {line}")
+    if not done and not cannot:
+        print(f"{args.entity}: nothing to repair")
+    return 1 if cannot else 0
+
+
 def cmd_serve(args) -> int:
     from .server import serve
 
@@ -250,6 +281,14 @@ def build_parser() -> argparse.ArgumentParser:
     executions = remote("executions", "recent executions with their status")
     executions.add_argument("--limit", type=int, default=50)
     executions.set_defaults(func=cmd_executions)
+    verify = remote("verify", "check an entity's versions (contiguous, consistent, v0 matches history)")
+    which = verify.add_mutually_exclusive_group(required=True)
+    which.add_argument("entity", nargs="?")
+    which.add_argument("--all", action="store_true", help="every entity (scans the tables)")
+    verify.set_defaults(func=cmd_verify)
+    repair = remote("repair", "write v0's missing history item; say what cannot be repaired")
+    repair.add_argument("entity")
+    repair.set_defaults(func=cmd_repair)
     return parser
 
 

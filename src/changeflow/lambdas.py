@@ -190,7 +190,7 @@ class LambdaService:
             except Exception as exc:  # noqa: BLE001 - the Lambda runtime reports every unhandled error
                 return {
                     "errorMessage": str(exc),
-                    "errorType": type(exc).__name__,
+                    "errorType": getattr(exc, "error_type", type(exc).__name__),
                     "requestId": context.aws_request_id,
                     "stackTrace": traceback.format_tb(exc.__traceback__),
                 }, True

@@ -1,0 +1,119 @@
+"""``changeflow verify`` and ``changeflow repair``: what an auditor checks about an entity's versions,
+and the one repair that is always safe. Both read through the same client on the embedded stack,
+``changeflow serve`` or AWS."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from changeflow_core import items, model, store
+
+# Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
+NOT_CONTENT = {model.SK, model.EXPIRES_AT}
+
+
+@dataclass
+class Report:
+    entity_id: str
+    versions: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _same_version(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    strip = lambda item: {k: v for k, v in item.items() if k not in NOT_CONTENT}  # noqa: E731
+    return strip(a) == strip(b)
+
+
+def verify(client, entity_id: str, now_s: float | None = None) -> Report:
+    """Check one entity: versions contiguous, each history item consistent with its successor (the ratchet
+    never goes back, recorded times move forward, a rollback restores its source's content), the newest
+    history item equal to ``v0``, and no live ``v0`` carrying an expiry. Expired items count as gone."""
+    now_s = time.time() if now_s is None else now_s
+    report = Report(entity_id)
+    latest = store.get_item(client.dynamodb, client.table, entity_id, model.LATEST_SK)
+    history = [h for h in store.all_history(client.dynamodb, client.history_table, entity_id)
+               if not items.is_expired(h, now_s)]
+    report.versions = [int(h[model.VERSION]) for h in history]
+    by_version = {int(h[model.VERSION]): h for h in history}
+
+    for h in history:
+        if model.history_sk(int(h[model.VERSION])) != h[model.SK]:
+            report.problems.append(f"history item {h[model.SK]} holds version {h[model.VERSION]}")
+    if report.versions:
+        expected = list(range(report.versions[0], report.versions[-1] + 1))
+        missing = sorted(set(expected) - set(report.versions))
+        if missing:
+            report.problems.append(f"versions missing from history: {missing}")
+    for older, newer in zip(history, history[1:]):
+        n = newer[model.VERSION]
+        if newer[model.EFFECTIVE_AT] < older[model.EFFECTIVE_AT]:
+            report.problems.append(f"version {n} is older (effectiveAt) than version {older[model.VERSION]}")
+        if newer[model.RECORDED_AT] < older[model.RECORDED_AT]:
+            report.problems.append(f"version {n} was recorded before version {older[model.VERSION]}")
+        if newer[model.CHANGE_ID] == older[model.CHANGE_ID]:
+            report.problems.append(f"change {newer[model.CHANGE_ID]!r} wrote versions {older[model.VERSION]} and {n}")
+    for h in history:
+        source = h.get(model.SOURCE_VERSION)
+        if source is not None and int(source) in by_version:
+            if items.content_of(by_version[int(source)]) != items.content_of(h):
+                report.problems.append(f"rollback version {h[model.VERSION]} differs from its source {source}")
+
+    if latest is None:
+        if history and not history[-1].get(model.DELETED):
+            report.problems.append("no v0, but the newest version is not a deletion")
+        return report
+    current = int(latest[model.VERSION])
+    if not latest.get(model.DELETED) and latest.get(model.EXPIRES_AT) is not None:
+        report.problems.append(f"live v0 (version {current}) carries an expiry")
+    if latest.get(model.DELETED) and latest.get(model.EXPIRES_AT) is None:
+        report.problems.append(f"tombstone v0 (version {current}) has no expiry")
+    if report.versions and report.versions[-1] > current:
+        report.problems.append(f"history has version {report.versions[-1]}, beyond v0's {current}")
+    if current in by_version:
+        if not _same_version(latest, by_version[current]):
+            report.problems.append(f"history item of version {current} differs from v0")
+    else:
+        newest = report.versions[-1] if report.versions else 0
+        gap = list(range(newest + 1, current + 1))
+        report.problems.append(f"versions missing from history: {gap} (v0 is at version {current})")
+    return report
+
+
+def entities(client) -> list[str]:
+    """Every entity id with a ``v0`` or a history item (a full scan: for audits, not for the hot path)."""
+    found, start = set(), None
+    tables = {client.table, client.history_table}
+    for table in tables:
+        start = None
+        while True:
+            kwargs = {"TableName": table, "ProjectionExpression": "#pk", "ExpressionAttributeNames": {"#pk": model.PK}}
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            page = client.dynamodb.scan(**kwargs)
+            found.update(i[model.PK]["S"] for i in page.get("Items", []))
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+    return sorted(found)
+
+
+def repair(client, entity_id: str) -> tuple[list[str], list[str]]:
+    """Write the missing history item of ``v0``'s version from ``v0`` (never overwriting anything).
+    Returns (what was repaired, what cannot be repaired and why)."""
+    done, cannot = [], []
+    latest = store.get_item(client.dynamodb, client.table, entity_id, model.LATEST_SK)
+    if latest is not None:
+        version = int(latest[model.VERSION])
+        outcome = store.ensure_history(client.dynamodb, client.table, client.history_table, entity_id, version)
+        if outcome == "repaired":
+            done.append(f"wrote history item of version {version} from v0")
+    report = verify(client, entity_id)
+    for problem in report.problems:
+        cannot.append(problem + (" (v0 no longer holds that content)" if "missing" in problem else ""))
+    return done, cannot

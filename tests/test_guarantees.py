@@ -1,0 +1,93 @@
+"""Nothing lost, nothing doubled: the guarantees proved on the real workflow (the ASL on the embedded
+stack) by the campaigns in changeflow.reliability, each with its invariants checked after every case.
+``CHANGEFLOW_LONG=1`` runs bigger budgets."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from changeflow import reliability
+
+LONG = os.environ.get("CHANGEFLOW_LONG") == "1"
+
+
+def no_violations(tally):
+    assert tally.violations == [], "\n".join(tally.violations)
+    assert tally.executions > 0
+
+
+@pytest.mark.parametrize("k", [10, 50])
+def test_hot_key_with_one_shared_effective_at_every_change_applies(make_stack, k):
+    # GIVEN K concurrent changes to one entity, all at the same effectiveAt, with back-off waits kept
+    # longer than a step (one second is 20 ms here; on AWS it is about 20 Lambda steps)
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(make_stack(time_scale=0.02))
+    tally = reliability.hot_key(cf, k, shared_time=True, seed=k)
+    # THEN all K apply, versions 1..K, each version exactly its change, v0 the highest
+    no_violations(tally)
+    assert tally.outcomes == {"applied": k}
+
+
+def test_hot_key_with_random_times_ends_applied_or_stale(make_stack):
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(make_stack(time_scale=0.002))
+    tally = reliability.hot_key(cf, 30, shared_time=False, seed=7)
+    no_violations(tally)
+    assert set(tally.outcomes) <= {"applied", "stale"} and tally.outcomes["applied"] >= 1
+
+
+@pytest.mark.parametrize("step", reliability.STEPS)
+@pytest.mark.parametrize("kind", reliability.KINDS)
+def test_faults_at_every_step_boundary_lose_and_double_nothing(make_stack, step, kind):
+    # a retention window, so that the TTL tagging step writes too (version 4 tags version 1)
+    from changeflow.client import Changeflow
+
+    stack = make_stack(HistoryRetentionVersions="3", HistoryRetentionDays="30")
+    cf = Changeflow.for_embedded(stack)
+    tally = reliability.Tally("faults")
+    for times in (1, 2, 3) if LONG else (1, 2):
+        reliability.fault_case(stack, cf, step, kind, times, tally)
+    no_violations(tally)
+    assert sum(tally.faults.values()) > 0  # the faults really were injected
+    assert set(tally.outcomes) <= {"applied", "duplicate"}  # recovered: every change took effect once
+
+
+def test_a_history_put_that_keeps_failing_is_detected_and_repaired(stack, cf):
+    no_violations(reliability.history_outage(stack, cf))
+
+
+@pytest.mark.parametrize("seed", range(6 if LONG else 3))
+def test_duplicates_never_add_a_second_version(cf, seed):
+    tally = reliability.duplicates(cf, seed)
+    no_violations(tally)
+    assert tally.outcomes["duplicate"] >= 1
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+@pytest.mark.parametrize("seed", range(4 if LONG else 2))
+def test_out_of_order_delivery_keeps_the_newest(make_stack, seed, concurrency):
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(make_stack(time_scale=0.002))
+    no_violations(reliability.out_of_order(cf, seed, concurrency=concurrency))
+
+
+def test_the_invariant_checker_catches_a_doubled_version(cf):
+    # the checker itself can fail: a version written twice by one change is a violation
+    from changeflow_core import items, store
+    from changeflow_core.validation import Change
+
+    request = reliability.put("e", reliability.T0, "c1", v=1)
+    execution = cf.submit(request)
+    latest = store.fetch_latest_state(cf.dynamodb, cf.table, cf.history_table, "e")
+    change = Change(entityId="e", operation="put", effectiveAt=reliability.T0 + 1, changeId="c1")
+    item = items.build_latest(change, {"v": 1}, None, 2, 1, "arn:x")
+    store.write_latest(cf.dynamodb, cf.table, item, latest)
+    store.put_history(cf.dynamodb, cf.history_table, items.history_of(item))
+    tally = reliability.Tally("checker")
+    reliability.check(cf, "e", [(request, execution)], tally)
+    assert any("wrote two versions" in v for v in tally.violations)
