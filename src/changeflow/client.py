@@ -38,11 +38,12 @@ class Changeflow:
     """A client of one deployed (or embedded) changeflow stack."""
 
     def __init__(self, sfn, dynamodb, state_machine_arn: str, table: str, history_table: str,
-                 wait_hook: Callable[[str, float], bool] | None = None):
+                 wait_hook: Callable[[str, float], bool] | None = None, history_expires: bool = False):
         self.sfn, self.dynamodb = sfn, dynamodb
         self.state_machine_arn = state_machine_arn
         self.table, self.history_table = table, history_table
         self._wait_hook = wait_hook
+        self.history_expires = history_expires  # a retention window may have removed the oldest versions
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
@@ -51,9 +52,10 @@ class Changeflow:
         session = session or boto3.session.Session(region_name=region)
         config = Config(retries={"mode": "standard", "max_attempts": 5})
         make = lambda service: session.client(service, endpoint_url=endpoint_url, config=config)  # noqa: E731
+        retention = any(int(outputs.get(name) or 0) for name in ("HistoryRetentionVersions", "HistoryRetentionDays"))
         return cls(make("stepfunctions"), make("dynamodb"), outputs["ChangeStateMachineArn"],
                    outputs["ChangeTableName"], outputs.get("HistoryTableName") or outputs["ChangeTableName"],
-                   wait_hook)
+                   wait_hook, history_expires=retention)
 
     @classmethod
     def for_embedded(cls, stack) -> "Changeflow":

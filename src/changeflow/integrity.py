@@ -31,7 +31,7 @@ def _same_version(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def verify(client, entity_id: str, now_s: float | None = None) -> Report:
-    """Check one entity: versions contiguous, each history item consistent with its successor (the ratchet
+    """Check one entity: versions contiguous (from 1 unless the stack has a retention window), each history item consistent with its successor (the ratchet
     never goes back, recorded times move forward, a rollback restores its source's content), the newest
     history item equal to ``v0``, and no live ``v0`` carrying an expiry. Expired items count as gone."""
     now_s = time.time() if now_s is None else now_s
@@ -46,7 +46,8 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
         if model.history_sk(int(h[model.VERSION])) != h[model.SK]:
             report.problems.append(f"history item {h[model.SK]} holds version {h[model.VERSION]}")
     if report.versions:
-        expected = list(range(report.versions[0], report.versions[-1] + 1))
+        first = report.versions[0] if client.history_expires else 1  # without retention nothing may expire
+        expected = list(range(first, report.versions[-1] + 1))
         missing = sorted(set(expected) - set(report.versions))
         if missing:
             report.problems.append(f"versions missing from history: {missing}")
@@ -104,8 +105,8 @@ def entities(client) -> list[str]:
 
 
 def repair(client, entity_id: str) -> tuple[list[str], list[str]]:
-    """Write the missing history item of ``v0``'s version from ``v0`` (never overwriting anything).
-    Returns (what was repaired, what cannot be repaired and why)."""
+    """Write the missing history item of ``v0``'s version from ``v0`` (never overwriting anything): the
+    only content that is still known. Returns (what was repaired, what remains wrong and cannot be)."""
     done, cannot = [], []
     latest = store.get_item(client.dynamodb, client.table, entity_id, model.LATEST_SK)
     if latest is not None:
@@ -115,5 +116,5 @@ def repair(client, entity_id: str) -> tuple[list[str], list[str]]:
             done.append(f"wrote history item of version {version} from v0")
     report = verify(client, entity_id)
     for problem in report.problems:
-        cannot.append(problem + (" (v0 no longer holds that content)" if "missing" in problem else ""))
+        cannot.append(problem)
     return done, cannot

@@ -1,0 +1,76 @@
+"""The reliability report: every guarantee's campaign on the real workflow (embedded stack), with cases
+tried, faults injected, executions run and violations found (must be 0).
+
+    .venv/bin/python benchmarks/reliability.py [--examples 100] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--examples", type=int, default=100, help="model-based sequences (hypothesis)")
+    parser.add_argument("--seeds", type=int, default=6, help="seeds for the duplicate and out-of-order campaigns")
+    args = parser.parse_args()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ.setdefault(key, value)
+
+    from hypothesis import HealthCheck, given, settings
+
+    from changeflow import reliability as r
+    from changeflow.client import Changeflow
+    from changeflow.embedded import EmbeddedStack
+
+    started = time.perf_counter()
+    tallies = []
+    with EmbeddedStack(ROOT, time_scale=0.02) as stack:
+        cf = Changeflow.for_embedded(stack)
+        hot = r.Tally("1. hot key (K=10, 25, 50)")
+        for k in (10, 25, 50):
+            hot.add(r.hot_key(cf, k, shared_time=True, seed=k))
+            hot.add(r.hot_key(cf, k, shared_time=False, seed=k))
+        tallies.append(hot)
+    with EmbeddedStack(ROOT, time_scale=0.001, parameters={"HistoryRetentionVersions": "3",
+                                                           "HistoryRetentionDays": "30"}) as stack:
+        cf = Changeflow.for_embedded(stack)
+        faults = r.faults(stack, cf, times=(1, 2, 3))
+        faults.add(r.history_outage(stack, cf))
+        tallies.append(faults)
+    with EmbeddedStack(ROOT, time_scale=0.002) as stack:
+        cf = Changeflow.for_embedded(stack)
+        duplicates = r.Tally("3. duplicates")
+        ordering = r.Tally("4. out-of-order delivery")
+        for seed in range(args.seeds):
+            duplicates.add(r.duplicates(cf, seed))
+            for concurrency in (1, 4, 8):
+                ordering.add(r.out_of_order(cf, seed, changes=12, concurrency=concurrency))
+        tallies += [duplicates, ordering]
+        model = r.Tally("5. model-based (hypothesis)")
+        counter = iter(range(10**9))
+
+        @settings(max_examples=args.examples, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(raw=r.change_sequences())
+        def run(raw):
+            entity = f"model-{next(counter)}"
+            r.model_case(stack, cf, entity, r.materialise(entity, raw), model)
+
+        run()
+        tallies.append(model)
+    print(r.report(tallies))
+    print(f"\n({time.perf_counter() - started:.0f} s; hostile input: see tests/test_hostile_input.py)")
+    return 1 if any(t.violations for t in tallies) else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    sys.exit(main())

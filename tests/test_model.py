@@ -1,0 +1,49 @@
+"""Model-based testing (hypothesis): random sequences of put/delete/rollback with random timestamps,
+redeliveries and injected faults run through the embedded workflow and through the reference model in
+changeflow.reliability; after every sequence the table must equal the model and the invariants hold.
+The default budget keeps CI fast; CHANGEFLOW_LONG=1 runs 200 sequences."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from changeflow import reliability
+from changeflow.client import Changeflow
+from changeflow.embedded import EmbeddedStack
+from conftest import ROOT
+
+EXAMPLES = 200 if os.environ.get("CHANGEFLOW_LONG") == "1" else 15
+_entities = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def shared_stack():
+    with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
+        yield stack
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=reliability.change_sequences())
+def test_workflow_matches_the_reference_model(shared_stack, raw):
+    cf = Changeflow.for_embedded(shared_stack)
+    entity = f"model-{next(_entities)}"
+    tally = reliability.Tally("model")
+    reliability.model_case(shared_stack, cf, entity, reliability.materialise(entity, raw), tally)
+    assert tally.violations == [], "\n".join(tally.violations)
+
+
+def test_the_model_itself_follows_the_rules():
+    model = reliability.Model()
+    put = lambda at, cid, v: {"operation": "put", "effectiveAt": at, "changeId": cid, "attributes": {"v": v}}  # noqa: E731
+    assert model.apply(put(5, "a", 1)) == ("SUCCEEDED", "applied")
+    assert model.apply(put(4, "b", 2)) == ("SUCCEEDED", "stale")
+    assert model.apply(put(5, "c", 3)) == ("SUCCEEDED", "applied")  # equal times accepted
+    assert model.apply(put(5, "a", 1)) == ("SUCCEEDED", "duplicate")
+    assert model.apply({"operation": "delete", "effectiveAt": 6, "changeId": "d"}) == ("SUCCEEDED", "applied")
+    assert model.apply({"operation": "rollback", "effectiveAt": 7, "changeId": "r", "toVersion": 3}) == ("FAILED", "NotFound")
+    assert model.apply({"operation": "rollback", "effectiveAt": 7, "changeId": "r", "toVersion": 1}) == ("SUCCEEDED", "applied")
+    assert [v["attributes"] for v in model.versions] == [{"v": 1}, {"v": 3}, {}, {"v": 1}]
