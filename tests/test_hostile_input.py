@@ -73,22 +73,6 @@ def snapshot(cf) -> bytes:
     return json.dumps(items, sort_keys=True, ensure_ascii=False).encode("utf-8")
 
 
-def xfail(reason, **kwargs):
-    return pytest.mark.xfail(strict=True, reason=reason, **kwargs)
-
-
-LONE_SURROGATE_BUG = (
-    "BUG validation.request_size: json.dumps(ensure_ascii=False).encode('utf-8') raises UnicodeEncodeError on "
-    "a lone surrogate before _text's 'Cs' check runs; the execution fails with UnicodeEncodeError"
-)
-DEPTH_BUG = (
-    "BUG codec.to_dynamo_value: allows 32 nested maps below the attribute (33 levels); DynamoDB allows 31 "
-    "(32 levels, the attribute being level 1). Moto does not check depth, so here the put even succeeds"
-)
-DIGITS_BUG = (
-    "BUG codec.check_number: Decimal.normalize() rounds to 28 digits, so the >38-digit check never fires; "
-    "boto3's serializer then fails the fetch step with error 'Inexact', not ValidationError"
-)
 
 # (request, the field its errorMessage must start with)
 HOSTILE = [
@@ -106,8 +90,7 @@ HOSTILE = [
     pytest.param(put(entityId=["doc#1"]), "entityId", id="entityId-list"),
     pytest.param(put(entityId={"id": "doc#1"}), "entityId", id="entityId-object"),
     pytest.param(put(entityId=True), "entityId", id="entityId-bool"),
-    pytest.param(put(entityId="doc#1\udc00"), "entityId", id="entityId-lone-surrogate",
-                 marks=xfail(LONE_SURROGATE_BUG)),
+    pytest.param(put(entityId="doc#1\udc00"), "entityId", id="entityId-lone-surrogate"),
     # --- operation ------------------------------------------------------------------------------
     pytest.param(put(operation="upsert"), "operation", id="operation-unknown"),
     pytest.param(put(operation="PUT"), "operation", id="operation-wrong-case"),
@@ -133,8 +116,7 @@ HOSTILE = [
     # --- attributes: values DynamoDB cannot store -----------------------------------------------
     pytest.param(put(attributes={"deep": wrapped(33)}), "attributes.deep" + ".n" * 32, id="nesting-33-maps"),
     pytest.param(put(attributes={"deep": listed(33)}), "attributes.deep" + "[0]" * 32, id="nesting-33-lists"),
-    pytest.param(put(attributes={"deep": wrapped(32)}), "attributes.deep", id="nesting-32-maps-33-levels",
-                 marks=xfail(DEPTH_BUG)),
+    pytest.param(put(attributes={"deep": wrapped(32)}), "attributes.deep" + ".n" * 32, id="nesting-32-maps-33-levels"),
     pytest.param(put(attributes={"m": {"": 1}}), "attributes.m", id="empty-map-key"),
     pytest.param(put(attributes={"m": {"ok": {"": 1}}}), "attributes.m.ok", id="empty-map-key-nested"),
     # json.dumps emits NaN/Infinity and the Lambda side's json.loads accepts them: the values arrive
@@ -147,7 +129,7 @@ HOSTILE = [
     pytest.param(put(attributes={"x": 1e-131}), "attributes.x", id="number-1e-131"),
     pytest.param(put(attributes={"x": 10**126}), "attributes.x", id="integer-10^126"),
     pytest.param(put(attributes={"x": 123456789012345678901234567890123456789}), "attributes.x",
-                 id="number-39-significant-digits", marks=xfail(DIGITS_BUG)),
+                 id="number-39-significant-digits"),
     # --- toVersion ------------------------------------------------------------------------------
     pytest.param(rollback(toVersion=0), "toVersion", id="toVersion-0"),
     pytest.param(rollback(toVersion=-1), "toVersion", id="toVersion-negative"),
@@ -254,10 +236,6 @@ class TestHostileRequestsThroughTheWorkflow:
         keys = [json.dumps(case.values[0], sort_keys=True) for case in HOSTILE]
         assert len(HOSTILE) >= 30 and len(set(keys)) == len(keys)
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "BUG codec.check_number returns the unnormalized Decimal: a JSON integer literal such as 10**38 "
-        "(one significant digit, a number DynamoDB stores) has a 39-digit coefficient that boto3's "
-        "38-digit context refuses, so the fetch step fails with error 'Rounded' and the change is lost"))
     def test_an_integer_literal_with_one_significant_digit_and_many_zeros_is_stored(self, seeded_cf):
         # GIVEN 10**38 written as an integer literal (DynamoDB trims trailing zeros: 1 significant digit)
         # WHEN it is put, THEN it is stored like any other number

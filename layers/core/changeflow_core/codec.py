@@ -8,14 +8,16 @@ Numbers travel as ``int``/``float`` in JSON and as ``Decimal`` in DynamoDB. Floa
 from __future__ import annotations
 
 import math
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from .errors import ValidationError
 
-MAX_DEPTH = 32  # DynamoDB: nested attributes up to 32 levels deep
+MAX_DEPTH = 32  # DynamoDB: 32 levels, the top-level attribute being level 1
+MAX_NAME_BYTES = 65_535  # DynamoDB: an attribute name is less than 64 KB
+EXACT = Context(prec=1_000)  # enough digits that normalising never rounds what a client sent
 MAX_NUMBER_DIGITS = 38
 MAX_EXPONENT = 125  # largest magnitude: 9.99...E+125
 MIN_EXPONENT = -130  # smallest magnitude: 1E-130
@@ -37,7 +39,8 @@ def check_number(field: str, value: Any) -> Decimal:
         raise ValidationError(field, f"{value} is not a number DynamoDB can store")
     if number.is_zero():
         return Decimal(0)
-    digits = number.normalize().as_tuple().digits
+    number = number.normalize(EXACT)  # 10**38 is one significant digit, as DynamoDB counts them
+    digits = number.as_tuple().digits
     if len(digits) > MAX_NUMBER_DIGITS:
         raise ValidationError(field, f"{value} has more than {MAX_NUMBER_DIGITS} significant digits")
     magnitude = number.copy_abs().adjusted()
@@ -46,22 +49,41 @@ def check_number(field: str, value: Any) -> Decimal:
     return number
 
 
-def to_dynamo_value(field: str, value: Any, depth: int = 0) -> Any:
-    """A JSON value as the Python value boto3's serializer accepts, validated against DynamoDB's rules."""
-    if value is None or isinstance(value, (bool, str)):
+def check_text(field: str, text: str) -> str:
+    """A string DynamoDB can store: valid Unicode (no lone surrogates), so it has a UTF-8 encoding."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(field, "is not valid Unicode (a lone surrogate)") from exc
+    return text
+
+
+def check_name(field: str, name: Any) -> str:
+    if not isinstance(name, str) or name == "":
+        raise ValidationError(field, "attribute and map key names must be non-empty strings")
+    check_text(field, name)
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise ValidationError(field, f"the name {name[:20]!r}... is longer than DynamoDB's {MAX_NAME_BYTES} bytes")
+    return name
+
+
+def to_dynamo_value(field: str, value: Any, depth: int = 1) -> Any:
+    """A JSON value as the Python value boto3's serializer accepts, validated against DynamoDB's rules.
+    ``depth`` is the value's nesting level; a top-level attribute is level 1."""
+    if depth > MAX_DEPTH:
+        raise ValidationError(field, f"nested deeper than DynamoDB's {MAX_DEPTH} levels")
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return check_text(field, value)
     if isinstance(value, (int, float)):
         return check_number(field, value)
     if isinstance(value, (list, dict)):
-        if depth + 1 > MAX_DEPTH:
-            raise ValidationError(field, f"nested deeper than DynamoDB's {MAX_DEPTH} levels")
         if isinstance(value, list):
             return [to_dynamo_value(f"{field}[{i}]", v, depth + 1) for i, v in enumerate(value)]
         out = {}
         for key, v in value.items():
-            if not isinstance(key, str) or key == "":
-                raise ValidationError(field, "map keys must be non-empty strings")
-            out[key] = to_dynamo_value(f"{field}.{key}", v, depth + 1)
+            out[check_name(field, key)] = to_dynamo_value(f"{field}.{key}", v, depth + 1)
         return out
     raise ValidationError(field, f"unsupported type {type(value).__name__}")
 
@@ -94,7 +116,7 @@ def to_plain(value: Any) -> Any:
 
 
 def _number_size(number: Any) -> int:
-    digits = Decimal(str(number)).normalize().as_tuple().digits if number != 0 else (0,)
+    digits = Decimal(str(number)).normalize(EXACT).as_tuple().digits if Decimal(str(number)) != 0 else (0,)
     return (len(digits) + 1) // 2 + 1
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from . import codec, model
@@ -22,6 +22,7 @@ MAX_ACTOR_CHARS = 256
 MAX_REASON_CHARS = 1024
 MAX_EFFECTIVE_AT = 2**53 - 1  # epoch ms that survive a JSON round trip through any client
 
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 FIELDS = {
     "entityId", "operation", "attributes", "toVersion", "effectiveAt", "changeId",
     "expectedVersion", "actor", "reason",
@@ -50,8 +51,10 @@ class Change:
 
 
 def request_size(request: Any) -> int:
-    """Bytes of the request as Step Functions would receive it (compact UTF-8 JSON)."""
-    return len(json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    """Bytes of the request as Step Functions would receive it (compact UTF-8 JSON; a lone surrogate,
+    which validation rejects later by name, counts as its 3-byte encoding)."""
+    text = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def check_request_size(request: Any) -> None:
@@ -91,8 +94,9 @@ def _integer(field: str, value: Any, minimum: int, maximum: int) -> int:
 
 
 def epoch_ms(timestamp: str) -> int:
-    """Epoch milliseconds of an ISO-8601 timestamp such as ``$$.Execution.StartTime``."""
-    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
+    """Epoch milliseconds of an ISO-8601 timestamp such as ``$$.Execution.StartTime`` (exact: no float)."""
+    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return (moment - EPOCH) // timedelta(milliseconds=1)
 
 
 def validate_attributes(attributes: Any) -> dict[str, Any]:
@@ -104,9 +108,8 @@ def validate_attributes(attributes: Any) -> dict[str, Any]:
         raise ValidationError(f"attributes.{clash[0]}", "is a name the item model reserves")
     values = {}
     for name, value in attributes.items():
-        if name == "":
-            raise ValidationError("attributes", "attribute names must not be empty")
-        values[name] = codec.to_dynamo_value(f"attributes.{name}", value, depth=0)
+        codec.check_name("attributes", name)
+        values[name] = codec.to_dynamo_value(f"attributes.{name}", value)
     return values
 
 
