@@ -118,6 +118,11 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
     assert [v["version"] for v in cf.entity("e")["versions"]] == [1, 2]
     cf.submit({"entityId": "e", "operation": "rollback", "toVersion": 2, "effectiveAt": T0 + 2})
     cf.submit({"entityId": "e", "operation": "delete", "effectiveAt": T0 + 3})
+    read_event = json.loads((ROOT / "events" / "functions" / "read_api.json").read_text())
+    for path, resource in (("/entities/e", "/entities/{id}"), ("/entities/e/versions", "/entities/{id}/versions"),
+                           ("/entities/e/versions/1", "/entities/{id}/versions/{version}")):
+        event = {**read_event, "path": path, "resource": resource, "pathParameters": {"id": "e", "version": "1"}}
+        assert not stack.lambdas.invoke(stack.function("ReadApiFunction"), event)[1]
     for function in stack.lambdas.functions.values():
         called = {f"{service}:{operation}" for service, operation, _, _ in function.api_calls}
         tables = {params["TableName"] for _, _, params, _ in function.api_calls}
@@ -203,3 +208,44 @@ def test_sam_build_succeeds_with_the_local_runtime(tmp_path, sam_home):
                  "TagTtlFunction"):
         assert (build_dir / name / "app.py").is_file()
         assert not (build_dir / name / "changeflow").exists()
+
+
+@pytest.fixture(scope="module")
+def cloudformation():
+    from changeflow.cfn import transform
+
+    return transform(ROOT / "template.yaml")
+
+
+def test_every_api_method_requires_iam_authorization(cloudformation):
+    [api] = [r for r in cloudformation["Resources"].values() if r["Type"] == "AWS::ApiGateway::RestApi"]
+    body = api["Properties"]["Body"]
+    sigv4 = {name for name, spec in body["securityDefinitions"].items()
+             if spec.get("x-amazon-apigateway-authtype") == "awsSigv4"}
+    methods = [(path, verb, op) for path, ops in body["paths"].items() for verb, op in ops.items()]
+    assert {path for path, _, _ in methods} >= {"/changes", "/entities/{id}", "/entities/{id}/versions"}
+    for path, verb, operation in methods:
+        assert {name for entry in operation.get("security", []) for name in entry} & sigv4, f"{verb} {path} is open"
+
+
+def test_post_changes_is_a_direct_start_execution_integration_with_a_request_model(cloudformation):
+    [api] = [r for r in cloudformation["Resources"].values() if r["Type"] == "AWS::ApiGateway::RestApi"]
+    post = api["Properties"]["Body"]["paths"]["/changes"]["post"]
+    integration = post["x-amazon-apigateway-integration"]
+    assert integration["type"] == "aws" and "states:action/StartExecution" in json.dumps(integration["uri"])
+    assert post["x-amazon-apigateway-request-validator"] == "body"
+    assert post["parameters"][0]["schema"] == {"$ref": "#/definitions/ChangeRequest"}
+
+
+def test_the_read_function_can_only_read(template):
+    assert _policy_actions(template, "ReadApiFunction") <= {"dynamodb:GetItem", "dynamodb:Query"}
+
+
+def test_the_rule_targets_the_state_machine_with_retries_and_a_dead_letter_queue(cloudformation):
+    [rule] = [r for r in cloudformation["Resources"].values() if r["Type"] == "AWS::Events::Rule"]
+    props = rule["Properties"]
+    assert props["EventPattern"] == {"source": [{"Ref": "EventSource"}], "detail-type": ["ChangeRequested"]}
+    [target] = props["Targets"]
+    assert target["Arn"] == {"Ref": "ChangeStateMachine"} and target["InputPath"] == "$.detail"
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0
+    assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["ChangeEventsDeadLetterQueue", "Arn"]}}

@@ -159,7 +159,8 @@ def cmd_submit(args) -> int:
             print(f"{source}: refused: ValidationError: {exc}", file=sys.stderr)
             status = 1
             continue
-        execution = client.submit(request, timeout=args.timeout)
+        via = {"stepfunctions": client.submit, "api": client.submit_via_api, "events": client.submit_via_events}
+        execution = via[args.via](request, timeout=args.timeout)
         if args.json:
             print(json.dumps(execution.to_json(), ensure_ascii=False))
         else:
@@ -271,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit = remote("submit", "start executions from files and wait for each")
     submit.add_argument("files", nargs="+")
     submit.add_argument("--timeout", type=float, default=300.0)
+    submit.add_argument("--via", choices=["stepfunctions", "api", "events"], default="stepfunctions",
+                        help="entry point: StartExecution (default), POST /changes, or PutEvents to the bus")
     submit.set_defaults(func=cmd_submit)
     versions = remote("versions", "an entity's table of versions")
     versions.add_argument("entity")

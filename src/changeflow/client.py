@@ -38,24 +38,31 @@ class Changeflow:
     """A client of one deployed (or embedded) changeflow stack."""
 
     def __init__(self, sfn, dynamodb, state_machine_arn: str, table: str, history_table: str,
-                 wait_hook: Callable[[str, float], bool] | None = None, history_expires: bool = False):
+                 wait_hook: Callable[[str, float], bool] | None = None, history_expires: bool = False,
+                 outputs: dict[str, Any] | None = None, session=None, api_url: str | None = None,
+                 make: Callable[[str], Any] | None = None):
         self.sfn, self.dynamodb = sfn, dynamodb
         self.state_machine_arn = state_machine_arn
         self.table, self.history_table = table, history_table
         self._wait_hook = wait_hook
         self.history_expires = history_expires  # a retention window may have removed the oldest versions
+        self.outputs = outputs or {}
+        self.session = session
+        self.api_url = api_url or self.outputs.get("ChangeApiUrl")
+        self.make = make or (lambda service: boto3.client(service))  # a client of another service, same place
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
     def from_outputs(cls, outputs: dict[str, Any], session=None, endpoint_url: str | None = None,
-                     region: str | None = None, wait_hook=None) -> "Changeflow":
+                     region: str | None = None, wait_hook=None, api_url: str | None = None) -> "Changeflow":
         session = session or boto3.session.Session(region_name=region)
         config = Config(retries={"mode": "standard", "max_attempts": 5})
         make = lambda service: session.client(service, endpoint_url=endpoint_url, config=config)  # noqa: E731
         retention = any(int(outputs.get(name) or 0) for name in ("HistoryRetentionVersions", "HistoryRetentionDays"))
         return cls(make("stepfunctions"), make("dynamodb"), outputs["ChangeStateMachineArn"],
                    outputs["ChangeTableName"], outputs.get("HistoryTableName") or outputs["ChangeTableName"],
-                   wait_hook, history_expires=retention)
+                   wait_hook, history_expires=retention, outputs=outputs, session=session, api_url=api_url,
+                   make=make)
 
     @classmethod
     def for_embedded(cls, stack) -> "Changeflow":
@@ -75,7 +82,10 @@ class Changeflow:
         stack = session.client("cloudformation", endpoint_url=endpoint_url).describe_stacks(
             StackName=stack_name)["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-        return cls.from_outputs(outputs, session=session, endpoint_url=endpoint_url)
+        api_url = None
+        if endpoint_url and outputs.get("ChangeApiUrl"):  # serve answers the API under /<stage>/
+            api_url = f"{endpoint_url.rstrip('/')}/{outputs['ChangeApiUrl'].rstrip('/').rsplit('/', 1)[1]}"
+        return cls.from_outputs(outputs, session=session, endpoint_url=endpoint_url, api_url=api_url)
 
     # --- executions -------------------------------------------------------------------------------
     def start(self, request: Any, name: str | None = None, redeliver: bool = False) -> tuple[str, str]:
@@ -116,6 +126,49 @@ class Changeflow:
                redeliver: bool = True) -> Execution:
         _, arn = self.start(request, name, redeliver=redeliver)
         return self.wait(arn, timeout)
+
+    def submit_via_api(self, request: Any, timeout: float = 300.0) -> Execution:
+        """POST /changes on the stack's REST API (SigV4-signed; serve does not check the signature)."""
+        import urllib.error
+        import urllib.request
+
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        url = f"{self.api_url.rstrip('/')}/changes"
+        body = json.dumps(request).encode("utf-8")
+        signed = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
+        credentials = (self.session or boto3.session.Session()).get_credentials()
+        if credentials is not None:
+            SigV4Auth(credentials, "execute-api", self.sfn.meta.region_name).add_auth(signed)
+        http = urllib.request.Request(url, data=body, method="POST", headers=dict(signed.headers.items()))
+        try:
+            with urllib.request.urlopen(http, timeout=60) as response:  # noqa: S310 - the stack's own API URL
+                answer = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return Execution(name="(not started)", arn="", status="REJECTED", input=request,
+                             error=f"HTTP {exc.code}", cause=exc.read().decode("utf-8", "replace"))
+        return self.wait(answer["executionArn"], timeout)
+
+    def submit_via_events(self, request: Any, timeout: float = 300.0) -> Execution:
+        """PutEvents to the stack's bus; the rule starts an execution, found again by its input."""
+        events = self.make("events")
+        events.put_events(Entries=[{
+            "Source": self.outputs["ChangeEventSource"], "DetailType": "ChangeRequested",
+            "EventBusName": self.outputs["ChangeBusName"], "Detail": json.dumps(request)}])
+        deadline = time.monotonic() + timeout
+        seen: set[str] = set()
+        while time.monotonic() < deadline:
+            for summary in self.executions(limit=50):
+                if summary["executionArn"] in seen:
+                    continue
+                description = self.sfn.describe_execution(executionArn=summary["executionArn"])
+                if json.loads(description.get("input") or "null") == request:
+                    return self.wait(summary["executionArn"], max(1.0, deadline - time.monotonic()))
+                if description["status"] != "RUNNING":
+                    seen.add(summary["executionArn"])
+            time.sleep(0.1)
+        raise TimeoutError("no execution was started for the event (see the dead-letter queue)")
 
     def history(self, arn: str, page_size: int = 100) -> Iterator[dict[str, Any]]:
         """Every history event, oldest first, following nextToken as AWS pages it."""

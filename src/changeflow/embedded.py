@@ -89,8 +89,10 @@ class EmbeddedStack:
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
         self._create_tables()
+        self._create_queues_and_buses()
         self._register_functions()
         self._create_state_machines()
+        self._create_event_rules()
         self.outputs = self.template.outputs()
         self._publish_outputs()
         return self
@@ -135,6 +137,37 @@ class EmbeddedStack:
                     TableName=name,
                     TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
                 )
+
+    def _create_queues_and_buses(self) -> None:
+        for logical_id in self.template.of_type("AWS::SQS::Queue"):
+            self.client("sqs").create_queue(QueueName=self.template.physical_name(logical_id))
+        for logical_id in self.template.of_type("AWS::Events::EventBus"):
+            self.client("events").create_event_bus(Name=self.template.physical_name(logical_id))
+
+    def _create_event_rules(self) -> None:
+        """EventBridge rules: SAM ``EventBridgeRule`` events of state machines and functions, and plain
+        ``AWS::Events::Rule`` resources, with their targets (moto_patches delivers to Step Functions)."""
+        events = self.client("events")
+        rules = []
+        for kind in ("AWS::Serverless::StateMachine", "AWS::Serverless::Function"):
+            for logical_id, spec in self.template.of_type(kind).items():
+                for event_id, event in spec.get("Properties", {}).get("Events", {}).items():
+                    if event["Type"] not in ("EventBridgeRule", "CloudWatchEvent"):
+                        continue
+                    props = self.template.resolve(event["Properties"])
+                    target = {"Id": f"{logical_id}{event_id}Target", "Arn": self.template.arn(logical_id)}
+                    for key in ("InputPath", "Input", "RetryPolicy", "DeadLetterConfig", "InputTransformer"):
+                        if key in props:
+                            target[key] = props[key]
+                    rules.append((f"{logical_id}{event_id}", props.get("EventBusName", "default"),
+                                  props["Pattern"], [target]))
+        for logical_id, spec in self.template.of_type("AWS::Events::Rule").items():
+            props = self.template.resolve(spec["Properties"])
+            rules.append((self.template.physical_name(logical_id), props.get("EventBusName", "default"),
+                          props["EventPattern"], props.get("Targets", [])))
+        for name, bus, pattern, targets in rules:
+            events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern), State="ENABLED")
+            events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
 
     def _register_functions(self) -> None:
         for logical_id in self.template.of_type("AWS::Serverless::Function"):

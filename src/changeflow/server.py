@@ -30,7 +30,7 @@ class EmbeddedServer:
                  host: str = "127.0.0.1"):
         self.stack = EmbeddedStack(parameters=parameters, time_scale=time_scale)
         self.host, self.port = host, port
-        self.routes: list[Route] = []
+        self.routes: list[Route] = []  # the template's REST APIs, in front of moto
         self._server = None
         self._thread: threading.Thread | None = None
 
@@ -39,7 +39,13 @@ class EmbeddedServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> "EmbeddedServer":
+        import logging
+
+        from .apigateway import RestApi
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request on the terminal
         self.stack.start()
+        self.routes = [RestApi(self.stack, api) for api in self.stack.template.of_type("AWS::Serverless::Api")]
         moto_app = DomainDispatcherApplication(create_backend_app)
 
         def app(environ, start_response):
@@ -79,6 +85,8 @@ def serve(port: int, parameters: dict[str, str], time_scale: float) -> None:
         print(f"changeflow serve: {server.url}  (stack {server.stack.template.stack_name}, time scale {time_scale})")
         for name, value in outputs.items():
             print(f"  {name}: {value}")
+        for api in server.routes:
+            print(f"  REST API {api.logical_id}: {server.url}/{api.stage}  (POST /changes, GET /entities/...)")
         print(f"  try: changeflow submit events/workflow/put.json --endpoint-url {server.url}")
         print(f"       aws --endpoint-url {server.url} stepfunctions list-executions "
               f"--state-machine-arn {outputs['ChangeStateMachineArn']}")

@@ -105,7 +105,14 @@ class Template:
             name: res for name, res in self.resources.items() if res["Type"] == resource_type and self.active(name)
         }
 
+    NAME_PROPERTIES = ("TableName", "FunctionName", "QueueName", "StateMachineName", "Name", "LogGroupName")
+
     def physical_name(self, logical_id: str) -> str:
+        """The resource's name property if the template sets one, else ``<stack>-<logical id>``."""
+        props = self.resources.get(logical_id, {}).get("Properties", {})
+        for key in self.NAME_PROPERTIES:
+            if key in props and not (key == "Name" and self.resources[logical_id]["Type"] == "AWS::Serverless::Api"):
+                return str(self.resolve(props[key]))
         return f"{self.stack_name}-{logical_id}"
 
     def ref(self, name: str) -> Any:
@@ -122,7 +129,12 @@ class Template:
         if name in self.parameters:
             return self.parameters[name]
         if name in self.resources:
-            return self.arn(name) if self.resources[name]["Type"] in _REF_IS_ARN else self.physical_name(name)
+            kind = self.resources[name]["Type"]
+            if kind == "AWS::SQS::Queue":
+                return self.get_att(name, "QueueUrl")
+            if kind == "AWS::Serverless::Api":
+                return f"{self.stack_name.lower()}api"  # the REST API id
+            return self.arn(name) if kind in _REF_IS_ARN else self.physical_name(name)
         raise TemplateError(f"!Ref {name}: no such parameter or resource")
 
     def arn(self, logical_id: str) -> str:
@@ -140,6 +152,8 @@ class Template:
             "AWS::Events::EventBus": prefix.format("events") + f"event-bus/{name}",
             "AWS::Serverless::LayerVersion": prefix.format("lambda") + f"layer:{name}:1",
             "AWS::SNS::Topic": prefix.format("sns") + name,
+            "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{name}",
+            "AWS::CloudWatch::Alarm": prefix.format("cloudwatch") + f"alarm:{name}",
         }
         if kind not in arns:
             raise TemplateError(f"no ARN known for {logical_id} ({kind})")

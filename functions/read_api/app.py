@@ -1,0 +1,59 @@
+"""The read API (Powertools REST resolver): the latest state (404 for a tombstone or nothing, never its
+internals), versions newest first (?limit=&cursor=), one version, and the execution that wrote it."""
+
+import os
+from urllib.parse import quote, unquote
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from changeflow_core import reads
+from changeflow_core.errors import NotFound, ValidationError
+
+TABLE_NAME = os.environ["TABLE_NAME"]
+HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+dynamodb = boto3.client("dynamodb")
+app = APIGatewayRestResolver()
+
+
+def entity_id(raw: str) -> str:
+    return (app.current_event.path_parameters or {}).get("id") or unquote(raw)
+
+
+@app.get("/entities/<id>")
+def get_latest(id: str):
+    return reads.latest(dynamodb, TABLE_NAME, entity_id(id))
+
+
+@app.get("/entities/<id>/versions")
+def list_versions(id: str):
+    query = app.current_event.get_query_string_value
+    return reads.versions_page(dynamodb, HISTORY_TABLE_NAME, entity_id(id), reads.page_limit(query("limit")), query("cursor"))
+
+
+@app.get("/entities/<id>/versions/<version>")
+def get_version(id: str, version: str):
+    return reads.version(dynamodb, HISTORY_TABLE_NAME, entity_id(id), reads.version_number(version))
+
+
+@app.get("/entities/<id>/versions/<version>/execution")
+def get_version_execution(id: str, version: str):
+    return {key: get_version(id, version)[key] for key in ("entityId", "version", "changeId", "executionArn")}
+
+
+@app.exception_handler([ValidationError, NotFound])
+def client_error(exc):
+    status = 404 if isinstance(exc, NotFound) else 400
+    return Response(status_code=status, content_type="application/json", body={"statusCode": status, "message": str(exc)})
+
+
+@logger.inject_lambda_context(correlation_id_path="requestContext.requestId", log_event=False)
+@tracer.capture_lambda_handler
+@metrics.log_metrics(capture_cold_start_metric=True)
+def lambda_handler(event, context):
+    event["path"] = quote(unquote(event.get("path") or "/"), safe="/")  # ids such as doc#1 route either way
+    return app.resolve(event, context)

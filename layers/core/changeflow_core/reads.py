@@ -1,0 +1,87 @@
+"""The read side: what users see of an entity. Tombstones and expired items are suppressed (DynamoDB
+deletes expired items lazily), pages of versions come newest first behind an opaque cursor."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from typing import Any
+
+from . import items, model, store
+from .errors import NotFound, ValidationError
+
+MAX_PAGE = 100
+
+
+def latest(client, table: str, entity_id: str) -> dict[str, Any]:
+    """The live latest version; ``NotFound`` for nothing, a tombstone or an expired item alike."""
+    item = store.get_item(client, table, entity_id, model.LATEST_SK)
+    if item is None or item.get(model.DELETED) or items.is_expired(item):
+        raise NotFound(f"entity {entity_id!r} does not exist")
+    return items.view(item)
+
+
+def version_number(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= model.MAX_VERSION:
+        raise ValidationError("version", "must be a positive integer")
+    return int(text)
+
+
+def page_limit(text: str | None) -> int:
+    if text is None:
+        return 20
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+        raise ValidationError("limit", f"must be between 1 and {MAX_PAGE}")
+    return int(text)
+
+
+def version(client, history_table: str, entity_id: str, number: int) -> dict[str, Any]:
+    """Version ``number`` (a deletion shows ``deleted: true``); ``NotFound`` if missing or expired."""
+    item = store.get_item(client, history_table, entity_id, model.history_sk(number))
+    if item is None or items.is_expired(item):
+        raise NotFound(f"entity {entity_id!r} has no version {number}")
+    return items.view(item)
+
+
+def encode_cursor(key: dict | None) -> str | None:
+    if not key:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None, entity_id: str) -> dict | None:
+    if not cursor:
+        return None
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        ok = key[model.PK] == {"S": entity_id} and key[model.SK]["S"].startswith(model.HISTORY_PREFIX) and len(key) == 2
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
+        raise ValidationError("cursor", "is not a cursor this API returned") from exc
+    if not ok:
+        raise ValidationError("cursor", "belongs to another entity")
+    return key
+
+
+def versions_page(client, history_table: str, entity_id: str, limit: int, cursor: str | None) -> dict[str, Any]:
+    """One page of versions, newest first: ``{"items": [...], "nextCursor": str|None}``. Expired versions
+    are filtered out by DynamoDB after the limit is applied, so a page may be short; follow nextCursor."""
+    response = client.query(
+        TableName=history_table,
+        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :history)",
+        # expired items may still be there until DynamoDB's TTL process deletes them
+        FilterExpression="attribute_not_exists(#expiresAt) OR #expiresAt > :now",
+        ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK, "#expiresAt": model.EXPIRES_AT},
+        ExpressionAttributeValues={":pk": {"S": entity_id}, ":history": {"S": model.HISTORY_PREFIX},
+                                   ":now": {"N": str(int(time.time()))}},
+        ScanIndexForward=False,
+        Limit=limit,
+        **({"ExclusiveStartKey": decode_cursor(cursor, entity_id)} if cursor else {}),
+    )
+    from . import codec
+
+    return {
+        "items": [items.view(codec.deserialize_item(i)) for i in response.get("Items", [])],
+        "nextCursor": encode_cursor(response.get("LastEvaluatedKey")),
+    }

@@ -1,0 +1,237 @@
+"""The entry points and the read side over real HTTP on 127.0.0.1 against `changeflow serve`'s server
+(started and stopped by the tests): POST /changes (the template's own request model and mapping
+templates), the read routes (the real read Lambda), and EventBridge PutEvents routed per the template's
+rule; with a plain HTTP client and with boto3 pointed at the endpoint."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import boto3
+import pytest
+
+from changeflow import moto_patches
+from changeflow.cli import main
+from changeflow.server import EmbeddedServer
+from conftest import EVENTS, ROOT
+
+pytestmark = pytest.mark.enable_socket
+T0 = 1_767_225_600_000
+
+
+def http(method, url, body=None, content_type="application/json"):
+    data = body.encode("utf-8") if isinstance(body, str) else body
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+@pytest.fixture
+def server():
+    with EmbeddedServer(port=0, time_scale=0.001) as running:
+        yield running
+
+
+@pytest.fixture
+def api(server):
+    return f"{server.url}/v1"
+
+
+@pytest.fixture
+def aws(server):
+    def client(service):
+        return boto3.client(service, endpoint_url=server.url, region_name="us-east-1")
+    return client
+
+
+def post_change(api, request):
+    status, body = http("POST", f"{api}/changes", json.dumps(request))
+    if status == 200 and "executionArn" in body:
+        assert moto_patches.wait_for_termination(body["executionArn"], 30)
+    return status, body
+
+
+def executions(aws, server):
+    return aws("stepfunctions").list_executions(stateMachineArn=server.stack.outputs["ChangeStateMachineArn"])["executions"]
+
+
+def test_post_changes_starts_an_execution_named_after_entity_and_change(api, aws, server):
+    status, body = post_change(api, {"entityId": "doc#1", "operation": "put", "changeId": "chg-1", "attributes": {"a": 1}})
+    assert status == 200 and body["executionArn"].endswith(":doc-1--chg-1")
+    description = aws("stepfunctions").describe_execution(executionArn=body["executionArn"])
+    assert json.loads(description["output"])["outcome"] == "applied"
+
+
+def test_execution_names_stay_valid_for_long_and_odd_entity_ids(api):
+    entity = "Tenant#ACME|User#" + "ü" * 200 + " <x>"
+    status, body = post_change(api, {"entityId": entity, "operation": "put", "changeId": "c-1", "attributes": {}})
+    name = body["executionArn"].rsplit(":", 1)[1]
+    assert status == 200 and len(name) <= 80 and name.endswith("--c-1")
+    assert all(ch.isalnum() or ch in "-_." for ch in name)
+
+
+def test_quotes_and_unicode_in_the_body_pass_intact(api):
+    attributes = {"q": "it's \"quoted\" \\ back/slash", "u": "Zürich — 東京 😀", "nl": "a\nb\tc"}
+    post_change(api, {"entityId": "doc#2", "operation": "put", "changeId": "chg-2", "attributes": attributes})
+    status, latest = http("GET", f"{api}/entities/doc%232")
+    assert status == 200 and latest["attributes"] == attributes
+
+
+@pytest.mark.parametrize("body", [
+    "{not json",
+    json.dumps({"entityId": "e", "operation": "put", "attributes": {}}),  # no changeId
+    json.dumps({"entityId": "e", "operation": "upsert", "changeId": "c"}),
+    json.dumps({"entityId": "", "operation": "put", "changeId": "c"}),
+    json.dumps({"entityId": "e", "operation": "put", "changeId": "has space"}),
+    json.dumps({"entityId": "e", "operation": "put", "changeId": "c", "extra": 1}),
+    json.dumps({"entityId": "e", "operation": "rollback", "changeId": "c", "toVersion": "1"}),
+    json.dumps(["not", "an", "object"]),
+])
+def test_malformed_bodies_are_400_and_start_nothing(api, aws, server, body):
+    status, answer = http("POST", f"{api}/changes", body)
+    assert status == 400 and answer == {"message": "Invalid request body"}
+    assert executions(aws, server) == []
+
+
+def test_a_body_that_is_not_json_content_is_415(api, aws, server):
+    status, _ = http("POST", f"{api}/changes", "entityId=e", content_type="application/x-www-form-urlencoded")
+    assert status == 415 and executions(aws, server) == []
+
+
+def test_the_same_change_id_twice_starts_one_execution_and_the_retry_is_a_duplicate(api, aws, server):
+    request = {"entityId": "doc#3", "operation": "put", "changeId": "chg-3", "attributes": {"v": 1}}
+    first = post_change(api, request)
+    again = post_change(api, request)  # a client retry after the first finished
+    assert again == (200, {"executionArn": first[1]["executionArn"], "outcome": "duplicate"})
+    assert len(executions(aws, server)) == 1
+    status, page = http("GET", f"{api}/entities/doc%233/versions")
+    assert [v["version"] for v in page["items"]] == [1]
+
+
+def test_a_retry_while_the_first_runs_returns_the_same_execution(api, aws, server):
+    from changeflow.lambdas import fault_hook
+
+    release = threading.Event()
+
+    def slow(function, event, invoke):
+        if function.logical_id == "FetchLatestFunction":
+            release.wait(10)
+        return invoke()
+
+    request = {"entityId": "doc#4", "operation": "put", "changeId": "chg-4", "attributes": {"v": 1}}
+    with fault_hook(server.stack.lambdas, slow):
+        first = http("POST", f"{api}/changes", json.dumps(request))
+        second = http("POST", f"{api}/changes", json.dumps(request))
+        release.set()
+        assert moto_patches.wait_for_termination(first[1]["executionArn"], 30)
+    assert first[0] == second[0] == 200 and first[1]["executionArn"] == second[1]["executionArn"]
+    assert len(executions(aws, server)) == 1
+
+
+def test_read_latest_and_404_for_a_tombstone_or_nothing(api):
+    post_change(api, {"entityId": "doc#5", "operation": "put", "changeId": "a", "attributes": {"v": 1}, "effectiveAt": T0})
+    status, latest = http("GET", f"{api}/entities/doc%235")
+    assert status == 200 and latest["version"] == 1 and latest["attributes"] == {"v": 1}
+    post_change(api, {"entityId": "doc#5", "operation": "delete", "changeId": "b", "effectiveAt": T0 + 1})
+    status, body = http("GET", f"{api}/entities/doc%235")
+    assert status == 404 and "deleted" not in json.dumps(body) and "expiresAt" not in json.dumps(body)
+    assert http("GET", f"{api}/entities/never")[0] == 404
+
+
+def test_versions_newest_first_paginated_to_the_end(api):
+    for i in range(7):
+        post_change(api, {"entityId": "doc#6", "operation": "put", "changeId": f"c{i}", "attributes": {"i": i},
+                          "effectiveAt": T0 + i})
+    seen, cursor, pages = [], None, 0
+    while True:
+        query = "?limit=3" + (f"&cursor={cursor}" if cursor else "")
+        status, page = http("GET", f"{api}/entities/doc%236/versions{query}")
+        assert status == 200 and len(page["items"]) <= 3
+        seen += [v["version"] for v in page["items"]]
+        pages += 1
+        cursor = page["nextCursor"]
+        if not cursor:
+            break
+    assert seen == [7, 6, 5, 4, 3, 2, 1] and pages == 3
+    assert http("GET", f"{api}/entities/doc%236/versions?cursor=garbage")[0] == 400
+    assert http("GET", f"{api}/entities/doc%236/versions?limit=0")[0] == 400
+
+
+def test_one_version_and_the_execution_behind_it(api, aws):
+    _, started = post_change(api, {"entityId": "doc#7", "operation": "put", "changeId": "c1", "attributes": {"v": 1}})
+    status, version = http("GET", f"{api}/entities/doc%237/versions/1")
+    assert status == 200 and version["attributes"] == {"v": 1}
+    status, behind = http("GET", f"{api}/entities/doc%237/versions/1/execution")
+    assert status == 200 and behind["executionArn"] == started["executionArn"]
+    history = aws("stepfunctions").get_execution_history(executionArn=behind["executionArn"])["events"]
+    assert history[0]["type"] == "ExecutionStarted"
+    assert http("GET", f"{api}/entities/doc%237/versions/2")[0] == 404
+    assert http("GET", f"{api}/entities/doc%237/versions/x")[0] == 400
+
+
+def test_expired_versions_are_filtered_from_reads():
+    with EmbeddedServer(port=0, time_scale=0.001, parameters={"HistoryRetentionVersions": "1"}) as server:
+        api = f"{server.url}/v1"
+        for i in range(3):
+            post_change(api, {"entityId": "doc#8", "operation": "put", "changeId": f"c{i}", "attributes": {"i": i},
+                              "effectiveAt": T0 + i})
+        time.sleep(1.1)  # the expiry of versions 1 and 2 is "now" (retention days 0)
+        status, page = http("GET", f"{api}/entities/doc%238/versions")
+        assert [v["version"] for v in page["items"]] == [3]
+        assert http("GET", f"{api}/entities/doc%238/versions/1")[0] == 404
+
+
+def test_put_events_matching_the_rule_starts_the_workflow_with_the_detail(aws, server):
+    entries = json.loads((EVENTS / "eventbridge" / "put-events.json").read_text())
+    assert aws("events").put_events(Entries=entries)["FailedEntryCount"] == 0
+    [started] = executions(aws, server)
+    assert moto_patches.wait_for_termination(started["executionArn"], 30)
+    description = aws("stepfunctions").describe_execution(executionArn=started["executionArn"])
+    assert json.loads(description["input"]) == json.loads(entries[0]["Detail"])  # InputPath $.detail
+    assert json.loads(description["output"])["outcome"] == "applied"
+
+
+def test_an_event_that_does_not_match_the_rule_starts_none(aws, server):
+    aws("events").put_events(Entries=[{"Source": "someone.else", "DetailType": "ChangeRequested",
+                                       "EventBusName": "changeflow-changes", "Detail": json.dumps({"entityId": "x"})},
+                                      {"Source": "changeflow.client", "DetailType": "Other",
+                                       "EventBusName": "changeflow-changes", "Detail": json.dumps({"entityId": "x"})}])
+    assert executions(aws, server) == []
+
+
+def test_an_event_that_cannot_start_an_execution_goes_to_the_dead_letter_queue(aws, server):
+    machine = server.stack.outputs["ChangeStateMachineArn"]
+    aws("stepfunctions").delete_state_machine(stateMachineArn=machine)
+    entries = json.loads((EVENTS / "eventbridge" / "put-events.json").read_text())
+    aws("events").put_events(Entries=entries)
+    queue = server.stack.outputs["ChangeEventsDeadLetterQueueUrl"].rsplit("/", 1)[1]
+    sqs = aws("sqs")
+    messages = sqs.receive_message(QueueUrl=sqs.get_queue_url(QueueName=queue)["QueueUrl"],
+                                   MessageAttributeNames=["All"])["Messages"]
+    assert json.loads(messages[0]["Body"])["detail"]["changeId"] == "evt-0001"
+    assert messages[0]["MessageAttributes"]["TARGET_ARN"]["StringValue"] == machine
+
+
+def test_submit_through_each_entry_point(server, capsys):
+    for via, change in (("api", "api-put-0001"), ("events", None)):
+        path = EVENTS / ("api/post-change.json" if via == "api" else "workflow/put.json")
+        assert main(["submit", str(path), "--via", via, "--json", "--endpoint-url", server.url]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["status"] == "SUCCEEDED" and result["output"]["outcome"] == "applied"
+        if change:
+            assert result["output"]["changeId"] == change
+
+
+def test_the_read_function_answers_its_events_payload_in_process(server):
+    # events/functions/read_api.json is what `sam local invoke ReadApiFunction -e ...` feeds it
+    function = server.stack.function("ReadApiFunction")
+    event = json.loads((EVENTS / "functions" / "read_api.json").read_text())
+    payload, failed = server.stack.lambdas.invoke(function, event)
+    assert not failed and payload["statusCode"] == 200 and json.loads(payload["body"]) == {"items": [], "nextCursor": None}
