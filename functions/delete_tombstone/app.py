@@ -10,6 +10,7 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from changeflow_core import observe, steps
+from changeflow_core.errors import VersionConflict
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 TOMBSTONE_TTL_DAYS = int(os.environ["TOMBSTONE_TTL_DAYS"])
@@ -27,7 +28,11 @@ def lambda_handler(event, context):
     change = event["fetched"]["change"]
     logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
 
-    result = steps.write(dynamodb, TABLE_NAME, event, tombstone_ttl_days=TOMBSTONE_TTL_DAYS)
+    try:
+        result = steps.write(dynamodb, TABLE_NAME, event, tombstone_ttl_days=TOMBSTONE_TTL_DAYS)
+    except VersionConflict:  # the caller's expectedVersion is not current: counted, then the named failure
+        observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change["operation"])
+        raise
 
     observe.record_outcome(tracer, metrics, change, result)
     logger.info("tombstone write", extra=result)
