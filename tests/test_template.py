@@ -204,6 +204,8 @@ def test_sam_build_succeeds_with_the_local_runtime(tmp_path, sam_home):
     assert (layer / "changeflow_core" / "store.py").is_file()
     assert (layer / "aws_lambda_powertools").is_dir()
     assert not (layer / "changeflow").exists()  # the local toolkit is never deployed
+    assert (layer / "aws_xray_sdk").is_dir() and (layer / "wrapt").is_dir()
+    assert not (layer / "botocore").exists() and not (layer / "boto3").exists()  # the runtime has them
     for name in ("FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
                  "TagTtlFunction"):
         assert (build_dir / name / "app.py").is_file()

@@ -1,0 +1,258 @@
+"""Cost and speed, measured: per path (create, update, delete, revive, rollback, stale, duplicate),
+the DynamoDB read and write units computed with DynamoDB's own rounding from the item sizes of the
+requests actually made, the state transitions and Lambda invocations from the execution history, the
+cost per million changes on Standard and Express workflows, cold starts against a bare boto3 client,
+and the deployment package sizes.
+
+    .venv/bin/python benchmarks/cost.py [--json] [--no-build]
+
+Prices: us-east-1 public list prices as published on aws.amazon.com on 2026-11-21 (see PRICES).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+T0 = 1_767_225_600_000
+PRICES = {  # USD, us-east-1, list prices on 2026-11-21
+    "standard_per_transition": 0.025 / 1000,
+    "express_per_request": 1.00 / 1e6,
+    "express_per_gb_second": 0.00001667,  # first tier; memory billed in 64 MB chunks, time in 100 ms
+    "lambda_per_request": 0.20 / 1e6,
+    "lambda_per_gb_second": 0.0000166667,  # x86
+    "dynamodb_per_wru": 0.625 / 1e6,  # on-demand write request unit (1 KB)
+    "dynamodb_per_rru": 0.125 / 1e6,  # on-demand read request unit (4 KB strongly consistent read)
+}
+LAMBDA_MEMORY_GB = 0.25  # MemorySize 256 in the template's Globals
+PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback"]
+
+
+def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict) -> tuple[float, float]:
+    """(read units, write units) of one request, DynamoDB's rounding: reads per 4 KB (strongly
+    consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item."""
+    from changeflow_core.codec import item_size
+
+    if operation in ("GetItem", "Query"):
+        found = [response["Item"]] if response.get("Item") else response.get("Items", [])
+        size = sum(item_size(i) for i in found)
+        units = max(1, math.ceil(size / 4096))
+        return (units if params.get("ConsistentRead") else units / 2), 0.0
+    key = (params["TableName"], json.dumps(params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")},
+                                           sort_keys=True))
+    old = old_sizes.get(key, 0)
+    if operation == "PutItem":
+        new = item_size(params["Item"])
+    elif operation == "UpdateItem":  # SET of one numeric attribute (the TTL tag)
+        new = old + len("expiresAt") + 6
+    else:
+        raise ValueError(operation)
+    return 0.0, float(max(1, math.ceil(max(old, new) / 1024)))
+
+
+def table_sizes(client, table: str) -> dict:
+    from changeflow_core.codec import item_size
+
+    sizes, start = {}, None
+    while True:
+        page = client.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
+        for item in page["Items"]:
+            sizes[(table, json.dumps({"pk": item["pk"], "sk": item["sk"]}, sort_keys=True))] = item_size(item)
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return sizes
+
+
+def attributes_for(item_bytes: int) -> dict:
+    """Attributes that make the v0 item of a put exactly ``item_bytes`` bytes (model attributes included)."""
+    from changeflow_core import codec, items
+    from changeflow_core.validation import Change
+
+    change = Change("bench#x", "put", T0, "bench#x-c1", actor="benchmark")
+    probe = lambda n: codec.item_size(codec.serialize_item(items.build_latest(  # noqa: E731
+        change, {"body": "x" * n}, None, 1, T0, "arn:aws:states:us-east-1:123456789012:execution:"
+        "changeflow-ChangeStateMachine:bench-x--bench-x-c1--000000000000")))
+    overhead = probe(0)
+    return {"body": "x" * max(0, item_bytes - overhead)}
+
+
+def measure_paths(item_bytes: int) -> dict:
+    from changeflow.client import Changeflow
+    from changeflow.embedded import EmbeddedStack
+
+    attrs = attributes_for(item_bytes)
+    e = "bench#x"
+    change = lambda n, at, **kw: {"entityId": e, "changeId": f"{e}-c{n}", "effectiveAt": T0 + at,  # noqa: E731
+                                  "actor": "benchmark", **kw}
+    plan = [
+        ("create", change(1, 0, operation="put", attributes=attrs)),
+        ("update", change(2, 10, operation="put", attributes=attrs)),
+        ("stale", change(3, 5, operation="put", attributes=attrs)),
+        ("duplicate", change(2, 10, operation="put", attributes=attrs)),
+        ("delete", change(4, 20, operation="delete")),
+        ("revive", change(5, 30, operation="put", attributes=attrs)),
+        ("rollback", change(6, 40, operation="rollback", toVersion=2)),
+    ]
+    results = {}
+    with EmbeddedStack(ROOT, time_scale=0.001) as stack:
+        cf = Changeflow.for_embedded(stack)
+        stack.warm()
+        for path, request in plan:
+            old = table_sizes(cf.dynamodb, cf.table)
+            for function in stack.lambdas.functions.values():
+                function.api_calls.clear()
+            started = time.perf_counter()
+            execution = cf.submit(request)
+            seconds = time.perf_counter() - started
+            assert execution.status == "SUCCEEDED", (path, execution.error, execution.cause)
+            reads = writes = 0.0
+            calls = []
+            for function in stack.lambdas.functions.values():
+                for service, operation, params, response in function.api_calls:
+                    r, w = units_of_call(operation, params, response, old)
+                    reads, writes = reads + r, writes + w
+                    calls.append(operation)
+            events = list(cf.history(execution.arn))
+            entered = sum(1 for ev in events if ev["type"].endswith("StateEntered"))
+            invocations = sum(1 for ev in events if ev["type"] in ("TaskScheduled", "LambdaFunctionScheduled"))
+            v0_writes = [w for f in stack.lambdas.functions.values() if f.logical_id in (
+                "UpdateLatestFunction", "DeleteTombstoneFunction") for w in f.api_calls]
+            history_writes = [w for w in stack.function("PutHistoryFunction").api_calls if w[1] == "PutItem"]
+            transactional_writes = 2 * sum(units_of_call(op, p, r, old)[1] for _, op, p, r in v0_writes + history_writes)
+            results[path] = {
+                "outcome": execution.output["outcome"], "read_units": reads, "write_units": writes,
+                "requests": sorted(calls), "state_transitions": entered, "lambda_invocations": invocations,
+                "seconds": seconds, "transactional_write_units": transactional_writes if v0_writes else None,
+            }
+    return results
+
+
+def cost_per_million(path: dict, handler_ms: float) -> dict:
+    lambda_cost = path["lambda_invocations"] * (
+        PRICES["lambda_per_request"] + LAMBDA_MEMORY_GB * max(1.0, handler_ms) / 1000 * PRICES["lambda_per_gb_second"])
+    dynamodb = path["read_units"] * PRICES["dynamodb_per_rru"] + path["write_units"] * PRICES["dynamodb_per_wru"]
+    express_seconds = max(0.1, math.ceil(path["seconds"] * 10) / 10)
+    standard = path["state_transitions"] * PRICES["standard_per_transition"] + lambda_cost + dynamodb
+    express = PRICES["express_per_request"] + 0.0625 * express_seconds * PRICES["express_per_gb_second"] + lambda_cost + dynamodb
+    return {"standard": standard * 1e6, "express": express * 1e6}
+
+
+COLD_START = r"""
+import os, sys, time, importlib.util
+started = time.perf_counter()
+if sys.argv[1] == "boto3":
+    import boto3
+    boto3.client("dynamodb")
+else:
+    spec = importlib.util.spec_from_file_location("app", sys.argv[1])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+print(time.perf_counter() - started)
+"""
+
+
+def cold_starts(rounds: int = 7) -> dict:
+    """Median import-and-initialise time of each handler module (a Lambda-like environment, tracing on)
+    against importing boto3 and creating a DynamoDB client, each in a fresh interpreter."""
+    from changeflow.template import Template
+
+    template = Template(ROOT / "template.yaml")
+    base_env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "PYTHONPATH": str(ROOT / "layers" / "core"), "PYTHONDONTWRITEBYTECODE": "1"}
+    base_env.pop("POWERTOOLS_TRACE_DISABLED", None)
+
+    def timed(target: str, env: dict) -> float:
+        runs = [float(subprocess.run([sys.executable, "-c", COLD_START, target], env=env, capture_output=True,
+                                     text=True, check=True).stdout) for _ in range(rounds)]
+        return statistics.median(runs)
+
+    results = {}
+    baseline = timed("boto3", base_env)
+    for logical_id in template.of_type("AWS::Serverless::Function"):
+        props = template.function_properties(logical_id)
+        env = {**base_env, **{k: str(v) for k, v in props["Environment"]["Variables"].items()},
+               "AWS_LAMBDA_FUNCTION_NAME": logical_id, "LAMBDA_TASK_ROOT": str(ROOT / props["CodeUri"]),
+               "_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+               "AWS_XRAY_CONTEXT_MISSING": "IGNORE_ERROR"}
+        seconds = timed(str(ROOT / props["CodeUri"] / "app.py"), env)
+        results[logical_id] = {"seconds": seconds, "ratio": seconds / baseline}
+    return {"bare_boto3_dynamodb_client": baseline, "handlers": results}
+
+
+def package_sizes() -> dict:
+    """Sizes of what sam build produces for each function and the layer (runtime overridden to this Python)."""
+    build = Path(tempfile.mkdtemp(prefix="changeflow-build-"))
+    metadata = build / "samcli"
+    metadata.mkdir()
+    (metadata / "metadata.json").write_text(json.dumps({"lastVersionCheck": time.time(), "telemetryEnabled": False}))
+    runtime = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    sam = ROOT / ".venv" / "bin" / "sam"
+    subprocess.run([str(sam), "build", "--parameter-overrides", f"Runtime={runtime}", "--build-dir", str(build / "out")],
+                   cwd=ROOT, check=True, capture_output=True,
+                   env={**os.environ, "SAM_CLI_TELEMETRY": "0", "__SAM_CLI_APP_DIR": str(metadata),
+                        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    sizes = {}
+    for folder in sorted((build / "out").iterdir()):
+        if folder.is_dir():
+            sizes[folder.name] = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    return sizes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-build", action="store_true", help="skip sam build (package sizes)")
+    args = parser.parse_args()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ.setdefault(key, value)
+    report = {"prices": PRICES, "sizes": {}}
+    for size in (1000, 4000, 100_000):
+        report["sizes"][size] = measure_paths(size)
+    report["cold_start"] = cold_starts()
+    handler_ms = 5.0
+    for path in report["sizes"][1000].values():
+        path["cost_per_million"] = cost_per_million(path, handler_ms)
+    if not args.no_build:
+        report["package_bytes"] = package_sizes()
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+        return
+    print("DynamoDB units per change (computed from request item sizes; reads strongly consistent)")
+    print(f"{'path':<10}{'outcome':<10}" + "".join(f"{f'{s // 1000} KB R/W':>14}" for s in report["sizes"])
+          + f"{'transact. W (1 KB)':>20}{'transitions':>13}{'invocations':>13}")
+    for path in PATHS:
+        row = report["sizes"][1000][path]
+        cells = "".join(f"{report['sizes'][s][path]['read_units']:>7g}/{report['sizes'][s][path]['write_units']:<6g}"
+                        for s in report["sizes"])
+        trans = row["transactional_write_units"]
+        print(f"{path:<10}{row['outcome']:<10}{cells}{('' if trans is None else f'{trans:g}'):>20}"
+              f"{row['state_transitions']:>13}{row['lambda_invocations']:>13}")
+    print(f"\nCost per million changes at 1 KB (USD; Lambda {int(LAMBDA_MEMORY_GB * 1024)} MB x {handler_ms:g} ms "
+          "per invocation assumed; Express: 64 MB, 100 ms)")
+    for path in PATHS:
+        c = report["sizes"][1000][path]["cost_per_million"]
+        print(f"{path:<10} standard {c['standard']:>8.2f}   express {c['express']:>8.2f}")
+    cold = report["cold_start"]
+    print(f"\nCold start (median of 7, fresh interpreter): bare boto3 + DynamoDB client "
+          f"{cold['bare_boto3_dynamodb_client'] * 1000:.0f} ms")
+    for name, c in cold["handlers"].items():
+        print(f"{name:<26}{c['seconds'] * 1000:>6.0f} ms {c['ratio']:>6.2f}x")
+    if "package_bytes" in report:
+        print("\nDeployment package (sam build)")
+        for name, size in report["package_bytes"].items():
+            print(f"{name:<26}{size / 1024:>10.1f} KiB")
+
+
+if __name__ == "__main__":
+    main()
