@@ -108,3 +108,39 @@ def test_serve_runs_until_stopped_and_answers_the_cli(tmp_path):
         process.send_signal(signal.SIGTERM)
         out, _ = process.communicate(timeout=30)
     assert process.returncode == 0 and "stopped" in out
+
+
+def _run_on_a_terminal(args):
+    """Run the CLI with stderr on a pseudo-terminal; return (exit status, stdout, what the terminal showed)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal has a size
+    process = subprocess.Popen([sys.executable, "-m", "changeflow", *args], stdout=subprocess.PIPE, stderr=follower,
+                               cwd=ROOT, env={**os.environ, "COLUMNS": "100"})
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out = process.stdout.read().decode()
+    process.wait(timeout=120)
+    os.close(leader)
+    return process.returncode, out, shown.decode("utf-8", "replace")
+
+
+def test_progress_is_shown_on_a_terminal_and_not_with_json():
+    files = [str(WORKFLOW / n) for n in ("01-create.json", "02-update.json", "03-stale.json", "05-race.json")]
+    status, out, terminal = _run_on_a_terminal(["run", *files, "--concurrency", "2"])
+    assert status == 0 and "0/5" in terminal and "change/s" in terminal  # a bar, cleared at the end
+    status, out, terminal = _run_on_a_terminal(["run", *files, "--json"])
+    assert status == 0 and "/5" not in terminal
+    json.loads(out)
