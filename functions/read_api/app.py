@@ -1,5 +1,5 @@
 """The read API (Powertools REST resolver): the latest state (404 for a tombstone or nothing, never its
-internals), versions newest first (?limit=&cursor=), one version, and the execution that wrote it."""
+internals), versions newest first (?limit=&cursor=), one version, the execution that wrote it."""
 
 import os
 from urllib.parse import quote, unquote
@@ -7,7 +7,7 @@ from urllib.parse import quote, unquote
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from changeflow_core import reads
+from changeflow_core import observe, reads
 from changeflow_core.errors import NotFound, ValidationError
 
 TABLE_NAME = os.environ["TABLE_NAME"]
@@ -21,7 +21,9 @@ app = APIGatewayRestResolver()
 
 
 def entity_id(raw: str) -> str:
-    return (app.current_event.path_parameters or {}).get("id") or unquote(raw)
+    value = (app.current_event.path_parameters or {}).get("id") or unquote(raw)
+    observe.annotate(tracer, value)
+    return value
 
 
 @app.get("/entities/<id>")
@@ -48,7 +50,7 @@ def get_version_execution(id: str, version: str):
 @app.exception_handler([ValidationError, NotFound])
 def client_error(exc):
     status = 404 if isinstance(exc, NotFound) else 400
-    return Response(status_code=status, content_type="application/json", body={"statusCode": status, "message": str(exc)})
+    return Response(status, "application/json", {"statusCode": status, "message": str(exc)})
 
 
 @logger.inject_lambda_context(correlation_id_path="requestContext.requestId", log_event=False)
@@ -56,4 +58,6 @@ def client_error(exc):
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
     event["path"] = quote(unquote(event.get("path") or "/"), safe="/")  # ids such as doc#1 route either way
-    return app.resolve(event, context)
+    response = app.resolve(event, context)
+    logger.info("read", extra={"path": event["path"], "status": response["statusCode"]})
+    return response

@@ -12,6 +12,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import logging
 import os
 import sys
 import threading
@@ -94,23 +95,42 @@ class _ThreadLocalStdout(io.TextIOBase):
         self.terminal = terminal
         self.local = threading.local()
 
+    @property
+    def current(self):
+        """Where text that is not a handler's goes: sys.stdout now (when something, such as a test's
+        capture, has replaced the router since), else the terminal the router replaced."""
+        return sys.stdout if sys.stdout is not self else self.terminal
+
     def write(self, text: str) -> int:
         function = getattr(self.local, "function", None)
         if function is None:
-            return self.terminal.write(text)
+            return self.current.write(text)
         for line in text.splitlines():
             if line.strip():
                 function.logs.append(line)
         return len(text)
 
     def flush(self) -> None:
-        self.terminal.flush()
+        self.current.flush()
 
     def __getattr__(self, name):
-        return getattr(self.terminal, name)
+        return getattr(self.current, name)
 
 
 _STDOUT = _ThreadLocalStdout(sys.stdout)
+
+
+def _heal_log_streams() -> None:
+    """Point log handlers whose stream has been closed at the router: Powertools binds its process-wide
+    handler to whatever sys.stdout was when the first Logger was made (in a test run, a capture that is
+    closed by now), where a Lambda process would have its own stdout."""
+    loggers = [logging.getLogger()] + [
+        lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    for logger in loggers:
+        for handler in logger.handlers:
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
+                handler.setStream(_STDOUT)
 
 
 def _route_stdout() -> _ThreadLocalStdout:
@@ -172,6 +192,12 @@ class LambdaService:
         for value in vars(module).values():
             if isinstance(value, BaseClient):
                 _record_calls(value, function)
+            # a Powertools Logger (known by what it offers: a test may have re-imported Powertools): its
+            # process-wide stdlib logger may hold a handler bound to a stdout that predates this stack
+            if hasattr(type(value), "registered_handler") and isinstance(getattr(value, "service", None), str):
+                for handler in logging.getLogger(value.service).handlers:
+                    if isinstance(handler, logging.StreamHandler):
+                        handler.setStream(_STDOUT)
 
     def invoke(self, function: Function, event: Any) -> tuple[Any, bool]:
         """Run the handler as Lambda would: ``(payload, function_error)``. Raises LambdaServiceError."""
@@ -179,6 +205,7 @@ class LambdaService:
         context = LambdaContext(function.name, function.arn, function.memory_mb, function.timeout_s * 1000)
         with self.invoke_lock:
             _route_stdout()
+            _heal_log_streams()
             function.invocations += 1
             self.stdout.local.function = function
             try:
