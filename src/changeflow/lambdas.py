@@ -139,6 +139,7 @@ def _route_stdout() -> _ThreadLocalStdout:
     if sys.stdout is not _STDOUT:
         _STDOUT.terminal = sys.stdout
         sys.stdout = _STDOUT
+        _heal_log_streams()  # whatever replaced stdout may have been closed since, under some logger
     return _STDOUT
 
 
@@ -205,7 +206,6 @@ class LambdaService:
         context = LambdaContext(function.name, function.arn, function.memory_mb, function.timeout_s * 1000)
         with self.invoke_lock:
             _route_stdout()
-            _heal_log_streams()
             function.invocations += 1
             self.stdout.local.function = function
             try:
