@@ -31,6 +31,22 @@ def aws_sandbox(monkeypatch):
     monkeypatch.setenv("CHANGEFLOW_ROOT", str(ROOT))
 
 
+def wrapped(levels: int, leaf=1, key="n"):
+    """``leaf`` inside ``levels`` single-key maps: wrapped(2) == {"n": {"n": 1}}."""
+    value = leaf
+    for _ in range(levels):
+        value = {key: value}
+    return value
+
+
+def listed(levels: int, leaf=1):
+    """``leaf`` inside ``levels`` one-element lists: listed(2) == [[1]]."""
+    value = leaf
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 def load_event(relative: str):
     return json.loads((EVENTS / relative).read_text(encoding="utf-8"))
 

@@ -17,7 +17,7 @@ import pytest
 
 from changeflow_core import model, validation
 from changeflow_core.errors import ValidationError
-from conftest import ROOT
+from conftest import ROOT, listed, wrapped
 
 T0 = 1_767_225_600_000
 SEED = {"entityId": "doc#1", "operation": "put", "attributes": {"color": "red", "n": 1}, "effectiveAt": T0,
@@ -44,18 +44,6 @@ def rollback(**overrides):
     return {"entityId": "doc#1", "operation": "rollback", "toVersion": 1, "effectiveAt": T0 + 1, **overrides}
 
 
-def wrapped(levels: int, leaf=1):
-    value = leaf
-    for _ in range(levels):
-        value = {"n": value}
-    return value
-
-
-def listed(levels: int, leaf=1):
-    value = leaf
-    for _ in range(levels):
-        value = [value]
-    return value
 
 
 def snapshot(cf) -> bytes:

@@ -15,6 +15,7 @@ import pytest
 from changeflow_core import codec, model, validation
 from changeflow_core.errors import ValidationError
 from changeflow_core.validation import Change, validate_request
+from conftest import listed, wrapped
 
 EXECUTION = {"name": "exec-1", "startTime": "2026-01-01T00:00:00.000Z"}
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00.000Z in epoch milliseconds
@@ -44,20 +45,6 @@ def assert_names(error: ValidationError, field: str) -> None:
     assert str(error).startswith(f"{field}: ")
 
 
-def wrapped(levels: int, leaf=1, key="n"):
-    """``leaf`` inside ``levels`` single-key maps: wrapped(2) == {"n": {"n": 1}}."""
-    value = leaf
-    for _ in range(levels):
-        value = {key: value}
-    return value
-
-
-def listed(levels: int, leaf=1):
-    """``leaf`` inside ``levels`` one-element lists: listed(2) == [[1]]."""
-    value = leaf
-    for _ in range(levels):
-        value = [value]
-    return value
 
 
 # =====================================================================================================
