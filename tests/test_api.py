@@ -235,3 +235,14 @@ def test_the_read_function_answers_its_events_payload_in_process(server):
     event = json.loads((EVENTS / "functions" / "read_api.json").read_text())
     payload, failed = server.stack.lambdas.invoke(function, event)
     assert not failed and payload["statusCode"] == 200 and json.loads(payload["body"]) == {"items": [], "nextCursor": None}
+
+
+def test_submit_via_events_reports_the_new_execution_of_a_redelivered_change(server, aws):
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_aws_stack("changeflow", "us-east-1", endpoint_url=server.url)
+    request = {"entityId": "doc#9", "operation": "put", "changeId": "evt-9", "effectiveAt": T0, "attributes": {"v": 1}}
+    first = cf.submit_via_events(request, timeout=30)
+    again = cf.submit_via_events(request, timeout=30)  # EventBridge delivers at least once
+    assert first.arn != again.arn
+    assert (first.output["outcome"], again.output["outcome"]) == ("applied", "duplicate")

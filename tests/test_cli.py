@@ -144,3 +144,11 @@ def test_progress_is_shown_on_a_terminal_and_not_with_json():
     status, out, terminal = _run_on_a_terminal(["run", *files, "--json"])
     assert status == 0 and "/5" not in terminal
     json.loads(out)
+
+
+@pytest.mark.enable_socket
+def test_a_command_against_no_endpoint_says_so_in_one_line(capsys):
+    # nothing listens on this port: a one-line error and exit 1, not a traceback
+    assert main(["versions", "x", "--endpoint-url", "http://127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("changeflow: ") and "Traceback" not in err and len(err.strip().splitlines()) == 1

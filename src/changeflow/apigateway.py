@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, unquote
 
 import airspeed
 import jsonschema
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ParamValidationError
 
 
 def escape_javascript(text: Any) -> str:
@@ -175,7 +175,10 @@ class RestApi:
                     context["error"]["validationErrorString"] = f"[{getattr(exc, 'message', 'Invalid JSON')}]"
                     context["error"]["messageString"] = json.dumps("Invalid request body")
                     return self._gateway_error("BAD_REQUEST_BODY", 400, "Invalid request body", context)
-            parameters = json.loads(render(template, request["body"] or "{}", context))
+            try:
+                parameters = json.loads(render(template, request["body"] or "{}", context))
+            except ValueError:  # the mapping template made no JSON of this body: API Gateway's 500
+                return 500, {"Content-Type": "application/json"}, json.dumps({"message": "Internal server error"})
             status, response = self._call(service, action, parameters)
             return self._integration_response(integration, status, response, context)
 
@@ -190,7 +193,7 @@ class RestApi:
             error = exc.response["Error"]
             return exc.response["ResponseMetadata"]["HTTPStatusCode"], json.dumps(
                 {"__type": error["Code"], "message": error.get("Message", "")})
-        except Exception as exc:  # noqa: BLE001 - parameter validation: API Gateway sees a 400
+        except ParamValidationError as exc:  # what the service would refuse with a 400
             return 400, json.dumps({"__type": "ValidationException", "message": str(exc)})
         result.pop("ResponseMetadata", None)
         return 200, json.dumps(result, default=lambda v: v.timestamp() if isinstance(v, datetime) else str(v))

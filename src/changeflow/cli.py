@@ -16,6 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from urllib.error import URLError
+
+from botocore.exceptions import EndpointConnectionError, NoCredentialsError
 from changeflow_core.errors import ValidationError
 from changeflow_core.validation import check_request_size
 
@@ -151,6 +154,7 @@ def target(args) -> Changeflow:
 
 def cmd_submit(args) -> int:
     client = target(args)
+    via = {"stepfunctions": client.submit, "api": client.submit_via_api, "events": client.submit_via_events}[args.via]
     status = 0
     for source, request in load_changes(args.files):
         try:
@@ -159,8 +163,7 @@ def cmd_submit(args) -> int:
             print(f"{source}: refused: ValidationError: {exc}", file=sys.stderr)
             status = 1
             continue
-        via = {"stepfunctions": client.submit, "api": client.submit_via_api, "events": client.submit_via_events}
-        execution = via[args.via](request, timeout=args.timeout)
+        execution = via(request, timeout=args.timeout)
         if args.json:
             print(json.dumps(execution.to_json(), ensure_ascii=False))
         else:
@@ -302,5 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, TemplateError) as exc:
         print(f"changeflow: {exc}", file=sys.stderr)
         return 2
+    except (EndpointConnectionError, NoCredentialsError, URLError, RuntimeError) as exc:
+        print(f"changeflow: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130

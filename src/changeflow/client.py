@@ -135,6 +135,8 @@ class Changeflow:
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
 
+        if not self.api_url:
+            raise RuntimeError("this stack has no REST API (no ChangeApiUrl output)")
         url = f"{self.api_url.rstrip('/')}/changes"
         body = json.dumps(request).encode("utf-8")
         signed = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
@@ -152,12 +154,15 @@ class Changeflow:
 
     def submit_via_events(self, request: Any, timeout: float = 300.0) -> Execution:
         """PutEvents to the stack's bus; the rule starts an execution, found again by its input."""
-        events = self.make("events")
-        events.put_events(Entries=[{
+        before = {e["executionArn"] for e in self.executions(limit=100)}  # a redelivery's earlier runs
+        answer = self.make("events").put_events(Entries=[{
             "Source": self.outputs["ChangeEventSource"], "DetailType": "ChangeRequested",
             "EventBusName": self.outputs["ChangeBusName"], "Detail": json.dumps(request)}])
+        if answer.get("FailedEntryCount"):
+            failed = answer["Entries"][0]
+            raise RuntimeError(f"PutEvents refused the event: {failed.get('ErrorCode')}: {failed.get('ErrorMessage')}")
         deadline = time.monotonic() + timeout
-        seen: set[str] = set()
+        seen: set[str] = set(before)
         while time.monotonic() < deadline:
             for summary in self.executions(limit=50):
                 if summary["executionArn"] in seen:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -88,19 +89,26 @@ class EmbeddedStack:
         moto_patches.Clock.scale = self.time_scale
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
-        self._create_tables()
-        self._create_queues_and_buses()
-        self._register_functions()
-        self._create_state_machines()
-        self._create_event_rules()
-        self.outputs = self.template.outputs()
-        self._publish_outputs()
+        moto_patches.forget_terminations()
+        try:
+            self._create_tables()
+            self._create_queues_and_buses()
+            self._register_functions()
+            self._create_state_machines()
+            self._create_event_rules()
+            self.outputs = self.template.outputs()
+            self._publish_outputs()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+            moto_patches.forget_terminations()
+            moto_patches.Clock.scale = 1.0
 
     def client(self, service: str):
         return boto3.client(service, region_name=self.region, config=Config(retries={"mode": "standard"}))
@@ -233,8 +241,6 @@ class EmbeddedStack:
 
 def substitute(definition: str, substitutions: dict[str, Any]) -> str:
     """``${Name}`` -> value, as ``DefinitionSubstitutions`` does; an unknown placeholder is an error."""
-    import re
-
     def replace(match):
         name = match.group(1)
         if name not in substitutions:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 from botocore.awsrequest import AWSResponse
 from moto.core.botocore_stubber import MockRawResponse
 
-from .lambdas import Function, LambdaService, LambdaServiceError
+from .lambdas import Function, LambdaService, LambdaServiceError, fault_hook
 
 THROTTLE_CODES = ("ProvisionedThroughputExceededException", "ThrottlingException")
 
@@ -76,11 +76,8 @@ class Injector:
                 raise LambdaTimeout(f"Task timed out after {function.timeout_s}.00 seconds")
             return result
 
-        previous, lambdas.fault_hook = lambdas.fault_hook, hook
-        try:
+        with fault_hook(lambdas, hook):
             yield
-        finally:
-            lambdas.fault_hook = previous
 
     @contextlib.contextmanager
     def throttle(self, function: Function, operation: str, times: int, code: str = THROTTLE_CODES[0]) -> Iterator[None]:

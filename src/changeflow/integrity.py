@@ -88,7 +88,7 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
 
 def entities(client) -> list[str]:
     """Every entity id with a ``v0`` or a history item (a full scan: for audits, not for the hot path)."""
-    found, start = set(), None
+    found = set()
     tables = {client.table, client.history_table}
     for table in tables:
         start = None
@@ -115,6 +115,5 @@ def repair(client, entity_id: str) -> tuple[list[str], list[str]]:
         if outcome == "repaired":
             done.append(f"wrote history item of version {version} from v0")
     report = verify(client, entity_id)
-    for problem in report.problems:
-        cannot.append(problem)
+    cannot.extend(report.problems)
     return done, cannot

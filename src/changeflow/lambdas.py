@@ -84,8 +84,7 @@ class Function:
     invocations: int = 0
 
     def entry_point(self) -> Callable[[Any, Any], Any]:
-        module_name, function_name = self.handler.rsplit(".", 1)
-        return getattr(self.module, function_name)
+        return getattr(self.module, self.handler.rsplit(".", 1)[1])
 
 
 class _ThreadLocalStdout(io.TextIOBase):
@@ -174,6 +173,8 @@ class LambdaService:
             return
         path = function.code_dir / (function.handler.rsplit(".", 1)[0].replace(".", "/") + ".py")
         with self._import_lock:
+            if function.module is not None:  # another invocation imported it meanwhile
+                return
             _route_stdout()
             saved = {k: os.environ.get(k) for k in function.environment}
             os.environ.update(function.environment)
@@ -230,8 +231,7 @@ class LambdaService:
         function = self.find(function_ref)
         if function is None:
             return _error_response(404, "ResourceNotFoundException", f"Function not found: {function_ref}")
-        body = params.get("body") or b"{}"
-        event = json.loads(body) if body else {}
+        event = json.loads(params.get("body") or b"{}")
         try:
             payload, failed = self.invoke(function, event)
         except LambdaServiceError as exc:

@@ -70,14 +70,23 @@ def wait_for_termination(execution_arn: str, timeout: float) -> bool:
     return _Termination.event(execution_arn).wait(timeout)
 
 
+def forget_terminations() -> None:
+    """Drop the events of a stack's executions (a new stack reuses names, so it would reuse ARNs)."""
+    with _Termination.lock:
+        _Termination.events.clear()
+
+
 def install(invoke: Callable[..., Any], caches: bool = True) -> None:
     """Install every patch once per process. ``invoke`` answers ``before-call.lambda.Invoke``.
     ``caches=False`` leaves out the caches (clients, parsed definitions, JSONPath), for measuring what
     they save; nothing else depends on them."""
     with _INSTALL_LOCK:
         if "installed" in _ORIGINALS:
+            if _ORIGINALS["caches"] != caches:
+                raise RuntimeError("moto is already patched with caches=%s in this process" % _ORIGINALS["caches"])
             _ORIGINALS["invoke"][0] = invoke
             return
+        _ORIGINALS["caches"] = caches
         _ORIGINALS["invoke"] = [invoke]
         _patch_lambda_clients(cache=caches)
         _patch_lambda_error_names()

@@ -29,7 +29,7 @@ def execution_name(request: Any) -> str:
         change = uuid.uuid4().hex
     digest = hashlib.sha256(json_key(entity, change).encode("utf-8")).hexdigest()[:12]
     head = f"{_safe(str(entity))[:28]}--{_safe(change)[:28]}"
-    return f"{head}--{digest}"[:MAX_NAME - 4]
+    return f"{head}--{digest}"  # at most 28 + 2 + 28 + 2 + 12 = 72: room for a redelivery suffix
 
 
 def redelivery_name(name: str, delivery: int) -> str:

@@ -13,7 +13,6 @@ Invariants checked after every case (``violations``):
 from __future__ import annotations
 
 import random
-import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,7 +22,16 @@ from .client import Changeflow, Execution
 from .faults import THROTTLE_CODES, Injector
 from .integrity import verify
 
-NAMED_ERRORS = {"ValidationError", "VersionConflict", "NotFound", "HistoryWriteFailed", "LatestWriteFailed"}
+def _named_errors() -> set[str]:
+    """The errors the workflow names: its Fail states' ``Error`` values (read from the ASL file)."""
+    import json
+    from pathlib import Path
+
+    definition = json.loads((Path(__file__).resolve().parents[2] / "statemachines" / "change.asl.json").read_text())
+    return {s["Error"] for s in definition["States"].values() if s["Type"] == "Fail" and "Error" in s}
+
+
+NAMED_ERRORS = _named_errors()
 T0 = 1_767_225_600_000
 
 

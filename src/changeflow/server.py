@@ -55,7 +55,11 @@ class EmbeddedServer:
                     return answer
             return moto_app(environ, start_response)
 
-        self._server = make_server(self.host, self.port, app, threaded=True, request_handler=MotoRequestHandler)
+        try:
+            self._server = make_server(self.host, self.port, app, threaded=True, request_handler=MotoRequestHandler)
+        except BaseException:  # werkzeug exits (SystemExit) when the port is taken
+            self.stack.stop()
+            raise
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="changeflow-serve", daemon=True)
         self._thread.start()
