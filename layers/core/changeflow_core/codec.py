@@ -116,7 +116,8 @@ def to_plain(value: Any) -> Any:
 
 
 def _number_size(number: Any) -> int:
-    digits = Decimal(str(number)).normalize(EXACT).as_tuple().digits if Decimal(str(number)) != 0 else (0,)
+    value = Decimal(str(number))
+    digits = value.normalize(EXACT).as_tuple().digits if value != 0 else (0,)
     return (len(digits) + 1) // 2 + 1
 
 

@@ -67,21 +67,8 @@ def decode_cursor(cursor: str | None, entity_id: str) -> dict | None:
 def versions_page(client, history_table: str, entity_id: str, limit: int, cursor: str | None) -> dict[str, Any]:
     """One page of versions, newest first: ``{"items": [...], "nextCursor": str|None}``. Expired versions
     are filtered out by DynamoDB after the limit is applied, so a page may be short; follow nextCursor."""
-    response = client.query(
-        TableName=history_table,
-        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :history)",
-        # expired items may still be there until DynamoDB's TTL process deletes them
-        FilterExpression="attribute_not_exists(#expiresAt) OR #expiresAt > :now",
-        ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK, "#expiresAt": model.EXPIRES_AT},
-        ExpressionAttributeValues={":pk": {"S": entity_id}, ":history": {"S": model.HISTORY_PREFIX},
-                                   ":now": {"N": str(int(time.time()))}},
-        ScanIndexForward=False,
-        Limit=limit,
-        **({"ExclusiveStartKey": decode_cursor(cursor, entity_id)} if cursor else {}),
+    found, last_key = store.query_history(
+        client, history_table, entity_id, newest_first=True, limit=limit,
+        start_key=decode_cursor(cursor, entity_id), unexpired_at=int(time.time()),
     )
-    from . import codec
-
-    return {
-        "items": [items.view(codec.deserialize_item(i)) for i in response.get("Items", [])],
-        "nextCursor": encode_cursor(response.get("LastEvaluatedKey")),
-    }
+    return {"items": [items.view(item) for item in found], "nextCursor": encode_cursor(last_key)}

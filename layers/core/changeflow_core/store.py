@@ -38,17 +38,8 @@ def get_item(client, table: str, entity_id: str, sk: str) -> dict[str, Any] | No
 
 def newest_history(client, history_table: str, entity_id: str) -> dict[str, Any] | None:
     """The highest version in history (one item, strongly consistent)."""
-    response = client.query(
-        TableName=history_table,
-        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :history)",
-        ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK},
-        ExpressionAttributeValues={":pk": {"S": entity_id}, ":history": {"S": model.HISTORY_PREFIX}},
-        ScanIndexForward=False,
-        Limit=1,
-        ConsistentRead=True,
-    )
-    found = response.get("Items") or []
-    return codec.deserialize_item(found[0]) if found else None
+    found, _ = query_history(client, history_table, entity_id, newest_first=True, limit=1, consistent=True)
+    return found[0] if found else None
 
 
 def fetch_latest_state(client, table: str, history_table: str, entity_id: str) -> dict[str, Any] | None:
@@ -176,9 +167,11 @@ def tag_expiry(client, history_table: str, entity_id: str, version: int, expires
 
 def query_history(
     client, history_table: str, entity_id: str, *, newest_first: bool = True, limit: int | None = None,
-    start_key: dict | None = None, consistent: bool = False,
+    start_key: dict | None = None, consistent: bool = False, unexpired_at: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict | None]:
-    """One page of history items (plain JSON) and the key to continue from (``None`` at the end)."""
+    """One page of history items (plain JSON) and the key to continue from (``None`` at the end).
+    With ``unexpired_at`` (epoch seconds), items whose expiry has passed are filtered out: DynamoDB
+    deletes expired items lazily, and it filters after ``limit``, so such a page may be short."""
     kwargs: dict[str, Any] = dict(
         TableName=history_table,
         KeyConditionExpression="#pk = :pk AND begins_with(#sk, :history)",
@@ -187,6 +180,10 @@ def query_history(
         ScanIndexForward=not newest_first,
         ConsistentRead=consistent,
     )
+    if unexpired_at is not None:
+        kwargs["FilterExpression"] = "attribute_not_exists(#expiresAt) OR #expiresAt > :now"
+        kwargs["ExpressionAttributeNames"]["#expiresAt"] = model.EXPIRES_AT
+        kwargs["ExpressionAttributeValues"][":now"] = {"N": str(unexpired_at)}
     if limit:
         kwargs["Limit"] = limit
     if start_key:
