@@ -23,12 +23,13 @@ from .faults import THROTTLE_CODES, Injector
 from .integrity import verify
 
 def _named_errors() -> set[str]:
-    """The errors the workflow names: its Fail states' ``Error`` values (read from the ASL file)."""
+    """The errors the workflow names, read from the ASL file."""
     import json
     from pathlib import Path
 
-    definition = json.loads((Path(__file__).resolve().parents[2] / "statemachines" / "change.asl.json").read_text())
-    return {s["Error"] for s in definition["States"].values() if s["Type"] == "Fail" and "Error" in s}
+    from .cli import named_errors
+
+    return named_errors(json.loads((Path(__file__).resolve().parents[2] / "statemachines" / "change.asl.json").read_text()))
 
 
 NAMED_ERRORS = _named_errors()
