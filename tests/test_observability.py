@@ -767,3 +767,51 @@ def test_template_history_filter_on_moto_logs(template, execution_log_events):
                     "(moto/logs/utils.py UnsupportedFilterPattern); the pattern is checked by "
                     "test_template_history_filter_matches_only_an_execution_that_failed_with_history_write_failed")
     assert found == [execution_log_events["history_write_failed"]]
+
+
+# --- where a handler's output goes: the function's log, never the terminal (issue 13) ----------------
+def test_a_log_handler_bound_to_a_closed_stream_is_pointed_at_the_function_logs():
+    # GIVEN a stdlib handler bound to a stream that has been closed since (a finished test's capture, to
+    # which Powertools bound its handler). logging.Handler.setStream flushes the old stream first, so
+    # healing it with setStream raised "I/O operation on closed file" and made the suite order-dependent.
+    import io
+
+    from changeflow import lambdas
+
+    closed = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # what pytest's capture is: flush() raises once closed
+    handler = logging.StreamHandler(closed)
+    logger = logging.getLogger("changeflow-test-closed-stream")
+    logger.addHandler(handler)
+    closed.close()
+    try:
+        # WHEN the embedded stack routes stdout again THEN the handler writes to the router
+        lambdas._heal_log_streams()
+        assert handler.stream is lambdas._STDOUT
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_warning_a_handler_raises_goes_to_its_log_not_the_terminal(stack, capsys):
+    # GIVEN the read function, which records no metric: Powertools warns "No application metrics to publish"
+    event = load_event("functions/read_api.json")
+    function = stack.function("ReadApiFunction")
+    # WHEN API Gateway invokes it
+    payload, failed = stack.lambdas.invoke(function, event)
+    assert not failed and payload["statusCode"] == 200
+    # THEN the warning is in the function's log (on Lambda, stderr goes to CloudWatch Logs), not on stderr
+    assert any("No application metrics to publish" in line for line in function.logs)
+    assert "No application metrics" not in capsys.readouterr().err
+
+
+def test_an_unhandled_error_logs_its_traceback_and_the_payload_keeps_the_handlers_frames(stack):
+    # The Lambda runtime's error payload: errorMessage, errorType, stackTrace (from the handler on), and the
+    # runtime logs "[ERROR] type: message" with the traceback to the function's log.
+    event = load_event("functions/fetch_latest.json")
+    event["request"]["operation"] = "upsert"
+    function = stack.function("FetchLatestFunction")
+    payload, failed = stack.lambdas.invoke(function, event)
+    assert failed and payload["errorType"] == "ValidationError"
+    assert payload["stackTrace"] and all("changeflow/lambdas.py" not in frame for frame in payload["stackTrace"])
+    assert any("fetch_latest/app.py" in frame for frame in payload["stackTrace"])
+    [logged] = [line for line in function.logs if line.startswith("[ERROR] ValidationError: ")]
+    assert payload["errorMessage"] in logged and "Traceback (most recent call last):" in logged
