@@ -10,6 +10,8 @@ from typing import Any
 
 from changeflow_core import items, model, store
 
+NO_SUCH_ENTITY = "no such entity: no v0 and no version in history"
+
 # Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
 NOT_CONTENT = {model.SK, model.EXPIRES_AT}
 
@@ -19,6 +21,8 @@ class Report:
     entity_id: str
     versions: list[int] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)  # versions that should be in history and are not
+    found: bool = True  # False: no v0 and no (unexpired) history item
 
     @property
     def ok(self) -> bool:
@@ -41,6 +45,10 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
                if not items.is_expired(h, now_s)]
     report.versions = [int(h[model.VERSION]) for h in history]
     by_version = {int(h[model.VERSION]): h for h in history}
+    if latest is None and not history:
+        report.found = False
+        report.problems.append(NO_SUCH_ENTITY)
+        return report
 
     for h in history:
         if model.history_sk(int(h[model.VERSION])) != h[model.SK]:
@@ -49,6 +57,7 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
         first = report.versions[0] if client.history_expires else 1  # without retention nothing may expire
         expected = list(range(first, report.versions[-1] + 1))
         missing = sorted(set(expected) - set(report.versions))
+        report.missing.extend(missing)
         if missing:
             report.problems.append(f"versions missing from history: {missing}")
     for older, newer in zip(history, history[1:]):
@@ -82,6 +91,7 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     else:
         newest = report.versions[-1] if report.versions else 0
         gap = list(range(newest + 1, current + 1))
+        report.missing.extend(gap)
         report.problems.append(f"versions missing from history: {gap} (v0 is at version {current})")
     return report
 

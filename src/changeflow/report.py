@@ -28,6 +28,17 @@ def _cell(value: Any, max_width: int) -> str:
     return text if len(text) <= max_width else text[: max_width - 1] + "…"
 
 
+def ranges(numbers: Iterable[int]) -> str:
+    """``[1, 3, 4, 5, 9]`` -> ``"1, 3..5, 9"``: a list of versions with its gaps visible."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
+
+
 def error_message(cause: str | None) -> str | None:
     """The ``errorMessage`` of a Lambda error cause (a JSON document), else the cause itself."""
     if not cause:

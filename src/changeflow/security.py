@@ -441,6 +441,20 @@ def skipped_table(skipped: tuple[Skip, ...] = SKIPPED) -> str:
     return "\n".join(lines)
 
 
+def step_status(step: "Step", unskipped: list[Finding]) -> str:
+    """What one step's line says: its findings, and whether the skip table covers all of them."""
+    if step.error:
+        return "ERROR"
+    total = len(step.findings)
+    if not total:
+        return "no findings"
+    noun = "finding" if total == 1 else "findings"
+    left = sum(1 for f in step.findings if any(f is u for u in unskipped))
+    if not left:
+        return f"{total} {noun}, all in the skip table" if total > 1 else "1 finding, in the skip table"
+    return f"{total} {noun}, {left} not in the skip table"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m changeflow.security", description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", type=Path, help="the SAM template (default: the project's template.yaml)")
@@ -458,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for step in result.steps:
-        status = "ERROR" if step.error else f"{len(step.findings)} finding(s)"
+        status = step_status(step, result.findings)
         print(f"{step.name:<36} {step.target:<24} {step.seconds:5.1f}s  {status}")
     counts: dict[tuple[str, str], int] = {}
     for finding, skip in result.skipped:

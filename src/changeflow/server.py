@@ -88,7 +88,8 @@ def serve(port: int, parameters: dict[str, str], time_scale: float) -> None:
         outputs = server.stack.outputs
         print(f"changeflow serve: {server.url}  (stack {server.stack.template.stack_name}, time scale {time_scale})")
         for name, value in outputs.items():
-            print(f"  {name}: {value}")
+            if ".execute-api." not in str(value):  # an API's AWS URL: its local URL is printed below
+                print(f"  {name}: {value}")
         for api in server.routes:
             print(f"  REST API {api.logical_id}: {server.url}/{api.stage}  (POST /changes, GET /entities/...)")
         print(f"  try: changeflow submit events/workflow/put.json --endpoint-url {server.url}")
