@@ -141,7 +141,9 @@ def test_read_latest_and_404_for_a_tombstone_or_nothing(api):
     assert status == 200 and latest["version"] == 1 and latest["attributes"] == {"v": 1}
     post_change(api, {"entityId": "doc#5", "operation": "delete", "changeId": "b", "effectiveAt": T0 + 1})
     status, body = http("GET", f"{api}/entities/doc%235")
-    assert status == 404 and "deleted" not in json.dumps(body) and "expiresAt" not in json.dumps(body)
+    assert status == 404 and "expiresAt" not in json.dumps(body) and "attributes" not in json.dumps(body)
+    # the 404 says what happened (issue 13): deleted at version 2, on the delete's effective time (T0 + 1 ms)
+    assert body["message"] == "entity 'doc#5' was deleted at version 2 on 2026-01-01T00:00:00.001Z"
     assert http("GET", f"{api}/entities/never")[0] == 404
 
 

@@ -7,6 +7,7 @@ import base64
 import binascii
 import json
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from . import items, model, store
@@ -16,11 +17,21 @@ MAX_PAGE = 100
 
 
 def latest(client, table: str, entity_id: str) -> dict[str, Any]:
-    """The live latest version; ``NotFound`` for nothing, a tombstone or an expired item alike."""
+    """The live latest version; ``NotFound`` for nothing, a tombstone or an expired item. A tombstone's
+    message says when the entity was deleted (its version and effective time), never its content."""
     item = store.get_item(client, table, entity_id, model.LATEST_SK)
-    if item is None or item.get(model.DELETED) or items.is_expired(item):
+    if item is None or items.is_expired(item):
         raise NotFound(f"entity {entity_id!r} does not exist")
+    if item.get(model.DELETED):
+        raise NotFound(f"entity {entity_id!r} was deleted at version {int(item[model.VERSION])} "
+                       f"on {_utc(int(item[model.EFFECTIVE_AT]))}")
     return items.view(item)
+
+
+def _utc(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC, e.g. ``2026-01-01T00:00:00.000Z``."""
+    moment = datetime.fromtimestamp(ms / 1000, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def version_number(text: str) -> int:
