@@ -23,7 +23,7 @@ export SAM_CLI_TELEMETRY := 0
 export SAM_CLI_DISABLE_VERSION_CHECK := 1
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: run test test-fast lint build bench cost reliability clean setup
+.PHONY: run test test-files test-fast lint build bench cost reliability clean setup
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP)
 
@@ -61,9 +61,20 @@ $(CFNGUARD_STAMP):
 run: $(STAMP)
 	$(BIN)/changeflow demo
 
-# The security checks first (make lint), then every test.
+# The security checks first (make lint), then every test, in a random order (modules shuffled, and the
+# tests within each): a test that needs another to run first fails here. The seed is printed in pytest's
+# header; `.venv/bin/pytest --random-order-seed=N` replays an order.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest --random-order
+
+# Each test file on its own, in its own process (CI runs it after make test): a file that needs another
+# file's fixtures, imports or leftovers fails here. It runs the suite a second time: see the README.
+test-files: $(STAMP)
+	@failed=""; for file in tests/test_*.py; do \
+		echo "== $$file on its own"; \
+		$(BIN)/pytest -q -x "$$file" || failed="$$failed $$file"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "failed on their own:$$failed"; exit 1; fi
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"

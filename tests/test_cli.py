@@ -415,3 +415,13 @@ def test_security_summary_says_the_findings_are_all_in_the_skip_table():
     assert step_status(Step("c", "t", findings=covered + [left]), [left]) == "28 findings, 1 not in the skip table"
     assert step_status(Step("c", "t"), []) == "no findings"
     assert step_status(Step("c", "t", error="boom"), []) == "ERROR"
+
+
+def test_a_cause_shows_as_its_message():
+    from changeflow.report import error_message
+
+    lambda_cause = json.dumps({"errorMessage": "entityId: must not be empty", "errorType": "ValidationError",
+                               "stackTrace": ['  File "/var/task/app.py", line 30, in lambda_handler\n']})
+    assert error_message(lambda_cause) == "entityId: must not be empty"
+    assert error_message(json.dumps({"statusCode": 400, "message": "body: not JSON"})) == "body: not JSON"
+    assert error_message("States.Timeout") == "States.Timeout" and error_message(None) is None

@@ -40,11 +40,13 @@ def ranges(numbers: Iterable[int]) -> str:
 
 
 def error_message(cause: str | None) -> str | None:
-    """The ``errorMessage`` of a Lambda error cause (a JSON document), else the cause itself."""
+    """The ``errorMessage`` of a Lambda error cause (a JSON document; an API error body's ``message``),
+    else the cause itself."""
     if not cause:
         return cause
     try:
-        return json.loads(cause).get("errorMessage", cause)
+        document = json.loads(cause)
+        return document.get("errorMessage") or document.get("message") or cause
     except (ValueError, AttributeError):
         return cause
 
