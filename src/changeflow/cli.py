@@ -260,8 +260,6 @@ def cmd_history(args) -> int:
 
 
 def cmd_executions(args) -> int:
-    if args.limit < 1:
-        raise UsageError(f"--limit {args.limit}: give a positive number")
     found = target(args).executions(args.limit)
     if args.json:
         _dump([{"name": e["name"], "executionArn": e["executionArn"], "status": e["status"],
@@ -342,6 +340,26 @@ def cmd_demo(args) -> int:
 
 
 # --- the parser -------------------------------------------------------------------------------------
+def _number(kind, low, high=None, what="a number"):
+    """An argparse type: ``kind`` within ``[low, high]``, else argparse's one-line error and status 2."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"from {low} to {high}" if high is not None else f"{low} or more"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give {what} {bound}")
+        return value
+    return parse
+
+
+PORT = _number(int, 0, 65535, "a port number")
+COUNT = _number(int, 1, what="a whole number")
+FACTOR = _number(float, 0.0, what="a number")
+SECONDS = _number(float, 0.0, what="a number of seconds")
+
+
 def _exit_help(*lines: str) -> str:
     """The ``exit status`` section of a command's --help: its own meanings of 1 and 3, and 0 and 2."""
     return "exit status:\n" + "\n".join(textwrap.fill(line, 100, initial_indent="  ", subsequent_indent="     ")
@@ -394,11 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("files", nargs="+", metavar="FILE", help="JSON file: one change request, or an array of them")
     run.add_argument("--json", action="store_true",
                      help="print one JSON document {executions, entities[, histories]} instead of the report")
-    run.add_argument("--concurrency", type=int, default=1,
+    run.add_argument("--concurrency", type=COUNT, default=1,
                      help="executions in flight at once (default %(default)s: one after the other, in file order)")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="override a template parameter, e.g. HistoryRetentionVersions=2 (repeatable)")
-    run.add_argument("--time-scale", type=float, default=0.001, metavar="FACTOR",
+    run.add_argument("--time-scale", type=FACTOR, default=0.001, metavar="FACTOR",
                      help="multiply Wait and retry back-off times (default %(default)s)")
     run.add_argument("--history", action="append", default=[], metavar="EXECUTION",
                      help="also print the execution history of this execution of the run, by name (repeatable)")
@@ -414,11 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = command("serve", "serve the embedded stack on 127.0.0.1 (AWS-compatible endpoint)",
                     "Serve the embedded stack on 127.0.0.1 until Ctrl-C: every AWS API the stack uses (boto3 or "
                     "the AWS CLI with --endpoint-url) and the stack's REST API under /<stage>/.")
-    serve.add_argument("--port", type=int, default=4566,
+    serve.add_argument("--port", type=PORT, default=4566,
                        help="TCP port on 127.0.0.1 (default %(default)s; 0 picks a free one and prints it)")
     serve.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help="override a template parameter, e.g. HistoryRetentionVersions=2 (repeatable)")
-    serve.add_argument("--time-scale", type=float, default=1.0, metavar="FACTOR",
+    serve.add_argument("--time-scale", type=FACTOR, default=1.0, metavar="FACTOR",
                        help="multiply Wait and retry back-off times (default %(default)s: real time)")
     serve.set_defaults(func=cmd_serve)
 
@@ -439,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Start one execution per change request in FILEs, one after the other, and wait for each to "
                     "end. With --json, one JSON object per execution, one per line.")
     submit.add_argument("files", nargs="+", metavar="FILE", help="JSON file: one change request, or an array of them")
-    submit.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+    submit.add_argument("--timeout", type=SECONDS, default=300.0, metavar="SECONDS",
                         help="how long to wait for each execution to end, in seconds (default %(default)g)")
     submit.add_argument("--via", choices=["stepfunctions", "api", "events"], default="stepfunctions",
                         help="entry point: StartExecution (default: stepfunctions), POST /changes (api), or PutEvents to "
@@ -452,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("execution", help="execution name or ARN")
     history.set_defaults(func=cmd_history)
     executions = remote("executions", "recent executions with their status")
-    executions.add_argument("--limit", type=int, default=50, help="at most this many, newest first (default %(default)s)")
+    executions.add_argument("--limit", type=COUNT, default=50, help="at most this many, newest first (default %(default)s)")
     executions.set_defaults(func=cmd_executions)
     verify = remote("verify", "check an entity's versions (contiguous, consistent, v0 matches history)")
     which = verify.add_mutually_exclusive_group(required=True)
