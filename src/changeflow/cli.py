@@ -377,7 +377,8 @@ EXIT_HELP = {
         EXIT_2 + "; an unknown --history name",
         "3  an execution ended with an error the workflow does not name, TIMED_OUT or ABORTED"),
     "demo": _exit_help("0  the demonstration ran", "2  bad command line", "3  the embedded stack could not start"),
-    "serve": _exit_help("0  stopped with Ctrl-C or SIGTERM", "2  bad --param", "3  the port is taken"),
+    "serve": _exit_help("0  stopped with Ctrl-C or SIGTERM", "2  bad command line or --param",
+                        "3  the port is taken"),
     "submit": _exit_help(
         "0  every execution SUCCEEDED (stale and duplicate outcomes included)",
         "1  a change was rejected: FAILED with one of the workflow's named errors, over 256 KiB and never "
