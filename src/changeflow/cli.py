@@ -130,14 +130,14 @@ def touched_entities(changes: list[tuple[str, Any]]) -> list[str]:
 
 
 # --- exit statuses ----------------------------------------------------------------------------------
-def execution_status(results: list[Execution], known: set[str]) -> int:
+def execution_status(results: list[Execution], known: set[str], history_hint: str = "changeflow history {name}") -> int:
     """One rule for ``run`` and ``submit``: 0 when every execution SUCCEEDED; 1 when a change was rejected
     (FAILED with one of the workflow's named errors, refused before it started, or a 4xx from the API);
     3 when an execution ended otherwise (an error the workflow does not name, TIMED_OUT, ABORTED)."""
     failures = [e for e in results if not _rejected(e, known) and e.status != "SUCCEEDED"]
     for e in failures:
         print(f"changeflow: execution {e.name} ended {e.status} with {e.error!r}, not one of the workflow's "
-              f"named errors: see `changeflow history {e.name}`", file=sys.stderr)
+              f"named errors: see its history (`{history_hint.format(name=e.name)}`)", file=sys.stderr)
     if failures:
         return FAILED
     return REJECTED if any(e.status != "SUCCEEDED" for e in results) else OK
@@ -197,7 +197,7 @@ def cmd_run(args) -> int:
         for name, events in histories.items():
             print(f"\nexecution history of {name}")
             print(report.history(events))
-    return execution_status(results, known)
+    return execution_status(results, known, history_hint="changeflow run ... --history {name}")
 
 
 def target(args) -> Changeflow:
