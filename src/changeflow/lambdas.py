@@ -172,13 +172,15 @@ def _handler_frames(exc: BaseException) -> list[str]:
 
 def _route_stdout() -> _ThreadLocalStdout:
     """Put the router in place as sys.stdout (again, if something swapped it since): a handler's
-    logger binds the stream at import, and EMF metrics print to whatever sys.stdout is then."""
+    logger binds the stream at import, and EMF metrics print to whatever sys.stdout is then. Warnings
+    raised while a handler runs are routed to its log the same way."""
+    global _show_warning
     if sys.stdout is not _STDOUT:
         _STDOUT.terminal = sys.stdout
         sys.stdout = _STDOUT
         _heal_log_streams()  # whatever replaced stdout may have been closed since, under some logger
     if warnings.showwarning is not _routed_showwarning:
-        globals()["_show_warning"] = warnings.showwarning  # whatever is in place now (pytest's capture)
+        _show_warning = warnings.showwarning  # whatever is in place now (a test's capture), for other warnings
         warnings.showwarning = _routed_showwarning
     return _STDOUT
 
