@@ -236,7 +236,7 @@ def cmd_serve(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import main
 
-    return main()
+    return main(serve=args.serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -255,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     demo = commands.add_parser("demo", help="the demonstration (make run): every path on the embedded stack")
+    demo.add_argument("--serve", action="store_true", help="then keep the stack and its console open on 127.0.0.1")
     demo.set_defaults(func=cmd_demo)
 
     serve = commands.add_parser("serve", help="serve the embedded stack on 127.0.0.1 (AWS-compatible endpoint)")
@@ -295,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     repair = remote("repair", "write v0's missing history item; say what cannot be repaired")
     repair.add_argument("entity")
     repair.set_defaults(func=cmd_repair)
+    from .console import add_command as add_console_command  # the audit console (changeflow.console)
+    add_console_command(commands, DEFAULT_ENDPOINT)
     return parser
 
 

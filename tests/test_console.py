@@ -1,0 +1,350 @@
+"""The audit console in a real browser: Debian's chromium driven by Playwright, clicking through what an
+auditor would, against ``changeflow serve`` (the demo's story, a retried step, hostile ids and values, an
+entity with thousands of versions, a damaged entity that ``repair`` can fix) and against
+``changeflow console --endpoint-url`` (a separate reader that must change nothing).
+
+Screenshots of the main pages go to build/console/ (docs/ keeps copies for the README)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.enable_socket
+
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "build" / "console"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+HOSTILE_ID = "<script>alert(\"id\")</script>'\"&amp; é中🙂 <img src=x onerror=alert(1)>"
+HOSTILE_VALUE = "</pre><script>alert('value')</script><b onmouseover=alert(2)>\"'é🙂"
+RETRIED = "retried#1"
+DAMAGED = "damaged#1"
+MANY = "many#1"
+MANY_VERSIONS = 2500
+
+if not Path(CHROMIUM).exists():
+    if os.environ.get("CI") == "true":
+        raise RuntimeError(f"{CHROMIUM} is missing: make test's set-up installs Debian's chromium")
+    pytest.skip(f"{CHROMIUM} is not installed (make test installs it)", allow_module_level=True)
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+
+# --- the stack the console shows --------------------------------------------------------------------
+def write_versions(cf, entity_id: str, count: int) -> None:
+    """``count`` versions written straight into the tables (what thousands of executions would leave)."""
+    from changeflow_core import codec, items, model
+    from changeflow_core.validation import Change
+
+    latest = None
+    batch = []
+    for version in range(1, count + 1):
+        change = Change(entityId=entity_id, operation="put", effectiveAt=1767225600000 + version,
+                        changeId=f"bulk-{version}", actor="loader", reason=f"bulk load {version}")
+        item = items.build_latest(change, {"n": version, "even": version % 2 == 0}, latest, version,
+                                  1767225600000 + version, "arn:aws:states:us-east-1:123456789012:execution:"
+                                  "changeflow-ChangeStateMachine:bulk")
+        latest = items.latest_state(item)
+        batch.append({"PutRequest": {"Item": codec.serialize_item(items.history_of(item))}})
+        if len(batch) == 25:
+            cf.dynamodb.batch_write_item(RequestItems={cf.history_table: batch})
+            batch = []
+    if batch:
+        cf.dynamodb.batch_write_item(RequestItems={cf.history_table: batch})
+    cf.dynamodb.put_item(TableName=cf.table, Item=codec.serialize_item(item))
+
+
+@pytest.fixture(scope="module")
+def served():
+    """``changeflow serve`` (port 0) holding the demo's story and the cases the tests click through."""
+    from changeflow import demo
+    from changeflow.client import Changeflow
+    from changeflow.faults import Injector
+    from changeflow.server import EmbeddedServer
+    from changeflow_core import model
+
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
+                                            "CHANGEFLOW_ROOT", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")}
+    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "CHANGEFLOW_ROOT": str(ROOT),
+                       "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull})
+    with EmbeddedServer(port=0, time_scale=0.001) as server:
+        cf = Changeflow.for_embedded(server.stack)
+        entity, _ = demo.play(cf, server.stack.root, io.StringIO())
+        # a history put that fails twice before it succeeds: its Retry policy at work
+        with Injector().around(server.stack.lambdas, [("PutHistoryFunction", "before", 2)]):
+            retried = cf.submit({"entityId": RETRIED, "operation": "put", "attributes": {"a": 1},
+                                 "changeId": "retry-me", "actor": "bob", "reason": "flaky history table"})
+        hostile = [cf.submit({"entityId": HOSTILE_ID, "operation": "put", "changeId": f"hostile-{i}",
+                              "actor": HOSTILE_VALUE, "reason": HOSTILE_VALUE,
+                              "attributes": {HOSTILE_VALUE: HOSTILE_VALUE, "n": i}}) for i in (1, 2)]
+        # an entity whose v0 lost its history item (what a history outage leaves): repair can act
+        cf.submit({"entityId": DAMAGED, "operation": "put", "attributes": {"a": 1}, "changeId": "d1"})
+        cf.submit({"entityId": DAMAGED, "operation": "put", "attributes": {"a": 2}, "changeId": "d2"})
+        cf.dynamodb.delete_item(TableName=cf.history_table,
+                                Key={model.PK: {"S": DAMAGED}, model.SK: {"S": model.history_sk(2)}})
+        write_versions(cf, MANY, MANY_VERSIONS)
+        yield {"server": server, "cf": cf, "entity": entity, "retried": retried, "hostile": hostile}
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # Playwright gives the browser a fresh profile directory of its own (and removes it afterwards).
+    with playwright_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+class Watched:
+    """A page whose dialogs (alert: a script ran) and requests (anything not from the console) are recorded."""
+
+    def __init__(self, page, origin: str):
+        self.page, self.origin = page, origin
+        self.dialogs: list[str] = []
+        self.requests: list[str] = []
+        self.console_errors: list[str] = []
+        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        page.on("request", lambda r: self.requests.append(r.url))
+
+    def open(self, path: str):
+        response = self.page.goto(self.origin + path)
+        assert response is not None and response.status == 200, (path, response and response.status)
+        return response
+
+    def shot(self, name: str, full_page: bool = True) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
+
+    def foreign(self) -> list[str]:
+        return [u for u in self.requests if not u.startswith(self.origin + "/console")]
+
+
+@pytest.fixture
+def page(browser, served):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    watched = Watched(context.new_page(), served["server"].url)
+    yield watched
+    context.close()
+    assert watched.dialogs == [], f"a script ran: {watched.dialogs}"
+    assert watched.foreign() == [], f"requests beyond the console: {watched.foreign()}"
+
+
+def cells(row) -> list[str]:
+    return [c.strip() for c in row.locator("td").all_inner_texts()]
+
+
+# --- the demo's entity, its versions and diffs, the execution of version 4 ---------------------------
+def test_the_demo_entity_shows_every_version_with_its_audit_fields_and_diffs(page, served):
+    entity = served["entity"]
+    page.open("/console/executions")
+    page.page.get_by_role("link", name=entity).first.click()  # from the execution list to the entity
+    assert page.page.locator("#entity-id").inner_text() == entity
+    versions = page.page.locator("#versions tbody tr")
+    shown = [int(v) for v in versions.evaluate_all("rows => rows.map(r => r.dataset.version)")]
+    entity_view = served["cf"].entity(entity)
+    assert shown == sorted((v["version"] for v in entity_view["versions"]), reverse=True) == [7, 6, 5, 4, 3, 2, 1]
+
+    v1 = cells(page.page.locator("#v1"))
+    assert v1[1] == "put" and v1[2] == "applied"
+    assert v1[3] == "2026-01-01 00:00:00.000Z"  # effectiveAt 1767225600000 as a date
+    assert v1[4] == "alice@example.com" and v1[5] == "first draft"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z", v1[6])  # recordedAt as a date
+    # version 1 against nothing: every field added
+    assert {li.get_attribute("data-field") for li in page.page.locator("#v1 td.diff li.added").all()} == {
+        "title", "status", "pages"}
+    # version 2 against version 1: field by field, as the change files say
+    before = entity_view["versions"][0]["attributes"]
+    after = entity_view["versions"][1]["attributes"]
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    diff_fields = {li.get_attribute("data-field") for li in page.page.locator("#v2 td.diff li").all()}
+    assert diff_fields == changed and changed
+    status_change = page.page.locator('#v2 td.diff li[data-field="status"]')
+    if "status" in changed:
+        assert json.dumps(before["status"]) in status_change.inner_text()
+        assert json.dumps(after["status"]) in status_change.inner_text()
+
+    # the delete: a tombstone with its expiry, every field removed
+    v5 = page.page.locator("#v5")
+    assert "tombstone" in v5.get_attribute("class") and "tombstone" in v5.inner_text()
+    assert page.page.locator("#v5 td.diff li.removed").count() == len(entity_view["versions"][3]["attributes"])
+    # the rollback names its source version
+    assert "rollback of v2" in cells(page.page.locator("#v7"))[1]
+    assert page.page.locator("#verify h2").inner_text() == "Verify: ok"
+    assert page.page.locator("#repair").count() == 0  # nothing for repair to do
+    page.shot("entity")
+
+    # version 4 links to the execution that wrote it
+    page.page.locator("#v4 a.execution-link").click()
+    writer = next(v for v in entity_view["versions"] if v["version"] == 4)
+    assert page.page.locator("#execution-name").inner_text() == writer["executionArn"].rsplit(":", 1)[1]
+    assert page.page.locator("#execution-status").inner_text() == "SUCCEEDED"
+    assert json.loads(page.page.locator("#execution-output").inner_text())["version"] == 4
+    graph = page.page.locator("#graph svg")
+    statuses = dict(graph.locator("g.state").evaluate_all(
+        "gs => gs.map(g => [g.dataset.state, g.dataset.status])"))
+    definition = json.loads((ROOT / "statemachines" / "change.asl.json").read_text())
+    assert set(statuses) == set(definition["States"])  # every state of the deployed ASL is drawn
+    visited = {v["stateEnteredEventDetails"]["name"] for v in served["cf"].history(writer["executionArn"])
+               if v["type"].endswith("StateEntered")}
+    assert {s for s, status in statuses.items() if status != "unvisited"} == visited
+    assert all(statuses[s] == "succeeded" for s in visited)
+    assert graph.locator("path.edge.taken").count() >= len(visited) - 1
+    # each state's input and output, expandable
+    first_visit = page.page.locator("#visits li").first
+    assert not first_visit.locator("pre").first.is_visible()
+    first_visit.locator("summary").click()
+    assert json.loads(first_visit.locator("pre").first.inner_text())["entityId"] == served["entity"]
+    page.shot("execution")
+
+
+def test_a_failed_execution_shows_its_error_cause_and_the_caught_path(page, served):
+    page.open("/console/executions")
+    page.page.locator("#status").select_option("FAILED")
+    page.page.get_by_role("button", name="Filter").click()
+    rows = page.page.locator("table.executions tbody tr")
+    assert rows.count() >= 1
+    assert all("FAILED" in cells(rows.nth(i))[1] for i in range(rows.count()))
+    rows.filter(has_text="ValidationError").first.locator("td.name a").click()
+
+    assert page.page.locator("#execution-status").inner_text() == "FAILED"
+    assert page.page.locator("#failure-error").inner_text() == "ValidationError"
+    assert "attributes" in page.page.locator("#failure-message").inner_text()  # the errorMessage of the cause
+    statuses = dict(page.page.locator("#graph g.state").evaluate_all(
+        "gs => gs.map(g => [g.dataset.state, g.dataset.status])"))
+    assert statuses["Fetch the latest version"] == "caught"  # its Catch routed the ValidationError
+    failed = [s for s, v in statuses.items() if v == "failed"]
+    definition = json.loads((ROOT / "statemachines" / "change.asl.json").read_text())
+    assert len(failed) == 1 and definition["States"][failed[0]]["Type"] == "Fail"
+    assert definition["States"][failed[0]]["Error"] == "ValidationError"
+    failure_rows = page.page.locator("#events tr.failure-row")
+    assert "ValidationError" in failure_rows.first.inner_text()
+    assert page.page.locator("#events tr.tag-caught").count() == 1
+    page.shot("execution-failed")
+
+
+def test_an_execution_with_retries_shows_each_attempt(page, served):
+    page.open("/console/executions?" + urllib.parse.urlencode({"entity": RETRIED}))
+    rows = page.page.locator("table.executions tbody tr")
+    assert rows.count() == 1 and cells(rows.first)[2] == RETRIED
+    rows.first.locator("td.name a").click()
+
+    assert page.page.locator("#execution-status").inner_text() == "SUCCEEDED"
+    state = page.page.locator('#graph g.state[data-state="Record the version in history"]')
+    assert state.get_attribute("data-status") == "retried"
+    assert "retried ×2" in state.text_content()
+    # the event table: two failed attempts, each followed by a retry
+    failed = page.page.locator("#events tr.tag-retried")
+    assert failed.count() == 2 and all("InjectedFault" in t for t in failed.all_inner_texts())
+    retries = page.page.locator("#events tr.tag-retry")
+    assert [r.split("\t")[1] for r in retries.all_inner_texts()] == ["TaskScheduled", "TaskScheduled"]
+    assert "retry 1" in retries.nth(0).inner_text() and "retry 2" in retries.nth(1).inner_text()
+    visit = page.page.locator('#visits li[data-state="Record the version in history"]')
+    assert visit.get_attribute("data-status") == "retried" and "×2" in visit.inner_text()
+    page.shot("execution-retried")
+
+
+# --- hostile ids and values --------------------------------------------------------------------------
+def test_hostile_ids_and_values_are_shown_as_text_and_nothing_runs(page, served):
+    page.open("/console/entities?" + urllib.parse.urlencode({"q": "中🙂"}))  # search by part of the id
+    page.page.get_by_role("link", name=HOSTILE_ID).click()
+    assert page.page.locator("#entity-id").inner_text() == HOSTILE_ID
+    assert page.page.title().startswith(HOSTILE_ID)
+    row = page.page.locator("#v2")
+    assert HOSTILE_VALUE in row.inner_text()  # actor, reason, and the attribute's name and value as text
+    assert page.page.locator('#v2 td.diff li[data-field="n"]').inner_text().endswith("1 → 2")
+    # nothing from the data became markup: the page has no script, no img, no event handler attribute
+    assert page.page.locator("script").count() == 0
+    assert page.page.locator("img").count() == 0
+    assert page.page.evaluate("[...document.querySelectorAll('*')].filter(e => "
+                              "[...e.attributes].some(a => a.name.startsWith('on'))).length") == 0
+    page.page.locator("#v2 a.execution-link").click()
+    page.page.get_by_text("Execution input").click()  # expand it
+    shown_input = json.loads(page.page.locator("#execution-input").inner_text())
+    assert shown_input["attributes"][HOSTILE_VALUE] == HOSTILE_VALUE and shown_input["actor"] == HOSTILE_VALUE
+    assert page.page.locator("#execution-entity").inner_text() == HOSTILE_ID
+    page.open("/console/executions?" + urllib.parse.urlencode({"entity": HOSTILE_ID}))
+    assert page.page.locator("table.executions tbody tr").count() == 2
+    assert page.page.locator("#entity-filter").input_value() == HOSTILE_ID
+    assert page.page.locator("script").count() == 0
+    # the markup itself holds the id only escaped
+    html = urllib.request.urlopen(served["server"].url + "/console/entity?" + urllib.parse.urlencode(
+        {"id": HOSTILE_ID})).read().decode()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+# --- paging, verify and repair ------------------------------------------------------------------------
+def test_an_entity_with_thousands_of_versions_is_paged(page, served):
+    page.open("/console/entity?" + urllib.parse.urlencode({"id": MANY}))
+    versions = lambda: [int(v) for v in page.page.locator("#versions tbody tr").evaluate_all(  # noqa: E731
+        "rows => rows.map(r => r.dataset.version)")]
+    assert versions() == list(range(MANY_VERSIONS, MANY_VERSIONS - 50, -1))
+    assert page.page.locator("#verify h2").inner_text() == "Verify: ok"
+    page.page.locator("#older").click()
+    assert versions() == list(range(MANY_VERSIONS - 50, MANY_VERSIONS - 100, -1))
+    # the oldest row of a page still has its diff against the version before it (on the next page)
+    assert page.page.locator(f"#v{MANY_VERSIONS - 99} td.diff li").count() == 2  # n and even changed
+    page.open("/console/entity?" + urllib.parse.urlencode({"id": MANY, "before": 51}))
+    assert versions() == list(range(50, 0, -1))
+    assert page.page.locator("#older").count() == 0  # the last page
+
+
+def test_verify_finds_the_damage_and_repair_writes_the_missing_history_item(page, served):
+    page.open("/console/entity?" + urllib.parse.urlencode({"id": DAMAGED}))
+    assert page.page.locator("#verify h2").inner_text() == "Verify: problems found"
+    assert "versions missing from history: [2]" in page.page.locator("#problems").inner_text()
+    page.shot("entity-damaged", full_page=False)
+    page.page.locator("#repair").click()
+    assert "repaired: wrote history item of version 2 from v0" in page.page.locator("#repair-result").inner_text()
+    assert page.page.locator("#verify h2").inner_text() == "Verify: ok"
+    assert [v["version"] for v in served["cf"].entity(DAMAGED)["versions"]] == [1, 2]
+
+
+def test_repair_refuses_a_post_without_the_form_token_or_from_another_origin(served):
+    url = served["server"].url + "/console/repair"
+    body = urllib.parse.urlencode({"id": DAMAGED, "token": "guessed"}).encode()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST"))
+    assert refused.value.code == 403
+    with pytest.raises(urllib.error.HTTPError) as foreign:
+        urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST",
+                                                      headers={"Origin": "http://evil.example"}))
+    assert foreign.value.code == 403
+    with pytest.raises(urllib.error.HTTPError) as rebound:  # a DNS-rebinding page names another host
+        urllib.request.urlopen(urllib.request.Request(served["server"].url + "/console/executions",
+                                                      headers={"Host": "evil.example"}))
+    assert rebound.value.code == 403
+    with pytest.raises(urllib.error.HTTPError) as get:
+        urllib.request.urlopen(url)
+    assert get.value.code == 405
+
+
+# --- narrow windows ----------------------------------------------------------------------------------
+def test_pages_fit_a_narrow_window(browser, served):
+    context = browser.new_context(viewport={"width": 420, "height": 800})
+    watched = Watched(context.new_page(), served["server"].url)
+    try:
+        for path in ("/console/executions", "/console/entity?" + urllib.parse.urlencode({"id": served["entity"]})):
+            watched.open(path)
+            # the page itself never scrolls sideways: wide tables and the graph scroll in their own boxes
+            assert watched.page.evaluate("document.documentElement.scrollWidth") <= 420
+        watched.shot("entity-narrow", full_page=False)
+    finally:
+        context.close()
