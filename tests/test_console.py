@@ -33,11 +33,6 @@ DAMAGED = "damaged#1"
 MANY = "many#1"
 MANY_VERSIONS = 2500
 
-if not Path(CHROMIUM).exists():
-    if os.environ.get("CI") == "true":
-        raise RuntimeError(f"{CHROMIUM} is missing: make test's set-up installs Debian's chromium")
-    pytest.skip(f"{CHROMIUM} is not installed (make test installs it)", allow_module_level=True)
-playwright_api = pytest.importorskip("playwright.sync_api")
 
 
 # --- the stack the console shows --------------------------------------------------------------------
@@ -104,6 +99,11 @@ def served():
 
 @pytest.fixture(scope="module")
 def browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{CHROMIUM} is missing: make test's set-up installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} is not installed (make setup installs it)")
+    playwright_api = pytest.importorskip("playwright.sync_api")
     # Playwright gives the browser a fresh profile directory of its own (and removes it afterwards).
     with playwright_api.sync_playwright() as p:
         launched = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
@@ -348,3 +348,177 @@ def test_pages_fit_a_narrow_window(browser, served):
         watched.shot("entity-narrow", full_page=False)
     finally:
         context.close()
+
+
+# --- the console as its own process: changeflow console, changeflow demo --serve ---------------------
+def snapshot(cf) -> tuple:
+    """Everything a reader could change: every item of the tables, every execution and its status."""
+    found = []
+    for table in sorted({cf.table, cf.history_table}):
+        start, items = None, []
+        while True:
+            page = cf.dynamodb.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
+            items.extend(json.dumps(i, sort_keys=True) for i in page["Items"])
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+        found.append(sorted(items))
+    executions = sorted((e["executionArn"], e["status"]) for e in cf.executions(limit=10_000))
+    return tuple(map(tuple, found)), tuple(executions)
+
+
+def read_line(process, prefix: str, limit: int = 200) -> str:
+    for _ in range(limit):
+        line = process.stdout.readline()
+        if not line:
+            break
+        if line.startswith(prefix):
+            return line
+    raise AssertionError(f"no line starting {prefix!r}")
+
+
+def test_changeflow_console_reads_a_stack_through_its_endpoint_and_changes_nothing(browser, served):
+    # GIVEN changeflow serve with the demo's story, and `changeflow console` as a separate process that
+    # reads it as it would read a deployed stack (CloudFormation outputs, then the stack's own APIs)
+    import signal
+    import subprocess
+    import sys
+
+    cf = served["cf"]
+    before = snapshot(cf)
+    process = subprocess.Popen([sys.executable, "-m", "changeflow", "console", "--endpoint-url",
+                                served["server"].url, "--port", "0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        url = read_line(process, "changeflow console: ").split()[2]
+        origin = url.rsplit("/console", 1)[0]
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        watched = Watched(context.new_page(), origin)
+        try:
+            # WHEN every kind of page is visited, from the list down to the damaged entity
+            watched.open("/console/executions")
+            names = watched.page.locator("table.executions td.name a").all_inner_texts()
+            assert len(names) == len(before[1])  # every execution of the stack, none hidden
+            for name in names[:3]:
+                watched.open("/console/execution?" + urllib.parse.urlencode({"name": name}))
+                assert watched.page.locator("#execution-name").inner_text() == name
+            for entity in (served["entity"], RETRIED, HOSTILE_ID, DAMAGED, MANY):
+                watched.open("/console/entity?" + urllib.parse.urlencode({"id": entity}))
+                assert watched.page.locator("#entity-id").inner_text() == entity
+            watched.open("/console/entities?q=1")
+            watched.open("/console/executions?status=FAILED")
+        finally:
+            context.close()
+        assert watched.dialogs == [] and watched.foreign() == []
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, out
+    # THEN the stack holds exactly what it held: the console only reads
+    assert snapshot(cf) == before
+
+
+def test_executions_are_filtered_by_time(page, served):
+    from datetime import datetime, timedelta, timezone
+
+    future = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    page.open("/console/executions?" + urllib.parse.urlencode({"since": future}))
+    assert page.page.locator("table.executions").count() == 0
+    assert "No execution matches" in page.page.locator("#no-executions").inner_text()
+    page.open("/console/executions?" + urllib.parse.urlencode({"until": future, "entity": served["entity"]}))
+    rows = page.page.locator("table.executions tbody tr")
+    started = rows.evaluate_all("rows => rows.map(r => r.querySelector('td.time').innerText)")
+    assert len(started) == 11 and started == sorted(started, reverse=True)  # the demo's 11, newest first
+
+
+# --- the drawing is generic over any valid ASL ----------------------------------------------------------
+OTHER_ASL = {
+    "StartAt": "a <b> & \"c\"",
+    "States": {
+        "a <b> & \"c\"": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                          "Parameters": {"FunctionName.$": "$.fn"}, "Next": "pick",
+                          "Retry": [{"ErrorEquals": ["States.ALL"], "MaxAttempts": 2}],
+                          "Catch": [{"ErrorEquals": ["Boom"], "Next": "handle"}]},
+        "pick": {"Type": "Choice", "Choices": [{"Variable": "$.x", "NumericEquals": 1, "Next": "fan"}],
+                 "Default": "done"},
+        "fan": {"Type": "Parallel", "Branches": [{"StartAt": "inner", "States": {"inner": {"Type": "Succeed"}}}],
+                "Next": "wait"},
+        "wait": {"Type": "Wait", "Seconds": 1, "Next": "a <b> & \"c\""},
+        "handle": {"Type": "Pass", "End": True},
+        "done": {"Type": "Succeed"},
+        "orphan": {"Type": "Fail", "Error": "Never"},
+    },
+}
+
+
+def event(i, kind, **details):
+    from datetime import datetime, timedelta, timezone
+
+    key = {"StateEntered": "stateEnteredEventDetails", "StateExited": "stateExitedEventDetails"}
+    field = next((v for k, v in key.items() if kind.endswith(k)), "x" + kind + "EventDetails")
+    return {"id": i, "type": kind, "timestamp": datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=i),
+            field: details}
+
+
+def test_the_graph_draws_any_definition_its_transitions_and_a_loop():
+    from changeflow.console import graph
+
+    found = {(e.source, e.target, e.kind) for e in graph.edges(OTHER_ASL)}
+    start = "a <b> & \"c\""
+    assert found == {(start, "pick", "next"), (start, "handle", "catch"), ("pick", "fan", "choice"),
+                     ("pick", "done", "default"), ("fan", "wait", "next"), ("wait", start, "next")}
+    placed, back = graph.layout(OTHER_ASL)
+    assert set(placed) == set(OTHER_ASL["States"])  # unreachable states are drawn too
+    assert [(e.source, e.target) for e in back] == [("wait", start)]  # the loop back is the one back edge
+    assert placed[start][0] == 0 and placed["pick"][0] == 1 and placed["fan"][0] == 2 and placed["wait"][0] == 3
+    drawn = graph.svg(OTHER_ASL)
+    assert "a &lt;b&gt; &amp; &quot;c&quot;" in drawn and "<b>" not in drawn
+    assert drawn.count('class="state ') == len(OTHER_ASL["States"])
+
+
+def test_the_path_tells_retried_caught_and_failed_states_apart():
+    from changeflow.console import graph
+
+    start = "a <b> & \"c\""
+    events = [
+        event(1, "ExecutionStarted"),
+        event(2, "TaskStateEntered", name=start), event(3, "TaskScheduled"), event(4, "TaskFailed", error="Flaky"),
+        event(5, "TaskScheduled"), event(6, "TaskSucceeded"), event(7, "TaskStateExited", name=start),
+        event(8, "ChoiceStateEntered", name="pick"), event(9, "ChoiceStateExited", name="pick"),
+        event(10, "ParallelStateEntered", name="fan"), event(11, "ParallelStateExited", name="fan"),
+        event(12, "WaitStateEntered", name="wait"), event(13, "WaitStateExited", name="wait"),
+        event(14, "TaskStateEntered", name=start), event(15, "TaskScheduled"), event(16, "TaskFailed", error="Boom"),
+        event(17, "TaskStateExited", name=start),
+        event(18, "PassStateEntered", name="handle"), event(19, "PassStateExited", name="handle"),
+        event(20, "ExecutionSucceeded"),
+    ]
+    run = graph.path(OTHER_ASL, events)
+    assert run.states[start].visits == 2 and run.states[start].retries == 1 and run.states[start].caught == 1
+    assert run.states[start].status == "caught" and run.states["handle"].status == "succeeded"
+    assert run.retry_events == {4, 5} and run.caught_events == {16}
+    assert run.taken == {(start, "pick"): 1, ("pick", "fan"): 1, ("fan", "wait"): 1, ("wait", start): 1,
+                         (start, "handle"): 1}
+    assert "done" not in run.states
+    failing = events[:3] + [event(4, "TaskFailed", error="Boom"), event(5, "ExecutionFailed", error="Boom")]
+    assert graph.path(OTHER_ASL, failing).states[start].status == "failed"  # no Catch took it: it failed there
+
+
+def test_the_demo_ends_by_saying_where_the_console_is_and_serve_keeps_it_open():
+    # make run is `changeflow demo`; `changeflow demo --serve` keeps the stack and its console open
+    import signal
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "changeflow", "demo", "--serve", "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        line = read_line(process, "== the audit console: ", limit=2000)
+        url = line.split()[4]
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/console", url), line
+        entity_page = line.split("(entity: ")[1].rstrip(")\n")
+        html = urllib.request.urlopen(entity_page, timeout=60).read().decode()
+        assert '<span id="entity-id">doc#42</span>' in html and 'data-version="7"' in html
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert process.returncode == 0

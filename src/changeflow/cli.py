@@ -236,7 +236,7 @@ def cmd_serve(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import main
 
-    return main(serve=args.serve)
+    return main(serve=args.serve, port=args.port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="the demonstration (make run): every path on the embedded stack")
     demo.add_argument("--serve", action="store_true", help="then keep the stack and its console open on 127.0.0.1")
+    demo.add_argument("--port", type=int, default=4566, help="with --serve (default 4566)")
     demo.set_defaults(func=cmd_demo)
 
     serve = commands.add_parser("serve", help="serve the embedded stack on 127.0.0.1 (AWS-compatible endpoint)")
