@@ -217,6 +217,7 @@ def test_the_demo_entity_shows_every_version_with_its_audit_fields_and_diffs(pag
 
 def test_a_failed_execution_shows_its_error_cause_and_the_caught_path(page, served):
     page.open("/console/executions")
+    page.shot("executions", full_page=False)
     page.page.locator("#status").select_option("FAILED")
     page.page.get_by_role("button", name="Filter").click()
     rows = page.page.locator("table.executions tbody tr")
@@ -341,10 +342,17 @@ def test_pages_fit_a_narrow_window(browser, served):
     context = browser.new_context(viewport={"width": 420, "height": 800})
     watched = Watched(context.new_page(), served["server"].url)
     try:
-        for path in ("/console/executions", "/console/entity?" + urllib.parse.urlencode({"id": served["entity"]})):
+        execution = served["retried"].name
+        for path in ("/console/executions", "/console/execution?" + urllib.parse.urlencode({"name": execution}),
+                     "/console/entity?" + urllib.parse.urlencode({"id": served["entity"]})):
             watched.open(path)
             # the page itself never scrolls sideways: wide tables and the graph scroll in their own boxes
             assert watched.page.evaluate("document.documentElement.scrollWidth") <= 420
+        # the version table becomes one labelled card per version: no sideways scrolling to read a version
+        assert watched.page.evaluate("[...document.querySelectorAll('#versions')].every("
+                                     "t => t.parentElement.scrollWidth <= t.parentElement.clientWidth)")
+        assert watched.page.locator("#v1 td").first.evaluate(
+            "td => getComputedStyle(td, '::before').content") == '"Version"'
         watched.shot("entity-narrow", full_page=False)
     finally:
         context.close()
