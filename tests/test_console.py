@@ -133,6 +133,10 @@ class Watched:
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
 
+    def shot_of(self, selector: str, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.locator(selector).screenshot(path=str(SHOTS / f"{name}.png"))
+
     def foreign(self) -> list[str]:
         return [u for u in self.requests if not u.startswith(self.origin + "/console")]
 
@@ -208,6 +212,7 @@ def test_the_demo_entity_shows_every_version_with_its_audit_fields_and_diffs(pag
     assert all(statuses[s] == "succeeded" for s in visited)
     assert graph.locator("path.edge.taken").count() >= len(visited) - 1
     # each state's input and output, expandable
+    page.shot_of("#graph", "execution-graph")
     first_visit = page.page.locator("#visits li").first
     assert not first_visit.locator("pre").first.is_visible()
     first_visit.locator("summary").click()

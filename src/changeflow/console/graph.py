@@ -238,15 +238,15 @@ def svg(definition: dict[str, Any], run: Path | None = None, title: str = "state
     state_defs = definition.get("States") or {}
     widest = max(pos for _, pos in placed.values()) + 1
     deepest = max(layer for layer, _ in placed.values()) + 1
-    right_lane = 60 if back else 0
-    width = MARGIN * 2 + widest * BOX_W + (widest - 1) * GAP_X + right_lane
+    lane = 50 if back else 0  # room on each side for the edges that go back up
+    width = MARGIN * 2 + widest * BOX_W + (widest - 1) * GAP_X + 2 * lane
     height = MARGIN * 2 + deepest * BOX_H + (deepest - 1) * GAP_Y
 
     def box(name):
         layer, pos = placed[name]
         count = sum(1 for lyr, _ in placed.values() if lyr == layer)
         offset = (widest - count) * (BOX_W + GAP_X) / 2  # centre the layer
-        return MARGIN + offset + pos * (BOX_W + GAP_X), MARGIN + layer * (BOX_H + GAP_Y)
+        return MARGIN + lane + offset + pos * (BOX_W + GAP_X), MARGIN + layer * (BOX_H + GAP_Y)
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" role="img" viewBox="0 0 {width:.0f} {height:.0f}" '
@@ -266,9 +266,11 @@ def svg(definition: dict[str, Any], run: Path | None = None, title: str = "state
         cls = ["edge", e.kind] + (["taken"] if is_taken else [])
         marker = "taken" if is_taken else ("catch" if e.kind == "catch" else "plain")
         if e in back or placed[e.target][0] <= placed[e.source][0]:
-            x1, y1 = sx + BOX_W, sy + BOX_H / 2
-            x2, y2 = tx + BOX_W, ty + BOX_H / 2
-            bend = width - MARGIN / 2 if right_lane else max(x1, x2) + 40
+            # up the nearer side, outside the boxes: from the source's side to the target's same side
+            left = sx + BOX_W / 2 < width / 2
+            x1, y1 = (sx if left else sx + BOX_W), sy + BOX_H / 2
+            x2, y2 = (tx if left else tx + BOX_W), ty + BOX_H / 2
+            bend = (MARGIN / 2 if left else width - MARGIN / 2) if lane else (min(x1, x2) - 40 if left else max(x1, x2) + 40)
             d = f"M{x1:.0f},{y1:.0f} C{bend:.0f},{y1:.0f} {bend:.0f},{y2:.0f} {x2:.0f},{y2:.0f}"
         else:
             x1, y1 = sx + BOX_W / 2, sy + BOX_H
