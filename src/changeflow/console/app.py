@@ -191,11 +191,15 @@ class Console:
             raise NotFound(f"no entity {entity_id!r} (no v0 and no history)")
         for row in rows:
             row["outcome"], row["execution_status"] = self.reader.outcome(row["view"]["executionArn"])
-        report = self.reader.verify(entity_id)
+        # verify reads every version: at once for a small entity, on request for a big one
+        newest = latest["version"] if latest else (rows[0]["view"]["version"] if rows else 0)
+        run_verify = repair_result is not None or request.args.get("verify") == "1" or newest <= data.VERIFY_AT_ONCE
+        report = self.reader.verify(entity_id) if run_verify else None
         return self._html("entity.html", entity_id=entity_id, latest=latest, rows=rows, report=report,
+                          verify_url=entity_url(entity_id, before=before, verify=1), newest_version=newest,
                           older=entity_url(entity_id, before=older) if older else None,
                           newest=entity_url(entity_id) if before else None,
-                          can_repair=not report.ok and self.reader.repair_can_act(entity_id),
+                          can_repair=report is not None and not report.ok and self.reader.repair_can_act(entity_id),
                           token=self.token, repair_result=repair_result)
 
     def page_repair(self, request: Request) -> Response:

@@ -19,6 +19,7 @@ from .. import integrity
 from ..client import TERMINAL, Changeflow
 
 PAGE = 50
+VERIFY_AT_ONCE = 200  # up to this many versions, an entity's page runs verify itself; above, a link does
 MAX_SCANNED = 1000  # executions examined for one page of an entity filter
 
 
@@ -112,6 +113,8 @@ class Reader:
         try:
             description = self.client.sfn.describe_execution(executionArn=arn)
         except self.client.sfn.exceptions.ExecutionDoesNotExist:
+            with self._lock:  # gone (past its retention): it does not come back
+                self._described[arn] = None
             return None
         description.pop("ResponseMetadata", None)
         if description["status"] in TERMINAL:
