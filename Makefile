@@ -16,6 +16,10 @@ CFNGUARD_SHA256 := 660c14562d4c79d524d0623d80d494e41797acae9da23ecb10915d7f66ada
 CFNGUARD_DIR := .tools/cdk-validator-cfnguard
 CFNGUARD_TGZ := $(CFNGUARD_DIR)/cdklabs-cdk-validator-cfnguard-$(CFNGUARD_VERSION).tgz
 CFNGUARD_STAMP := $(CFNGUARD_DIR)/.installed-$(CFNGUARD_VERSION)
+# The console's browser tests (tests/test_console.py) drive Debian's chromium through Playwright; the
+# package is installed once (the rule is skipped when the file exists). Never `playwright install`.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # This machine has Python 3.11; Lambda runs python3.13 (the template's default). Builds here override it.
 LOCAL_RUNTIME ?= python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 
@@ -25,7 +29,11 @@ export AWS_DEFAULT_REGION ?= us-east-1
 
 .PHONY: run test test-files test-fast lint build bench cost reliability clean setup
 
-setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP)
+setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM)
+
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
 
 $(STAMP): pyproject.toml
 	@echo "changeflow: setting up $(VENV) (once, and again when pyproject.toml changes): boto3, moto, Powertools,"
@@ -76,7 +84,7 @@ test-files: $(STAMP)
 	done; \
 	if [ -n "$$failed" ]; then echo "failed on their own:$$failed"; exit 1; fi
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(CHROMIUM)
 	$(BIN)/pytest -m "not slow"
 
 # cfn-lint, sam validate --lint, cfn-lint-serverless, checkov, cfn-guard (Control Tower rules and

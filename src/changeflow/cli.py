@@ -336,7 +336,7 @@ def cmd_serve(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import main
 
-    return main()
+    return main(serve=args.serve, port=args.port)
 
 
 # --- the parser -------------------------------------------------------------------------------------
@@ -386,6 +386,8 @@ EXIT_HELP = {
         EXIT_2,
         EXIT_3_REMOTE + "; an execution ended with an error the workflow does not name, TIMED_OUT or "
         "ABORTED, or was still running after --timeout"),
+    "console": _exit_help("0  stopped with Ctrl-C or SIGTERM", EXIT_2, "3  the port is taken, or the endpoint or "
+                          "stack cannot be reached"),
     "versions": _exit_help("0  the entity's versions were printed", "1  no such entity", EXIT_2, EXIT_3_REMOTE),
     "history": _exit_help("0  the history was printed", "1  no such execution", EXIT_2, EXIT_3_REMOTE),
     "executions": _exit_help("0  the executions were printed (none is not an error)", EXIT_2, EXIT_3_REMOTE),
@@ -427,7 +429,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "Run the demonstration on the embedded stack: create, update, a stale write, a duplicate, "
                    "two writers racing, delete, a write that cannot resurrect, revive, rollback and an invalid "
                    "request, each from its file in events/workflow/; then the version table and one execution's "
-                   "history. Takes no options.")
+                   "history; with --serve, then keep the stack and its console open.")
+    demo.add_argument("--serve", action="store_true",
+                      help="then keep the stack, its endpoint and its console open on 127.0.0.1 until Ctrl-C")
+    demo.add_argument("--port", type=PORT, default=4566,
+                      help="TCP port of --serve on 127.0.0.1 (default %(default)s)")
     demo.set_defaults(func=cmd_demo)
 
     serve = command("serve", "serve the embedded stack on 127.0.0.1 (AWS-compatible endpoint)",
@@ -481,6 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
     repair = remote("repair", "write v0's missing history item; say what cannot be repaired")
     repair.add_argument("entity", help="entity id")
     repair.set_defaults(func=cmd_repair)
+    from .console import add_command as add_console_command  # the audit console (changeflow.console)
+    add_console_command(command, DEFAULT_ENDPOINT)
     return parser
 
 

@@ -46,10 +46,13 @@ class EmbeddedServer:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request on the terminal
         self.stack.start()
         self.routes = [RestApi(self.stack, api) for api in self.stack.template.of_type("AWS::Serverless::Api")]
+        from .console import for_embedded
+
+        console = for_embedded(self.stack)  # the audit console at /console
         moto_app = DomainDispatcherApplication(create_backend_app)
 
         def app(environ, start_response):
-            for route in self.routes:
+            for route in [console.route, *self.routes]:
                 answer = route(environ, start_response)
                 if answer is not None:
                     return answer
@@ -92,6 +95,7 @@ def serve(port: int, parameters: dict[str, str], time_scale: float) -> None:
                 print(f"  {name}: {value}")
         for api in server.routes:
             print(f"  REST API {api.logical_id}: {server.url}/{api.stage}  (POST /changes, GET /entities/...)")
+        print(f"  console: {server.url}/console")
         print(f"  try: changeflow submit events/workflow/put.json --endpoint-url {server.url}")
         print(f"       aws --endpoint-url {server.url} stepfunctions list-executions "
               f"--state-machine-arn {outputs['ChangeStateMachineArn']}")
