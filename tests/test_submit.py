@@ -199,18 +199,26 @@ def test_a_retry_while_the_first_runs_answers_that_execution_even_with_another_b
     assert other["status"] == "RUNNING"
 
 
-def test_the_front_function_may_call_exactly_what_it_calls(server):
+def test_the_front_function_may_call_what_it_calls_in_either_workflow_type(api, server):
+    """STANDARD calls StartExecution and DescribeExecution; EXPRESS StartExecution and GetItem
+    (tests/test_submit_express.py); the policy is their union, on this machine and this table only."""
     from changeflow.template import Template
 
-    for workflow, expected in (("STANDARD", {"states:StartExecution", "states:DescribeExecution"}),
-                               ("EXPRESS", {"states:StartExecution", "dynamodb:GetItem"})):
-        template = Template(ROOT / "template.yaml", overrides={"WorkflowType": workflow})
-        statements = template.function_properties("SubmitChangeFunction")["Policies"][0]["Statement"]
-        assert {a for s in statements for a in s["Action"]} == expected
-        assert not any("*" in s["Resource"].split(":execution:")[0] for s in statements)
-    front = server.stack.function("SubmitChangeFunction")  # this module's STANDARD server, after the tests above
-    assert {f"states:{op}" for service, op, _, _ in front.api_calls} == {"states:StartExecution",
-                                                                        "states:DescribeExecution"}
+    template = Template(ROOT / "template.yaml")
+    statements = template.function_properties("SubmitChangeFunction")["Policies"][0]["Statement"]
+    assert {a for s in statements for a in s["Action"]} == {
+        "states:StartExecution", "states:DescribeExecution", "dynamodb:GetItem"}
+    assert {s["Resource"] for s in statements} == {
+        server.stack.outputs["ChangeStateMachineArn"],
+        server.stack.outputs["ChangeStateMachineArn"].replace(":stateMachine:", ":execution:") + ":*",
+        template.arn("ChangeTable")}
+    request = {"entityId": "r2-policy", "operation": "put", "changeId": "c1", "attributes": {}}
+    _, first = post(api, request)
+    finish(first)
+    post(api, request)  # a retry: DescribeExecution of the first
+    front = server.stack.function("SubmitChangeFunction")
+    assert {f"{service}:{op}" for service, op, _, _ in front.api_calls} == {
+        "stepfunctions:StartExecution", "stepfunctions:DescribeExecution"}
 
 
 # --- item 5: the maximum request size -----------------------------------------------------------------------

@@ -28,3 +28,12 @@ def test_express_retries_after_failure_and_answers_an_applied_change_without_des
         front = express.stack.function("SubmitChangeFunction")
         called = {operation for _, operation, _, _ in front.api_calls}
         assert "DescribeExecution" not in called and {"StartExecution", "GetItem"} <= called
+
+
+def test_the_api_reliability_campaign_finds_no_lost_or_misanswered_change():
+    from changeflow import reliability
+
+    with EmbeddedServer(port=0, time_scale=0.001) as server:
+        tally = reliability.api_retries(server, seed=1, entities=6)
+    assert tally.cases == 6 and tally.executions == 12 and sum(tally.faults.values()) == 6
+    assert tally.violations == [] and tally.outcomes == {"applied": 6}

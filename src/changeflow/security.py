@@ -45,7 +45,8 @@ CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandac
                           "stepfunctions")
 
 READ_API_PERMISSIONS = tuple(f"ReadApiFunction{event}PermissionStage"
-                             for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution"))
+                             for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution")) + (
+    "SubmitChangeApiPermission",)
 
 
 @dataclass(frozen=True)
