@@ -359,3 +359,58 @@ def test_the_translated_template_has_one_stage_and_string_gateway_status_codes()
         [api] = [r for r in resources.values() if r["Type"] == "AWS::ApiGateway::RestApi"]
         for response in api["Properties"]["Body"]["x-amazon-apigateway-gateway-responses"].values():
             assert isinstance(response["statusCode"], str)
+
+
+# --- the execution input: numbers as sent, and bodies the front function refuses itself -------------------
+
+def test_numbers_reach_the_execution_input_digit_for_digit(api, server):
+    body = ('{"entityId": "r3-digits", "operation": "put", "changeId": "c1", "attributes": '
+            '{"a": 0.12345678901234567890123456789012345678, "b": 12345678901234567890.123456789012345678, '
+            '"c": 9.9999999999999999999999999999999999999E+125, "d": -0.0, "e": 1e-130}}')
+    status, _, answer = http("POST", f"{api}/changes", body)
+    arn = json.loads(answer)["executionArn"]
+    finish({"executionArn": arn})
+    sent = describe(server, arn)["input"]
+    for literal in ("0.12345678901234567890123456789012345678", "12345678901234567890.123456789012345678",
+                    "9.9999999999999999999999999999999999999E+125", "-0.0", "1E-130"):
+        assert literal in sent, (literal, sent)
+
+
+def front_event(body: bytes | str, base64_encoded: bool = False) -> dict:
+    import base64
+
+    from conftest import load_event
+
+    event = load_event("functions/submit_change.json")
+    if base64_encoded:
+        event.update(body=base64.b64encode(body).decode("ascii"), isBase64Encoded=True)
+    else:
+        event["body"] = body
+    return event
+
+
+@pytest.mark.parametrize("body,base64_encoded", [
+    (b'{"entityId": "r8-\xff\xfe", "operation": "put", "changeId": "c1"}', True),  # not UTF-8
+    ('{"entityId": "r8-nan", "operation": "put", "changeId": "c1", "attributes": {"n": NaN}}', False),
+    ('{"entityId": "r8-inf", "operation": "put", "changeId": "c1", "attributes": {"n": -Infinity}}', False),
+    ('{"entityId": "r8-\\ud800", "operation": "put", "changeId": "c1", "attributes": {}}', False),  # lone surrogate
+    ('{"entityId": "r8-nl", "operation": "put", "changeId": "ab\\n", "attributes": {}}', False),
+    ('["not", "an", "object"]', False),
+    ("[" * 100_000, False),
+])
+def test_the_front_function_refuses_what_no_model_should_pass_with_a_json_400(server, body, base64_encoded):
+    front = server.stack.function("SubmitChangeFunction")
+    before = front.api_calls.copy()
+    payload, failed = server.stack.lambdas.invoke(front, front_event(body, base64_encoded))
+    assert not failed and payload["statusCode"] == 400, payload
+    assert json.loads(payload["body"])["message"].startswith("Invalid request body")
+    assert list(front.api_calls) == list(before)  # nothing started
+
+
+def test_the_events_file_is_a_change_the_front_function_starts(server):
+    front = server.stack.function("SubmitChangeFunction")
+    payload, failed = server.stack.lambdas.invoke(front, front_event(load_body := json.dumps(
+        {"entityId": "r2-event", "operation": "put", "changeId": "evt-1", "attributes": {"a": 1}})))
+    assert not failed and payload["statusCode"] == 200 and json.loads(payload["body"])["status"] == "RUNNING"
+    finish(json.loads(payload["body"]))
+    assert json.loads(describe(server, json.loads(payload["body"])["executionArn"])["input"]) == json.loads(load_body)
