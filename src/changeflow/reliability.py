@@ -371,15 +371,16 @@ def materialise(entity: str, raw: list) -> list[tuple[dict, tuple[str, str] | No
 API_FAILURES = ("ValidationError", "VersionConflict", "LambdaOutage")
 
 
-def api_entity_ids(rng: random.Random, count: int) -> list[str]:
-    """Ids a user or an attacker would try: Unicode, ``/``, ``#``, spaces, ``%``, long shared prefixes."""
+def api_entity_ids(rng: random.Random, count: int, run: int = 0) -> list[str]:
+    """Ids a user or an attacker would try: Unicode, ``/``, ``#``, spaces, ``%``, long shared prefixes
+    (distinct across runs ``run`` on one stack, so that each case's change is its entity's only one)."""
     alphabet = "ab/#% ?+ユーザーデータü東京😀-_.1"
     shared = "tenant#" + "x" * 70 + "/"
     found: list[str] = []
     while len(found) < count:
         kind = len(found) % 3
         tail = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
-        entity = shared + tail if kind == 0 else (f"doc{tail}" if kind == 1 else tail)
+        entity = shared + f"{run}/" + tail if kind == 0 else (f"doc{run}:{tail}" if kind == 1 else f"{tail}~{run}")
         if entity not in found:
             found.append(entity)
     return found
@@ -419,7 +420,7 @@ def api_retries(server, seed: int, entities: int = 12) -> Tally:
             raise LambdaServiceError()
         return invoke()
 
-    for number, entity in enumerate(api_entity_ids(rng, entities)):
+    for number, entity in enumerate(api_entity_ids(rng, entities, run=seed)):
         tally.cases += 1
         failure = API_FAILURES[number % len(API_FAILURES)]
         change = f"c{rng.randrange(10**6)}"
