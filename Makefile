@@ -104,6 +104,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/embedded_vs_direct.py --json > build/bench/embedded_vs_direct.json.tmp
 	mv build/bench/embedded_vs_direct.json.tmp build/bench/embedded_vs_direct.json
 	$(BIN)/python benchmarks/readme_tables.py build/bench/embedded_vs_direct.json
+	$(BIN)/python benchmarks/api_front.py
 
 cost: $(STAMP)
 	@mkdir -p build/bench

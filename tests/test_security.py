@@ -131,10 +131,10 @@ GUARD_CASES = {
         [(UPDATE_LATEST_POLICY,
           UPDATE_LATEST_POLICY.replace("[dynamodb:PutItem]", "[dynamodb:PutItem, dynamodb:DeleteItem]"))],
         {("function_dynamodb_actions", "UpdateLatestFunction")}),
-    "a wildcard resource in an IAM role": (
-        [("                Action: states:StartExecution\n                Resource: !Ref ChangeStateMachine\n",
-          "                Action: states:StartExecution\n                Resource: \"*\"\n")],
-        {("no_wildcard_resources", "ChangeApiStartExecutionRole")}),
+    "a wildcard resource for Step Functions": (
+        [("              Action: [states:StartExecution]\n              Resource: !Ref ChangeStateMachine\n",
+          "              Action: [states:StartExecution]\n              Resource: \"*\"\n")],
+        {("no_wildcard_resources", "SubmitChangeFunction")}),
     "a wildcard action in a resource policy": (
         [("            Action: sqs:SendMessage\n", "            Action: sqs:*\n")],
         {("no_wildcard_actions", "ChangeEventsDeadLetterQueuePolicy")}),

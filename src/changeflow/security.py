@@ -45,7 +45,8 @@ CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandac
                           "stepfunctions")
 
 READ_API_PERMISSIONS = tuple(f"ReadApiFunction{event}PermissionStage"
-                             for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution"))
+                             for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution")) + (
+    "SubmitChangeApiPermission",)
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,8 @@ SKIPPED: tuple[Skip, ...] = (
     Skip(CONTROL_TOWER, "CT.SQS.PR.1", ("ChangeEventsDeadLetterQueue",), "The same finding as ES6000: the queue "
          "is the EventBridge target's dead-letter queue (RedriveAllowPolicy denyAll), not a work queue."),
     Skip(CONTROL_TOWER, "CT.LAMBDA.PR.2", READ_API_PERMISSIONS, "Not public: SAM's permissions for the read "
-         "routes name the API Gateway principal with a SourceArn on this API, built with Fn::Sub, which the "
-         "rule does not resolve (it accepts only a literal, Ref or GetAtt)."),
+         "routes, and SubmitChangeApiPermission for POST /changes, name the API Gateway principal with a SourceArn "
+         "on this API, built with Fn::Sub, which the rule does not resolve (it accepts only a literal, Ref or GetAtt)."),
     Skip(CONTROL_TOWER, "CT.STEPFUNCTIONS.PR.1", ("ChangeStateMachine",), "Logging is on: Level is the "
          "StateMachineLogLevel parameter, which allows only ALL or ERROR (rules/changeflow.guard enforces it), "
          "and the rule does not resolve a Ref."),

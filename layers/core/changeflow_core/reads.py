@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -34,8 +35,13 @@ def _utc(ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
+def _digits(text: str | None) -> bool:
+    """ASCII digits only: str.isdigit() also accepts "²" and "١", which int() refuses or reads otherwise."""
+    return text is not None and re.fullmatch(r"[0-9]{1,12}", text) is not None
+
+
 def version_number(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= model.MAX_VERSION:
+    if not _digits(text) or not 1 <= int(text) <= model.MAX_VERSION:
         raise ValidationError("version", "must be a positive integer")
     return int(text)
 
@@ -43,7 +49,7 @@ def version_number(text: str) -> int:
 def page_limit(text: str | None) -> int:
     if text is None:
         return 20
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+    if not _digits(text) or not 1 <= int(text) <= MAX_PAGE:
         raise ValidationError("limit", f"must be between 1 and {MAX_PAGE}")
     return int(text)
 
