@@ -16,6 +16,16 @@ CFNGUARD_SHA256 := 660c14562d4c79d524d0623d80d494e41797acae9da23ecb10915d7f66ada
 CFNGUARD_DIR := .tools/cdk-validator-cfnguard
 CFNGUARD_TGZ := $(CFNGUARD_DIR)/cdklabs-cdk-validator-cfnguard-$(CFNGUARD_VERSION).tgz
 CFNGUARD_STAMP := $(CFNGUARD_DIR)/.installed-$(CFNGUARD_VERSION)
+# The Lambda runtime without Docker (changeflow local invoke, --lambda-runtime emulator): a venv on Lambda's
+# python3.13 (pyenv's newest 3.13.x, else python3.13 on PATH, else $(PYTHON)) with the runtime interface
+# client, boto3 (which the Lambda runtime provides) and, in opt/python, the layer's requirements installed
+# as sam build installs them (--no-deps). The emulator itself ships inside aws-sam-cli.
+LAMBDA_VENV := .venv-lambda
+LAMBDA_STAMP := $(LAMBDA_VENV)/.installed
+AWSLAMBDARIC_VERSION := 4.2.2
+LAMBDA_PYTHON ?= $(shell v=$$(pyenv versions --bare 2>/dev/null | grep -E '^3\.13(\.[0-9]+)?$$' | sort -V | tail -1); \
+	if [ -n "$$v" ]; then PYENV_VERSION=$$v pyenv which python; \
+	else command -v python3.13 || command -v $(PYTHON); fi)
 # This machine has Python 3.11; Lambda runs python3.13 (the template's default). Builds here override it.
 LOCAL_RUNTIME ?= python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 
@@ -23,9 +33,20 @@ export SAM_CLI_TELEMETRY := 0
 export SAM_CLI_DISABLE_VERSION_CHECK := 1
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: run test test-fast lint build bench cost reliability clean setup
+.PHONY: run test test-fast test-emulator lint build bench cost reliability clean setup lambda-runtime
 
-setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP)
+setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(LAMBDA_STAMP)
+
+lambda-runtime: $(LAMBDA_STAMP)
+
+$(LAMBDA_STAMP): layers/core/requirements.txt
+	rm -rf $(LAMBDA_VENV)
+	$(LAMBDA_PYTHON) -m venv $(LAMBDA_VENV)
+	$(LAMBDA_VENV)/bin/pip install --quiet --disable-pip-version-check "awslambdaric==$(AWSLAMBDARIC_VERSION)" boto3
+	$(LAMBDA_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps \
+		--target $(LAMBDA_VENV)/opt/python -r layers/core/requirements.txt
+	$(LAMBDA_VENV)/bin/python -c 'import sys; print("Lambda runtime venv: python%d.%d" % sys.version_info[:2])'
+	touch $@
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -22,7 +22,7 @@ from botocore.exceptions import EndpointConnectionError, NoCredentialsError
 from changeflow_core.errors import ValidationError
 from changeflow_core.validation import check_request_size
 
-from . import report
+from . import report, runtime
 from .client import Changeflow, Execution
 from .template import TemplateError
 
@@ -112,7 +112,8 @@ def cmd_run(args) -> int:
     from .embedded import EmbeddedStack
 
     changes = load_changes(args.files)
-    with EmbeddedStack(parameters=parse_params(args.param), time_scale=args.time_scale) as stack:
+    with EmbeddedStack(parameters=parse_params(args.param), time_scale=args.time_scale,
+                       lambda_runtime=args.lambda_runtime) as stack:
         client = Changeflow.for_embedded(stack)
         results = submit_all(client, changes, args.concurrency, progress=not args.json)
         entities = {e: client.entity(e) for e in touched_entities(changes)}
@@ -229,7 +230,8 @@ def cmd_repair(args) -> int:
 def cmd_serve(args) -> int:
     from .server import serve
 
-    serve(port=args.port, parameters=parse_params(args.param), time_scale=args.time_scale)
+    serve(port=args.port, parameters=parse_params(args.param), time_scale=args.time_scale,
+          lambda_runtime=args.lambda_runtime)
     return 0
 
 
@@ -252,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="multiply Wait and retry back-off times (default 0.001)")
     run.add_argument("--history", action="append", default=[], metavar="EXECUTION",
                      help="also print the execution history of this execution name")
+    runtime.add_lambda_runtime_option(run)
     run.set_defaults(func=cmd_run)
 
     demo = commands.add_parser("demo", help="the demonstration (make run): every path on the embedded stack")
@@ -261,7 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=4566)
     serve.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     serve.add_argument("--time-scale", type=float, default=1.0, help="default 1: Waits and back-offs in real time")
+    runtime.add_lambda_runtime_option(serve)
     serve.set_defaults(func=cmd_serve)
+    runtime.add_commands(commands)  # changeflow local invoke
 
     def remote(name: str, help_text: str):
         sub = commands.add_parser(name, help=help_text)
