@@ -101,7 +101,7 @@ class FunctionSpec:
 def runtime_environment(spec: FunctionSpec, root: Path, python: Path, region: str,
                         credentials: dict[str, str]) -> dict[str, str]:
     """The environment of the function's process: only what a Lambda execution environment has."""
-    deps = Path(root) / RUNTIME_VENV / LAYER_DEPS
+    deps = Path(python).parent.parent / LAYER_DEPS  # <venv>/opt/python
     # /var/task first, then /opt/python (the layers' content), then the runtime's own packages (boto3)
     python_path = [str(spec.code_dir), *(str(d) for d in spec.layer_dirs)]
     if deps.is_dir():
@@ -151,6 +151,7 @@ class EmulatorProcess:
                  log: Callable[[str], None], host: str = "127.0.0.1"):
         self.spec, self.env, self.python, self.log, self.host = spec, env, python, log, host
         self.process: subprocess.Popen | None = None
+        self.function = None  # the embedded stack's Function whose log this process writes to
         self.port = 0
         self.reports = 0
         self._reported = threading.Condition()
@@ -258,55 +259,119 @@ def is_error_document(payload: Any) -> bool:
 
 
 # --- the embedded stack's dispatch -----------------------------------------------------------------
+_ENDPOINT: dict[str, Any] = {}
+_ENDPOINT_LOCK = threading.Lock()
+
+
+def handler_endpoint() -> str:
+    """The URL of a moto endpoint on 127.0.0.1 for the handlers' AWS clients, started once per process.
+    It serves moto's in-process backends, so it reaches whichever embedded stack is running (the same
+    backends the interpreter uses, behind the same request lock)."""
+    with _ENDPOINT_LOCK:
+        if "url" not in _ENDPOINT:
+            import logging
+
+            from moto.moto_server.threaded_moto_server import MotoRequestHandler
+            from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+            from werkzeug.serving import make_server
+
+            logging.getLogger("werkzeug").setLevel(logging.WARNING)
+            app = DomainDispatcherApplication(create_backend_app)
+            server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+            threading.Thread(target=server.serve_forever, daemon=True, name="changeflow-lambda-endpoint").start()
+            _ENDPOINT.update(server=server, url=f"http://127.0.0.1:{server.server_address[1]}")
+        return _ENDPOINT["url"]
+
+
+class _WarmPool:
+    """Execution environments kept warm across embedded stacks in one process (a test run starts a stack
+    per test): one whose command and environment are exactly those a new stack asks for is reused, as
+    Lambda reuses a warm environment of an unchanged function. At most ``limit`` are kept."""
+
+    def __init__(self, limit: int = 40):
+        self.limit = limit
+        self.idle: dict[tuple, list[EmulatorProcess]] = {}
+        self.order: list[EmulatorProcess] = []
+        self.lock = threading.Lock()
+        import atexit
+
+        atexit.register(self.clear)
+
+    @staticmethod
+    def key(process: "EmulatorProcess") -> tuple:
+        return (str(process.spec.code_dir), process.spec.handler, str(process.python),
+                tuple(sorted(process.env.items())))
+
+    def take(self, key: tuple) -> "EmulatorProcess | None":
+        with self.lock:
+            group = self.idle.get(key)
+            while group:
+                process = group.pop()
+                self.order.remove(process)
+                if process.process is not None and process.process.poll() is None:
+                    return process
+        return None
+
+    def give(self, process: "EmulatorProcess") -> None:
+        evicted = []
+        with self.lock:
+            self.idle.setdefault(self.key(process), []).append(process)
+            self.order.append(process)
+            while len(self.order) > self.limit:
+                oldest = self.order.pop(0)
+                self.idle[self.key(oldest)].remove(oldest)
+                evicted.append(oldest)
+        for process in evicted:
+            process.stop()
+
+    def clear(self) -> None:
+        with self.lock:
+            processes, self.order, self.idle = self.order, [], {}
+        for process in processes:
+            process.stop()
+
+
+WARM = _WarmPool()
+
+
 class EmulatorRuntime:
     """Lambda invocations of an embedded stack, each in a warm per-function emulator process.
 
-    The handlers' AWS clients reach the stack through a moto endpoint on 127.0.0.1 (the same in-process
-    backends the interpreter uses, with the same request lock). Processes are added per function when
-    every one is busy (up to ``max_per_function``), kept warm, and stopped with the stack.
+    The handlers' AWS clients reach the stack through ``handler_endpoint()``. Processes are added per
+    function when every one is busy (up to ``max_per_function``, as Lambda adds execution environments
+    for concurrent invocations), kept warm, and handed back to the process-wide warm pool when the stack
+    stops (``keep_warm=False`` stops them instead).
     """
 
-    def __init__(self, root: Path, region: str, layer_dirs: list[Path], max_per_function: int = 16):
+    def __init__(self, root: Path, region: str, layer_dirs: list[Path], max_per_function: int = 16,
+                 keep_warm: bool = True):
         self.root, self.region, self.max_per_function = Path(root), region, max_per_function
         self.layer_dirs = list(layer_dirs)
+        self.keep_warm = keep_warm
         self.python = runtime_python(self.root)
         emulator_binary()
         self.version = runtime_version_cached(self.python)
         self.endpoint_url = ""
-        self._server = None
-        self._server_thread: threading.Thread | None = None
         self._idle: dict[str, list[EmulatorProcess]] = {}
         self._all: dict[str, list[EmulatorProcess]] = {}
         self._available = threading.Condition()
 
     def start(self) -> "EmulatorRuntime":
-        import logging
-
-        from moto.moto_server.threaded_moto_server import MotoRequestHandler
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-        from werkzeug.serving import make_server
-
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        app = DomainDispatcherApplication(create_backend_app)
-        self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
-        self.endpoint_url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._server_thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                               name="changeflow-lambda-endpoint")
-        self._server_thread.start()
+        self.endpoint_url = handler_endpoint()
         return self
 
     def stop(self) -> None:
         with self._available:
-            processes = [p for group in self._all.values() for p in group]
+            idle = {id(p) for group in self._idle.values() for p in group}
+            processes = [p for group in self._all.values() for p in group if p is not None]
             self._all.clear()
             self._idle.clear()
         for process in processes:
-            process.stop()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server_thread.join()
-            self._server = None
+            if self.keep_warm and id(process) in idle and process.process is not None:
+                process.function = None
+                WARM.give(process)
+            else:
+                process.stop()
 
     def spec_of(self, function) -> FunctionSpec:
         return FunctionSpec(function.logical_id, function.name, Path(function.code_dir), function.handler,
@@ -317,12 +382,14 @@ class EmulatorRuntime:
         credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_SESSION_TOKEN": "testing", "AWS_ENDPOINT_URL": self.endpoint_url}
         env = runtime_environment(spec, self.root, self.python, self.region, credentials)
-
-        def log(line: str) -> None:
-            if line.strip():
-                function.logs.append(line)
-
-        return EmulatorProcess(spec, env, self.python, log).start()
+        process = EmulatorProcess(spec, env, self.python, log=None)
+        process.log = lambda line, process=process: _log_to(process.function, line)
+        warm = WARM.take(_WarmPool.key(process)) if self.keep_warm else None
+        if warm is not None:
+            warm.function = function
+            return warm
+        process.function = function
+        return process.start()
 
     def _acquire(self, function) -> EmulatorProcess:
         with self._available:
@@ -350,16 +417,19 @@ class EmulatorRuntime:
         with self._available:
             if process in self._all.get(function.name, []):
                 self._idle.setdefault(function.name, []).append(process)
+            else:  # the stack stopped meanwhile
+                process.stop()
             self._available.notify_all()
 
     def warm(self, function) -> None:
-        """Start one execution environment for the function now (the runtime starts on first invoke)."""
+        """Have one execution environment ready for the function (its runtime starts on first invoke)."""
         with self._available:
             if self._all.get(function.name):
                 return
         self._release(function, self._acquire(function))
 
     def processes(self, function) -> int:
+        """How many execution environments the function has had at once in this stack."""
         with self._available:
             return len([p for p in self._all.get(function.name, []) if p is not None])
 
@@ -394,6 +464,12 @@ class EmulatorRuntime:
         except Exception as exc:  # noqa: BLE001 - a fault hook's error is the function's unhandled error
             return {"errorMessage": str(exc), "errorType": getattr(exc, "error_type", type(exc).__name__),
                     "stackTrace": traceback.format_tb(exc.__traceback__)}, True
+
+
+def _log_to(function, line: str) -> None:
+    """A runtime's output line into its function's log (CloudWatch Logs' place), if a stack holds it."""
+    if function is not None and line.strip():
+        function.logs.append(line)
 
 
 class FunctionError(Exception):
