@@ -77,9 +77,14 @@ $(CFNGUARD_STAMP):
 run: $(STAMP)
 	$(BIN)/changeflow demo
 
-# The security checks first (make lint), then every test.
+# The security checks first (make lint), then every test, then the workflow suite again with every handler
+# in the Lambda runtime (make test-emulator runs the guarantees suite that way too: longer).
 test: lint
 	$(BIN)/pytest
+	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py
+
+test-emulator: $(STAMP) $(LAMBDA_STAMP)
+	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_guarantees.py
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"
@@ -94,8 +99,9 @@ build: $(STAMP)
 	$(BIN)/sam build --parameter-overrides Runtime=$(LOCAL_RUNTIME)
 
 # Measurements for the README (each prints its table; none is a timed assertion in the tests).
-bench: $(STAMP)
+bench: $(STAMP) $(LAMBDA_STAMP)
 	$(BIN)/python benchmarks/embedded_vs_direct.py
+	$(BIN)/python benchmarks/runtime.py
 
 cost: $(STAMP)
 	$(BIN)/python benchmarks/cost.py
@@ -104,4 +110,4 @@ reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis

@@ -380,3 +380,21 @@ def test_lambda_runtime_option_reaches_the_embedded_stack(lambda_python, capsys,
     assert code == 0 and out["executions"][0]["status"] == "SUCCEEDED"
     assert calls[:3] == ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction"]
     assert [v["version"] for v in out["entities"]["cli#1"]["versions"]] == [1]
+
+
+def test_dynamodb_throttling_reaches_the_handler_out_of_process(emulated):
+    # fault injection registers on the handler's DynamoDB client; out of process, the endpoint answers
+    # the function's requests with the throttle, and the handler's own botocore retries them
+    from changeflow.client import Changeflow
+    from changeflow.faults import Injector
+
+    cf = Changeflow.for_embedded(emulated)
+    function = emulated.function("FetchLatestFunction")
+    emulated.lambdas.load(function)
+    injector = Injector()
+    with injector.throttle(function, "GetItem", 2, "ProvisionedThroughputExceededException"):
+        execution = cf.submit(put(entity="throttled#1", v=1))
+    assert injector.injected == {"DynamoDB ProvisionedThroughputExceededException": 2}
+    assert execution.output["outcome"] == "applied"
+    # other functions' requests were not throttled: only the fetch step's client was
+    assert [v["version"] for v in cf.entity("throttled#1")["versions"]] == [1]

@@ -142,6 +142,12 @@ def runtime_version_cached(python: Path) -> str:
 
 
 # --- one execution environment ---------------------------------------------------------------------
+# The emulator starts the runtime on an environment's first invocation and counts its Init inside the
+# function's timeout, where Lambda gives the first Init its own 10 s (and its own machine). Eight python3.13
+# cold starts at once on two shared cores take longer than that, so cold starts take turns: at most this
+# many at once in this process (warm invocations never wait for it).
+# https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html (Init phase: 10 s)
+COLD_STARTS = threading.BoundedSemaphore(int(os.environ.get("CHANGEFLOW_EMULATOR_COLD_STARTS", "1")))
 class EmulatorProcess:
     """One execution environment: ``aws-lambda-rie`` with ``python -m awslambdaric HANDLER`` beneath it.
     It takes one invocation at a time, as a Lambda execution environment does. The runtime starts on
@@ -153,12 +159,14 @@ class EmulatorProcess:
         self.process: subprocess.Popen | None = None
         self.function = None  # the embedded stack's Function whose log this process writes to
         self.port = 0
+        self.cold = True  # the runtime starts (again) on the next invocation
         self.reports = 0
         self._reported = threading.Condition()
         self._reader: threading.Thread | None = None
 
     def start(self, attempts: int = 3) -> "EmulatorProcess":
         emulator = emulator_binary()
+        self.cold = True
         for attempt in range(attempts):
             self.port = free_port(self.host)
             command = [
@@ -204,16 +212,25 @@ class EmulatorProcess:
         if self.process is None or self.process.poll() is not None:
             self.start()
         before = self.reports
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.spec.timeout_s + 30)
-        try:
-            connection.request("POST", INVOKE_PATH, body=payload, headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            status, body = response.status, response.read()
-        finally:
-            connection.close()
+        if self.cold:
+            with COLD_STARTS:
+                status, body = self._post(payload)
+        else:
+            status, body = self._post(payload)
+        # after a timeout the emulator resets the runtime: the next invocation starts it again
+        self.cold = body.startswith(TIMEOUT_PREFIX.encode())
         with self._reported:
             self._reported.wait_for(lambda: self.reports > before, timeout=2.0)
         return status, body
+
+    def _post(self, payload: bytes) -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.spec.timeout_s + 60)
+        try:
+            connection.request("POST", INVOKE_PATH, body=payload, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -266,7 +283,8 @@ _ENDPOINT_LOCK = threading.Lock()
 def handler_endpoint() -> str:
     """The URL of a moto endpoint on 127.0.0.1 for the handlers' AWS clients, started once per process.
     It serves moto's in-process backends, so it reaches whichever embedded stack is running (the same
-    backends the interpreter uses, behind the same request lock)."""
+    backends the interpreter uses, behind the same request lock). A request first meets the hooks that
+    fault injection registered on the function's client stand-in (``RemoteClient``)."""
     with _ENDPOINT_LOCK:
         if "url" not in _ENDPOINT:
             import logging
@@ -276,11 +294,96 @@ def handler_endpoint() -> str:
             from werkzeug.serving import make_server
 
             logging.getLogger("werkzeug").setLevel(logging.WARNING)
-            app = DomainDispatcherApplication(create_backend_app)
+            moto_app = DomainDispatcherApplication(create_backend_app)
+
+            def app(environ, start_response):
+                answer = _intercepted(environ)
+                if answer is None:
+                    return moto_app(environ, start_response)
+                status, headers, body = answer
+                start_response(f"{status} {http.client.responses.get(status, '')}",
+                               [*headers.items(), ("Content-Length", str(len(body)))])
+                return [body]
+
             server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
             threading.Thread(target=server.serve_forever, daemon=True, name="changeflow-lambda-endpoint").start()
             _ENDPOINT.update(server=server, url=f"http://127.0.0.1:{server.server_address[1]}")
         return _ENDPOINT["url"]
+
+
+class _Events:
+    """The part of a botocore event system that fault injection uses (register_first, unregister)."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, list[Callable]] = {}
+        self.lock = threading.Lock()
+
+    def register_first(self, event: str, handler: Callable, **_) -> None:
+        with self.lock:
+            self.handlers.setdefault(event, []).insert(0, handler)
+
+    def register(self, event: str, handler: Callable, **_) -> None:
+        with self.lock:
+            self.handlers.setdefault(event, []).append(handler)
+
+    def unregister(self, event: str, handler: Callable, **_) -> None:
+        with self.lock:
+            if handler in self.handlers.get(event, []):
+                self.handlers[event].remove(handler)
+
+    def emit(self, event: str, **kwargs) -> Any:
+        with self.lock:
+            handlers = list(self.handlers.get(event, []))
+        for handler in handlers:
+            answer = handler(**kwargs)
+            if answer is not None:
+                return answer
+        return None
+
+
+class RemoteClient:
+    """A handler's module-level client, seen from outside its process: ``before-send.<service>.<Op>``
+    hooks registered on ``meta.events`` answer the handler's requests at the endpoint (the handler's
+    botocore then treats the answer as AWS's, retries included), as they would in-process."""
+
+    def __init__(self, service: str):
+        from types import SimpleNamespace
+
+        self.meta = SimpleNamespace(events=_Events(), service_model=SimpleNamespace(service_name=service))
+
+
+# (app id, service) -> the client stand-in; a function's processes send its logical id as their SDK app id
+REMOTE_CLIENTS: dict[tuple[str, str], RemoteClient] = {}
+_TARGET_SERVICES = {"DynamoDB_20120810": "dynamodb"}
+
+
+def remote_module(function):
+    """The stand-in for the handler's module that fault injection reaches into (``module.dynamodb``)."""
+    from types import SimpleNamespace
+
+    client = REMOTE_CLIENTS.setdefault((function.logical_id, "dynamodb"), RemoteClient("dynamodb"))
+    return SimpleNamespace(dynamodb=client)
+
+
+def _intercepted(environ) -> tuple[int, dict, bytes] | None:
+    import re as _re
+    from types import SimpleNamespace
+
+    agent = environ.get("HTTP_USER_AGENT", "")
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    app = _re.search(r"\bapp/([A-Za-z0-9_.-]+)", agent)
+    if not app or "." not in target:
+        return None
+    prefix, operation = target.split(".", 1)
+    service = _TARGET_SERVICES.get(prefix)
+    client = REMOTE_CLIENTS.get((app.group(1), service)) if service else None
+    if client is None:
+        return None
+    url = f"http://{environ.get('HTTP_HOST', '')}{environ.get('PATH_INFO', '/')}"
+    answer = client.meta.events.emit(f"before-send.{service}.{operation}", request=SimpleNamespace(url=url))
+    if answer is None:
+        return None
+    return answer.status_code, dict(answer.headers), answer.content
 
 
 class _WarmPool:
@@ -380,7 +483,9 @@ class EmulatorRuntime:
     def _new_process(self, function) -> EmulatorProcess:
         spec = self.spec_of(function)
         credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_SESSION_TOKEN": "testing", "AWS_ENDPOINT_URL": self.endpoint_url}
+                       "AWS_SESSION_TOKEN": "testing", "AWS_ENDPOINT_URL": self.endpoint_url,
+                       # the User-Agent's app/<id>: tells the endpoint which function a request is from
+                       "AWS_SDK_UA_APP_ID": function.logical_id}
         env = runtime_environment(spec, self.root, self.python, self.region, credentials)
         process = EmulatorProcess(spec, env, self.python, log=None)
         process.log = lambda line, process=process: _log_to(process.function, line)
@@ -423,6 +528,7 @@ class EmulatorRuntime:
 
     def warm(self, function) -> None:
         """Have one execution environment ready for the function (its runtime starts on first invoke)."""
+        function.module = remote_module(function)
         with self._available:
             if self._all.get(function.name):
                 return
