@@ -312,6 +312,7 @@ def test_handlers_do_not_take_turns_in_the_emulator(emulated):
     from changeflow.lambdas import fault_hook
 
     cf = Changeflow.for_embedded(emulated)
+    cf.submit(put(entity="warm#1"))  # one environment per function, warm
     barrier = threading.Barrier(2, timeout=60)
 
     def together(function, event, invoke):

@@ -458,6 +458,7 @@ class EmulatorRuntime:
         self._idle: dict[str, list[EmulatorProcess]] = {}
         self._all: dict[str, list[EmulatorProcess]] = {}
         self._available = threading.Condition()
+        self._starting = 0  # environments created and not yet through their first invocation
 
     def start(self) -> "EmulatorRuntime":
         self.endpoint_url = handler_endpoint()
@@ -497,14 +498,18 @@ class EmulatorRuntime:
         return process.start()
 
     def _acquire(self, function) -> EmulatorProcess:
+        """An idle environment of the function, else a new one; while one environment is starting (a
+        cold start takes seconds here), invocations wait for the next idle one rather than queue more cold
+        starts behind it (on two cores, scaling out one environment at a time serves them sooner)."""
         with self._available:
             while True:
                 idle = self._idle.setdefault(function.name, [])
                 if idle:
                     return idle.pop()
                 group = self._all.setdefault(function.name, [])
-                if len(group) < self.max_per_function:
+                if len(group) < self.max_per_function and (not group or not self._starting):
                     group.append(None)  # reserve the slot while the process starts
+                    self._starting += 1
                     break
                 self._available.wait()
         try:
@@ -512,14 +517,19 @@ class EmulatorRuntime:
         except BaseException:
             with self._available:
                 group.remove(None)
+                self._starting -= 1
                 self._available.notify_all()
             raise
+        process.starting = True
         with self._available:
             group[group.index(None)] = process
         return process
 
     def _release(self, function, process: EmulatorProcess) -> None:
         with self._available:
+            if getattr(process, "starting", False):
+                process.starting = False
+                self._starting -= 1
             if process in self._all.get(function.name, []):
                 self._idle.setdefault(function.name, []).append(process)
             else:  # the stack stopped meanwhile
