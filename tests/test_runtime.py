@@ -399,3 +399,22 @@ def test_dynamodb_throttling_reaches_the_handler_out_of_process(emulated):
     assert execution.output["outcome"] == "applied"
     # other functions' requests were not throttled: only the fetch step's client was
     assert [v["version"] for v in cf.entity("throttled#1")["versions"]] == [1]
+
+
+def test_with_stack_name_the_function_gets_the_deployed_resources_names():
+    # on AWS, CloudFormation names the resources (<stack>-ChangeTable-<suffix>): --stack-name reads them
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+        table = {"Type": "AWS::DynamoDB::Table", "Properties": {
+            "BillingMode": "PAY_PER_REQUEST", "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}]}}
+        cloudformation.create_stack(StackName="prod", TemplateBody=json.dumps({"Resources": {"ChangeTable": table}}))
+        physical = cloudformation.describe_stack_resource(
+            StackName="prod", LogicalResourceId="ChangeTable")["StackResourceDetail"]["PhysicalResourceId"]
+        template = runtime._deployed_template(ROOT, ROOT / "template.yaml", "prod", "us-east-1", {})
+    spec = runtime.function_spec(template, ROOT, "FetchLatestFunction")
+    assert physical != "changeflow-ChangeTable"
+    assert spec.environment["TABLE_NAME"] == physical and spec.name == "prod-FetchLatestFunction"

@@ -61,9 +61,13 @@ def emulator_binary() -> Path:
 
 
 def runtime_python(root: Path) -> Path:
-    """The function runtime's interpreter: ``CHANGEFLOW_LAMBDA_PYTHON``, else ``<root>/.venv-lambda``."""
+    """The function runtime's interpreter: ``CHANGEFLOW_LAMBDA_PYTHON``, else ``<root>/.venv-lambda``, else
+    the one of the checkout this toolkit comes from (for a template elsewhere, ``-t``)."""
     configured = os.environ.get("CHANGEFLOW_LAMBDA_PYTHON")
     python = Path(configured) if configured else Path(root) / RUNTIME_VENV / "bin" / "python"
+    own = Path(__file__).resolve().parents[2] / RUNTIME_VENV / "bin" / "python"
+    if not configured and not python.exists() and own.exists():
+        python = own
     if not python.exists():
         raise RuntimeSetupError(
             f"no Lambda runtime Python at {python}: run `make lambda-runtime` (a python3.13 venv with "
@@ -98,8 +102,7 @@ class FunctionSpec:
     layer_dirs: list[Path] = field(default_factory=list)
 
 
-def runtime_environment(spec: FunctionSpec, root: Path, python: Path, region: str,
-                        credentials: dict[str, str]) -> dict[str, str]:
+def runtime_environment(spec: FunctionSpec, python: Path, region: str, credentials: dict[str, str]) -> dict[str, str]:
     """The environment of the function's process: only what a Lambda execution environment has."""
     deps = Path(python).parent.parent / LAYER_DEPS  # <venv>/opt/python
     # /var/task first, then /opt/python (the layers' content), then the runtime's own packages (boto3)
@@ -487,7 +490,7 @@ class EmulatorRuntime:
                        "AWS_SESSION_TOKEN": "testing", "AWS_ENDPOINT_URL": self.endpoint_url,
                        # the User-Agent's app/<id>: tells the endpoint which function a request is from
                        "AWS_SDK_UA_APP_ID": function.logical_id}
-        env = runtime_environment(spec, self.root, self.python, self.region, credentials)
+        env = runtime_environment(spec, self.python, self.region, credentials)
         process = EmulatorProcess(spec, env, self.python, log=None)
         process.log = lambda line, process=process: _log_to(process.function, line)
         warm = WARM.take(_WarmPool.key(process)) if self.keep_warm else None
@@ -745,7 +748,7 @@ def cmd_local_invoke(args) -> int:
         spec.environment.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
         event = _read_event(args.event)
         python = runtime_python(root)
-        env = runtime_environment(spec, root, python, region, credentials)
+        env = runtime_environment(spec, python, region, credentials)
         process = EmulatorProcess(spec, env, python, log=lambda line: print(line, file=sys.stderr, flush=True))
         process.start()
     except (InvokeError, RuntimeSetupError) as exc:
