@@ -66,6 +66,8 @@ class EmbeddedStack:
         self.caches = caches
         # "in-process" (the default) or "emulator" (changeflow.runtime); CHANGEFLOW_LAMBDA_RUNTIME sets the default
         self.lambda_runtime = lambda_runtime or os.environ.get("CHANGEFLOW_LAMBDA_RUNTIME") or "in-process"
+        if self.lambda_runtime not in ("in-process", "emulator"):
+            raise ValueError(f"Lambda runtime {self.lambda_runtime!r}: expected in-process or emulator")
         self._mock = None
         self.lambdas: LambdaService | None = None
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
