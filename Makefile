@@ -20,6 +20,16 @@ CFNGUARD_STAMP := $(CFNGUARD_DIR)/.installed-$(CFNGUARD_VERSION)
 # package is installed once (the rule is skipped when the file exists). Never `playwright install`.
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# The Lambda runtime without Docker (changeflow local invoke, --lambda-runtime emulator): a venv on Lambda's
+# python3.13 (pyenv's newest 3.13.x, else python3.13 on PATH, else $(PYTHON)) with the runtime interface
+# client, boto3 (which the Lambda runtime provides) and, in opt/python, the layer's requirements installed
+# as sam build installs them (--no-deps). The emulator itself ships inside aws-sam-cli.
+LAMBDA_VENV := .venv-lambda
+LAMBDA_STAMP := $(LAMBDA_VENV)/.installed
+AWSLAMBDARIC_VERSION := 4.2.2
+LAMBDA_PYTHON ?= $(shell v=$$(pyenv versions --bare 2>/dev/null | grep -E '^3\.13(\.[0-9]+)?$$' | sort -V | tail -1); \
+	if [ -n "$$v" ]; then PYENV_VERSION=$$v pyenv which python; \
+	else command -v python3.13 || command -v $(PYTHON); fi)
 # This machine has Python 3.11; Lambda runs python3.13 (the template's default). Builds here override it.
 LOCAL_RUNTIME ?= python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 
@@ -27,13 +37,24 @@ export SAM_CLI_TELEMETRY := 0
 export SAM_CLI_DISABLE_VERSION_CHECK := 1
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: run test test-files test-fast lint build bench cost reliability clean setup
+.PHONY: run test test-files test-fast test-emulator lint build bench cost reliability clean setup lambda-runtime
 
-setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM)
+setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
+
+lambda-runtime: $(LAMBDA_STAMP)
+
+$(LAMBDA_STAMP): layers/core/requirements.txt
+	rm -rf $(LAMBDA_VENV)
+	$(LAMBDA_PYTHON) -m venv $(LAMBDA_VENV)
+	$(LAMBDA_VENV)/bin/pip install --quiet --disable-pip-version-check "awslambdaric==$(AWSLAMBDARIC_VERSION)" boto3
+	$(LAMBDA_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps \
+		--target $(LAMBDA_VENV)/opt/python -r layers/core/requirements.txt
+	$(LAMBDA_VENV)/bin/python -c 'import sys; print("Lambda runtime venv: python%d.%d" % sys.version_info[:2])'
+	touch $@
 
 $(STAMP): pyproject.toml
 	@echo "changeflow: setting up $(VENV) (once, and again when pyproject.toml changes): boto3, moto, Powertools,"
@@ -71,9 +92,14 @@ run: $(STAMP)
 
 # The security checks first (make lint), then every test, in a random order (modules shuffled, and the
 # tests within each): a test that needs another to run first fails here. The seed is printed in pytest's
-# header; `.venv/bin/pytest --random-order-seed=N` replays an order.
+# header; `.venv/bin/pytest --random-order-seed=N` replays an order. Then the workflow suite again with every
+# handler in the Lambda runtime (make test-emulator runs the guarantees suite that way too: longer).
 test: lint
 	$(BIN)/pytest --random-order
+	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest -q tests/test_workflow.py
+
+test-emulator: $(STAMP) $(LAMBDA_STAMP)
+	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_guarantees.py
 
 # Each test file on its own, in its own process (CI runs it after make test): a file that needs another
 # file's fixtures, imports or leftovers fails here. It runs the suite a second time: see the README.
@@ -99,12 +125,13 @@ build: $(STAMP)
 # Measurements for the README (none is a timed assertion in the tests): each benchmark writes its JSON
 # to build/bench/, and benchmarks/readme_tables.py renders its tables (build/bench/*.md, dated) into the
 # README's marked blocks, so the README says what was measured and when.
-bench: $(STAMP)
+bench: $(STAMP) $(LAMBDA_STAMP)
 	@mkdir -p build/bench
 	$(BIN)/python benchmarks/embedded_vs_direct.py --json > build/bench/embedded_vs_direct.json.tmp
 	mv build/bench/embedded_vs_direct.json.tmp build/bench/embedded_vs_direct.json
 	$(BIN)/python benchmarks/readme_tables.py build/bench/embedded_vs_direct.json
 	$(BIN)/python benchmarks/api_front.py
+	$(BIN)/python benchmarks/runtime.py
 
 cost: $(STAMP)
 	@mkdir -p build/bench
@@ -116,4 +143,4 @@ reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis

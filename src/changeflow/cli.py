@@ -24,7 +24,7 @@ from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionE
 from changeflow_core.errors import ValidationError
 from changeflow_core.validation import check_request_size
 
-from . import report
+from . import report, runtime
 from .client import Changeflow, Execution
 from .template import TemplateError
 
@@ -173,7 +173,8 @@ def cmd_run(args) -> int:
     from .embedded import EmbeddedStack
 
     changes = load_changes(args.files)
-    with EmbeddedStack(parameters=parse_params(args.param), time_scale=args.time_scale) as stack:
+    with EmbeddedStack(parameters=parse_params(args.param), time_scale=args.time_scale,
+                       lambda_runtime=args.lambda_runtime) as stack:
         client = Changeflow.for_embedded(stack)
         results = submit_all(client, changes, args.concurrency, progress=not args.json)
         entities = {e: client.entity(e) for e in touched_entities(changes)}
@@ -329,7 +330,7 @@ def cmd_serve(args) -> int:
             except OSError as exc:
                 raise ToolFailure(f"port {args.port} on 127.0.0.1 is taken ({exc.strerror}): "
                                   "pass --port PORT, or --port 0 for a free one") from exc
-    serve(port=args.port, parameters=parameters, time_scale=args.time_scale)
+    serve(port=args.port, parameters=parameters, time_scale=args.time_scale, lambda_runtime=args.lambda_runtime)
     return OK
 
 
@@ -386,6 +387,8 @@ EXIT_HELP = {
         EXIT_2,
         EXIT_3_REMOTE + "; an execution ended with an error the workflow does not name, TIMED_OUT or "
         "ABORTED, or was still running after --timeout"),
+    "local": _exit_help("0  the function ran (see `changeflow local invoke --help`: as sam local invoke)",
+                        "1  it could not be run", "2  bad command line"),
     "console": _exit_help("0  stopped with Ctrl-C or SIGTERM", EXIT_2, "3  the port is taken, or the endpoint or "
                           "stack cannot be reached"),
     "versions": _exit_help("0  the entity's versions were printed", "1  no such entity", EXIT_2, EXIT_3_REMOTE),
@@ -423,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="multiply Wait and retry back-off times (default %(default)s)")
     run.add_argument("--history", action="append", default=[], metavar="EXECUTION",
                      help="also print the execution history of this execution of the run, by name (repeatable)")
+    runtime.add_lambda_runtime_option(run)
     run.set_defaults(func=cmd_run)
 
     demo = command("demo", "the demonstration (make run): every path on the embedded stack",
@@ -445,7 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a template parameter, e.g. HistoryRetentionVersions=2 (repeatable)")
     serve.add_argument("--time-scale", type=FACTOR, default=1.0, metavar="FACTOR",
                        help="multiply Wait and retry back-off times (default %(default)s: real time)")
+    runtime.add_lambda_runtime_option(serve)
     serve.set_defaults(func=cmd_serve)
+    runtime.add_commands(command)  # changeflow local invoke
 
     def remote(name: str, help_text: str, description: str | None = None):
         sub = command(name, help_text, description)

@@ -56,6 +56,7 @@ class EmbeddedStack:
         stack_name: str = "changeflow",
         function_env: dict[str, str] | None = None,
         caches: bool = True,
+        lambda_runtime: str | None = None,
     ):
         self.root = Path(root) if root else project_root()
         self.region = region
@@ -63,6 +64,10 @@ class EmbeddedStack:
         self.time_scale = time_scale
         self.function_env = {**EMBEDDED_FUNCTION_ENV, **(function_env or {})}
         self.caches = caches
+        # "in-process" (the default) or "emulator" (changeflow.runtime); CHANGEFLOW_LAMBDA_RUNTIME sets the default
+        self.lambda_runtime = lambda_runtime or os.environ.get("CHANGEFLOW_LAMBDA_RUNTIME") or "in-process"
+        if self.lambda_runtime not in ("in-process", "emulator"):
+            raise ValueError(f"Lambda runtime {self.lambda_runtime!r}: expected in-process or emulator")
         self._mock = None
         self.lambdas: LambdaService | None = None
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
@@ -91,6 +96,10 @@ class EmbeddedStack:
         self._mock.start()
         moto_patches.forget_terminations()
         try:
+            if self.lambda_runtime == "emulator":
+                from .runtime import EmulatorRuntime
+
+                self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
             self._create_tables()
             self._create_queues_and_buses()
             self._register_functions()
@@ -104,6 +113,9 @@ class EmbeddedStack:
         return self
 
     def stop(self) -> None:
+        if self.lambdas is not None and self.lambdas.runtime is not None:
+            self.lambdas.runtime.stop()
+            self.lambdas.runtime = None
         if self._mock is not None:
             self._mock.stop()
             self._mock = None

@@ -197,6 +197,8 @@ class LambdaService:
         # its own process), so in one process invocations take turns. Executions still interleave
         # between steps, and every DynamoDB request is atomic, which is what the guarantees rest on.
         self.invoke_lock = threading.RLock()
+        # ``--lambda-runtime emulator``: a changeflow.runtime.EmulatorRuntime runs every invocation instead
+        self.runtime = None
         for layer in layer_dirs:
             if str(layer) not in sys.path:
                 sys.path.insert(0, str(layer))
@@ -212,6 +214,8 @@ class LambdaService:
 
     def load(self, function: Function) -> None:
         """Import the handler's module (its cold start) with the function's environment in place."""
+        if self.runtime is not None:
+            return self.runtime.warm(function)
         if function.module is not None:
             return
         path = function.code_dir / (function.handler.rsplit(".", 1)[0].replace(".", "/") + ".py")
@@ -246,6 +250,8 @@ class LambdaService:
 
     def invoke(self, function: Function, event: Any) -> tuple[Any, bool]:
         """Run the handler as Lambda would: ``(payload, function_error)``. Raises LambdaServiceError."""
+        if self.runtime is not None:
+            return self.runtime.invoke(function, event, self.fault_hook)
         self.load(function)
         context = LambdaContext(function.name, function.arn, function.memory_mb, function.timeout_s * 1000)
         with self.invoke_lock:
