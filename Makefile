@@ -23,7 +23,14 @@ export SAM_CLI_TELEMETRY := 0
 export SAM_CLI_DISABLE_VERSION_CHECK := 1
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: run test test-fast lint build bench cost reliability clean setup
+# A second opinion on the ASL (make diff-asl): LocalStack's interpreter in its own python3.13 virtualenv
+# (it needs Python >= 3.12), pinned: its in-process seams are private.
+ASL_VENV := .venv-asl
+ASL_PYTHON ?= $(shell PYENV_VERSION=3.13.0 pyenv exec python -c 'import sys; print(sys.executable)' 2>/dev/null || command -v python3.13)
+ASL_PACKAGES := localstack-core==2026.3.0 rolo==0.8.9 JPype1==1.7.1 moto[server]==5.2.5
+ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
+
+.PHONY: run test test-fast lint build bench cost reliability clean setup diff-asl
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP)
 
@@ -56,9 +63,24 @@ $(CFNGUARD_STAMP):
 run: $(STAMP)
 	$(BIN)/changeflow demo
 
-# The security checks first (make lint), then every test.
+# The security checks first (make lint), then every test, then the second interpreter's opinion on the ASL.
 test: lint
 	$(BIN)/pytest
+	$(MAKE) --no-print-directory diff-asl
+
+$(ASL_STAMP): pyproject.toml
+	@test -n "$(ASL_PYTHON)" || { echo "make diff-asl: no Python 3.13 (pyenv 3.13.0 or python3.13) on this machine" >&2; exit 1; }
+	@echo "Setting up $(ASL_VENV) (python3.13, LocalStack's ASL interpreter, ~360 MB, about a minute)..."
+	rm -rf $(ASL_VENV)
+	$(ASL_PYTHON) -m venv $(ASL_VENV)
+	$(ASL_VENV)/bin/pip install --quiet --disable-pip-version-check $(ASL_PACKAGES)
+	$(ASL_VENV)/bin/pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+# The same change requests through moto's and LocalStack's interpreters, with the real handlers; an
+# unexplained difference (tests/asl_known_differences.json) or a result against the design fails.
+diff-asl: $(ASL_STAMP)
+	$(ASL_VENV)/bin/python -m changeflow.diffasl
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"
@@ -83,4 +105,4 @@ reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) $(ASL_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis
