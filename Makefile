@@ -37,7 +37,14 @@ export SAM_CLI_TELEMETRY := 0
 export SAM_CLI_DISABLE_VERSION_CHECK := 1
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: run test test-files test-fast test-emulator lint build bench cost reliability clean setup lambda-runtime
+# A second opinion on the ASL (make diff-asl): LocalStack's interpreter in its own python3.13 virtualenv
+# (it needs Python >= 3.12), pinned: its in-process seams are private.
+ASL_VENV := .venv-asl
+ASL_PYTHON ?= $(LAMBDA_PYTHON)
+ASL_PACKAGES := localstack-core==2026.3.0 rolo==0.8.9 JPype1==1.7.1 moto[server]==5.2.5
+ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
+
+.PHONY: run test test-files test-fast test-emulator lint build bench cost reliability clean setup lambda-runtime diff-asl
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
 
@@ -93,10 +100,26 @@ run: $(STAMP)
 # The security checks first (make lint), then every test, in a random order (modules shuffled, and the
 # tests within each): a test that needs another to run first fails here. The seed is printed in pytest's
 # header; `.venv/bin/pytest --random-order-seed=N` replays an order. Then the workflow suite again with every
-# handler in the Lambda runtime (make test-emulator runs the guarantees suite that way too: longer).
+# handler in the Lambda runtime (make test-emulator runs the guarantees suite that way too: longer), then the
+# second interpreter's opinion on the ASL (make diff-asl).
 test: lint
 	$(BIN)/pytest --random-order
 	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest -q tests/test_workflow.py
+	$(MAKE) --no-print-directory diff-asl
+
+$(ASL_STAMP): pyproject.toml
+	@$(ASL_PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "make diff-asl: LocalStack's interpreter needs Python >= 3.12; no python3.13 found (pyenv or PATH)" >&2; exit 1; }
+	@echo "Setting up $(ASL_VENV) (python3.13, LocalStack's ASL interpreter, ~360 MB, about a minute)..."
+	rm -rf $(ASL_VENV)
+	$(ASL_PYTHON) -m venv $(ASL_VENV)
+	$(ASL_VENV)/bin/pip install --quiet --disable-pip-version-check $(ASL_PACKAGES)
+	$(ASL_VENV)/bin/pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+# The same change requests through moto's and LocalStack's interpreters, with the real handlers; an
+# unexplained difference (tests/asl_known_differences.json) or a result against the design fails.
+diff-asl: $(ASL_STAMP)
+	$(ASL_VENV)/bin/python -m changeflow.diffasl
 
 test-emulator: $(STAMP) $(LAMBDA_STAMP)
 	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_guarantees.py
@@ -143,4 +166,4 @@ reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) $(ASL_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis
