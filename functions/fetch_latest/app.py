@@ -1,20 +1,25 @@
-"""Step 1, fetch-latest: validate the change request, then read the entity's latest state consistently.
+"""Step 1, fetch-latest: validate the change request (or, after a back-off, take the change from the
+state), read the entity's latest state consistently, and decide. A stale change ends here.
 
-Input: ``{"request": <change request>, "execution": {"id", "name", "startTime"}}``.
-Output: ``{"change": <normalised change>, "latest": <state or null>, "content": <rollback content or null>}``.
-Raises ``ValidationError`` (nothing is written by any later step) or ``NotFound`` (rollback target).
+Input: ``{"request": <change request>, "execution": {"id", "name", "startTime"}}``, or after a back-off
+``{"change", "content", "attempt", "error"}``.
+Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``.
+Raises ``ValidationError`` or ``NotFound`` (nothing is written by any later step), ``ChangeIsStale``
+(the report step returns the outcome), ``VersionConflict`` or ``LatestWriteFailed`` (attempts spent).
 """
 
 import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import items, model, observe, store
+from changeflow_core import model, observe, steps
+from changeflow_core.decisions import ChangeIsStale
 from changeflow_core.errors import ValidationError
-from changeflow_core.validation import validate_request
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
+WRITERS = {model.PUT: os.environ["UPDATE_LATEST_FUNCTION_ARN"], model.ROLLBACK: os.environ["UPDATE_LATEST_FUNCTION_ARN"],
+           model.DELETE: os.environ["DELETE_TOMBSTONE_FUNCTION_ARN"]}
 
 logger = Logger()
 tracer = Tracer()
@@ -26,21 +31,21 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
-    logger.append_keys(execution=event["execution"]["name"])
+    first = "request" in event
     try:
-        change = validate_request(event["request"], event["execution"])
+        fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event, WRITERS)
     except ValidationError:
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise
-    logger.append_keys(entityId=change.entityId, changeId=change.changeId)
-    observe.annotate(tracer, change.entityId)
-    observe.count(metrics, observe.CHANGES_RECEIVED, change.operation)
-
-    latest = store.fetch_latest_state(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change.entityId)
-    content = None
-    if change.operation == model.ROLLBACK:
-        content = store.rollback_content(dynamodb, HISTORY_TABLE_NAME, change.entityId, change.toVersion)
-    items.check_item_size(change, event["request"].get("attributes", content))
-
-    logger.info("fetched", extra={"latestVersion": latest["version"] if latest else 0})
-    return {"change": change.to_json(), "latest": latest, "content": content}
+    except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
+        if first:
+            observe.count(metrics, observe.CHANGES_RECEIVED, stale.result["operation"])
+        observe.record_outcome(tracer, metrics, stale.result, stale.result)
+        raise
+    change = fetched["change"]
+    logger.append_keys(entityId=change["entityId"], changeId=change["changeId"], attempt=fetched["attempt"])
+    observe.annotate(tracer, change["entityId"])
+    if first:
+        observe.count(metrics, observe.CHANGES_RECEIVED, change["operation"])
+    logger.info("fetched", extra={"latestVersion": (fetched["latest"] or {}).get("version", 0)})
+    return fetched
