@@ -38,10 +38,10 @@ def test_first_put_creates_version_1_and_its_history_item(cf):
     entity = cf.entity("doc#1")
     assert entity["latest"]["version"] == 1 and entity["latest"]["attributes"] == {"color": "red"}
     assert [v["version"] for v in entity["versions"]] == [1]
+    # in four state transitions (issue 11): one Lambda step each, no Pass or Choice state
     assert states_entered(cf, execution) == [
-        "Take the change request", "Fetch the latest version", "Which operation is it?",
-        "Write the new latest version", "What did the write do?", "Record the version in history",
-        "Tag versions for expiry", "Report the result",
+        "Fetch the latest version", "Write the new latest version", "Record the version in history",
+        "Tag versions for expiry",
     ]
 
 
@@ -67,7 +67,8 @@ def test_older_change_is_stale_and_writes_nothing(cf):
     execution = cf.submit(put(at=T0 + 50, change="old", v="old"))
     assert execution.output["outcome"] == "stale" and execution.output["version"] == 1
     assert cf.entity("doc#1") == before
-    assert "Record the version in history" not in states_entered(cf, execution)
+    # in two state transitions: the fetch step decides, the report step answers; no write step runs
+    assert states_entered(cf, execution) == ["Fetch the latest version", "Report the stale change"]
 
 
 def test_equal_timestamps_are_accepted(cf):
@@ -100,7 +101,7 @@ def test_expected_version_not_current_fails_at_once_with_version_conflict(cf):
     assert "version 1, not the expected 0" in execution.cause
     assert cf.entity("doc#1") == before
     # at once: no loop through the back-off
-    assert "Back off before reading again" not in states_entered(cf, execution)
+    assert states_entered(cf, execution) == ["Fetch the latest version", "Report the version conflict"]
 
 
 def test_expected_version_that_is_current_applies(cf):
@@ -112,7 +113,8 @@ def test_delete_writes_a_tombstone_version_that_keeps_the_timestamp_and_expires(
     cf.submit(put(at=T0, color="red"))
     execution = cf.submit({"entityId": "doc#1", "operation": "delete", "effectiveAt": T0 + 10})
     assert execution.output["outcome"] == "applied" and execution.output["version"] == 2
-    assert "Write a tombstone" in states_entered(cf, execution)
+    written = events_of(cf, execution, "TaskScheduled")[1]["taskScheduledEventDetails"]["parameters"]
+    assert "DeleteTombstoneFunction" in json.loads(written)["FunctionName"]  # the writer the fetch step chose
     entity = cf.entity("doc#1")
     latest = entity["latest"]
     assert latest["deleted"] is True and latest["attributes"] == {} and latest["effectiveAt"] == T0 + 10
@@ -171,7 +173,7 @@ def test_retention_of_k_versions_tags_version_n_minus_k(make_stack):
     for i in range(4):
         execution = cf.submit(put(at=T0 + i, n=i))
     ttl_exits = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
-    assert json.loads(ttl_exits["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == 2
+    assert json.loads(ttl_exits["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == [2]
     raw = {v["version"]: v["expiresAt"] for v in cf.entity("doc#1")["versions"]}
     assert raw[1] is not None and raw[2] is not None  # written at 3 and 4: n-K
     assert raw[3] is None and raw[4] is None
@@ -217,7 +219,7 @@ def test_invalid_request_fails_with_validation_error_naming_the_field_and_writes
     failed = events_of(cf, execution, "TaskFailed")[0]["taskFailedEventDetails"]
     assert failed["error"] == "ValidationError"  # visible in the execution history
     entered = states_entered(cf, execution)
-    assert entered[-1] == "Reject the invalid request" and "Write the new latest version" not in entered
+    assert entered == ["Fetch the latest version", "Reject the invalid request"]  # two transitions
     assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
 
 
@@ -238,7 +240,7 @@ def interfering(stack, cf, times):
     counter = iter(range(1, times + 1))
 
     def hook(function, event, invoke):
-        if function.logical_id == "UpdateLatestFunction" and event["fetched"]["change"]["changeId"] == "mine":
+        if function.logical_id == "UpdateLatestFunction" and event["change"]["changeId"] == "mine":
             n = next(counter, None)
             if n is not None:
                 another_writer(cf, f"other-{n}")
@@ -256,9 +258,11 @@ def test_conflicting_writer_loops_back_through_a_fresh_read(stack, cf):
         execution = cf.submit(put(at=T0, change="mine", v="mine"))
     # THEN it conflicts three times, reads again after a jittered wait each time, and then applies
     entered = states_entered(cf, execution)
-    assert entered.count("Count a conflict") == 3
+    assert entered.count("Draw a back-off") == 3
     assert entered.count("Back off before reading again") == 3
-    assert entered.count("Fetch the latest version") == 4
+    assert entered.count("Fetch the latest version again") == 3
+    conflicts = [e["taskFailedEventDetails"]["error"] for e in events_of(cf, execution, "TaskFailed")]
+    assert conflicts == ["WriteConflict"] * 3  # named in the history, routed by a Catch
     assert execution.output["outcome"] == "applied" and execution.output["version"] == 5
     assert [v["version"] for v in cf.entity("doc#1")["versions"]] == [1, 2, 3, 4, 5]
 
@@ -271,7 +275,9 @@ def test_conflicts_beyond_the_bound_fail_with_version_conflict(stack, cf):
         execution = cf.submit(put(at=T0, change="mine"))
     assert execution.status == "FAILED" and execution.error == "VersionConflict"
     entered = states_entered(cf, execution)
-    assert entered.count("Count a conflict") == 10 and entered[-1] == "Report the version conflict"
+    # ten conditional writes, nine back-offs between them, then the named failure at once
+    assert entered.count("Write the new latest version") == 10 and entered.count("Draw a back-off") == 9
+    assert entered[-1] == "Report the version conflict"
     versions = [v["changeId"] for v in cf.entity("doc#1")["versions"]]
     assert "mine" not in versions and versions == ["base"] + [f"other-{i}" for i in range(1, 11)]
 
@@ -365,7 +371,7 @@ def test_lost_response_of_the_v0_write_is_recovered_by_a_fresh_read(stack, cf):
         execution = cf.submit(put(at=T0, v=1))
     assert execution.output["outcome"] == "duplicate" and execution.output["version"] == 1
     entered = states_entered(cf, execution)
-    assert "Count a write of unknown outcome" in entered and "Record the version in history" in entered
+    assert "Draw a back-off" in entered and "Record the version in history" in entered
     entity = cf.entity("doc#1")
     assert [v["version"] for v in entity["versions"]] == [1] and entity["latest"]["version"] == 1
 
@@ -378,3 +384,69 @@ def test_workflow_inputs_in_events_run_as_documented(cf):
     invalid = cf.submit(load_event("workflow/invalid.json"))
     assert invalid.error == "ValidationError"
     assert [v["operation"] for v in cf.entity("user#1001")["versions"]] == ["put", "delete", "rollback"]
+
+
+# --- issue 9 item 5: one maximum request size; no state ever over Step Functions' 256 KiB --------------
+STATE_LIMIT = 256 * 1024  # AWS: "Maximum input or output size for a task, state, or execution", UTF-8 bytes
+
+
+def largest_state(cf, execution):
+    """The largest state input/output, task parameters or task result in the execution's history."""
+    sizes = [0]
+    for event in cf.history(execution.arn):
+        for key, details in event.items():
+            if key.endswith("EventDetails") and isinstance(details, dict):
+                sizes += [len(details[field].encode("utf-8")) for field in ("input", "output", "parameters")
+                          if isinstance(details.get(field), str)]
+    return max(sizes)
+
+
+def padded_put(size, entity="big#1", at=T0, change="big-1"):
+    """A put whose request (compact UTF-8 JSON, as validation counts it) is exactly ``size`` bytes."""
+    from changeflow_core.validation import request_size
+
+    request = {"entityId": entity, "operation": "put", "attributes": {"body": ""}, "effectiveAt": at,
+               "changeId": change, "actor": "a" * 256, "reason": "r" * 1024}
+    request["attributes"]["body"] = "x" * (size - request_size(request))
+    assert request_size(request) == size
+    return request
+
+
+def test_the_largest_allowed_put_and_a_rollback_to_it_apply_with_every_state_under_256_kib(cf):
+    from changeflow_core.validation import MAX_REQUEST_BYTES
+
+    # GIVEN a put of exactly the maximum request size, then another version, then a rollback to the first
+    largest = cf.submit(padded_put(MAX_REQUEST_BYTES))
+    assert largest.output["outcome"] == "applied", (largest.error, largest.cause)
+    cf.submit(put(entity="big#1", at=T0 + 1, v="small"))
+    rollback = cf.submit({"entityId": "big#1", "operation": "rollback", "toVersion": 1, "effectiveAt": T0 + 2,
+                          "changeId": "big-rollback", "actor": "a" * 256, "reason": "r" * 1024})
+    assert rollback.output == {**rollback.output, "outcome": "applied", "version": 3}
+    # THEN no state input or output, task parameters or task result came near States.DataLimitExceeded
+    for execution in (largest, rollback):
+        assert MAX_REQUEST_BYTES < largest_state(cf, execution) <= STATE_LIMIT
+    assert cf.entity("big#1")["versions"][2]["attributes"] == cf.entity("big#1")["versions"][0]["attributes"]
+
+
+def test_one_byte_over_the_maximum_request_size_is_a_validation_error_and_writes_nothing(cf):
+    from changeflow_core.validation import MAX_REQUEST_BYTES
+
+    execution = cf.submit(padded_put(MAX_REQUEST_BYTES + 1))
+    assert execution.status == "FAILED" and execution.error == "ValidationError"
+    assert json.loads(execution.cause)["errorMessage"].startswith("request:")
+    assert states_entered(cf, execution) == ["Fetch the latest version", "Reject the invalid request"]
+    assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
+
+
+def test_attributes_that_grow_past_the_limit_as_dynamodb_json_are_refused_before_anything_is_written(cf):
+    # a list of small numbers is 2 bytes an element in the request but ~10 as DynamoDB JSON, the form
+    # the workflow carries: refused by name at the fetch step, not States.DataLimitExceeded later
+    from changeflow_core.validation import MAX_REQUEST_BYTES, request_size
+
+    request = put(entity="dense#1", at=T0, numbers=[1] * (MAX_REQUEST_BYTES // 8))
+    assert request_size(request) < MAX_REQUEST_BYTES
+    execution = cf.submit(request)
+    assert execution.status == "FAILED" and execution.error == "ValidationError"
+    assert "as DynamoDB JSON" in json.loads(execution.cause)["errorMessage"]
+    assert largest_state(cf, execution) <= STATE_LIMIT
+    assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0

@@ -31,21 +31,19 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
-    first = "request" in event
     try:
-        fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event, WRITERS)
+        change, content, attempt = steps.take(event)
     except ValidationError:
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise
+    logger.append_keys(entityId=change.entityId, changeId=change.changeId, attempt=attempt)
+    observe.annotate(tracer, change.entityId)
+    observe.count(metrics, observe.CHANGES_RECEIVED if attempt == 1 else observe.CHANGES_FETCHED_AGAIN, change.operation)
+
+    try:
+        fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt, WRITERS)
     except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
-        if first:
-            observe.count(metrics, observe.CHANGES_RECEIVED, stale.result["operation"])
         observe.record_outcome(tracer, metrics, stale.result, stale.result)
         raise
-    change = fetched["change"]
-    logger.append_keys(entityId=change["entityId"], changeId=change["changeId"], attempt=fetched["attempt"])
-    observe.annotate(tracer, change["entityId"])
-    if first:
-        observe.count(metrics, observe.CHANGES_RECEIVED, change["operation"])
     logger.info("fetched", extra={"latestVersion": (fetched["latest"] or {}).get("version", 0)})
     return fetched

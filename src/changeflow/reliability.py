@@ -21,6 +21,7 @@ from typing import Any
 from .client import Changeflow, Execution
 from .faults import THROTTLE_CODES, Injector
 from .integrity import verify
+from changeflow_core.model import RECENT_CHANGE_IDS
 
 def _named_errors() -> set[str]:
     """The errors the workflow names, read from the ASL file."""
@@ -287,13 +288,14 @@ class Model:
             return "SUCCEEDED", "duplicate"
         if latest and request["effectiveAt"] < latest["effectiveAt"]:
             return "SUCCEEDED", "stale"
-        same_time = latest is not None and latest["effectiveAt"] == request["effectiveAt"]
         version = len(self.versions) + 1
         deleted = request["operation"] == "delete"
+        remembered = {**(latest["changeIds"] if latest else {}), request["changeId"]: version}
         self.latest = {
             "version": version, "effectiveAt": request["effectiveAt"], "changeId": request["changeId"],
             "deleted": deleted, "attributes": {} if deleted else dict(content),
-            "changeIds": {**(latest["changeIds"] if same_time else {}), request["changeId"]: version},
+            # the ids of the last RECENT_CHANGE_IDS changes applied, whatever their effectiveAt
+            "changeIds": dict(sorted(remembered.items(), key=lambda kv: kv[1])[-RECENT_CHANGE_IDS:]),
         }
         self.versions.append({k: v for k, v in self.latest.items() if k != "changeIds"})
         return "SUCCEEDED", "applied"

@@ -47,24 +47,30 @@ def check_carried_size(content: dict | None) -> None:
                                             f"over the {MAX_REQUEST_BYTES}-byte request limit")
 
 
-def fetch(client, table: str, history_table: str, event: dict[str, Any], writers: dict[str, str]) -> dict[str, Any]:
-    """Validate the request (first time) or take the change from the state (after a back-off), read
-    ``v0`` consistently and decide. A stale change ends here (``ChangeIsStale``); the result names the
-    function that writes ``v0`` for this operation (the state machine calls it by that name)."""
+def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
+    """``(change, content, attempt)``: the request validated (first time), or the change the first fetch
+    validated, taken from the state after a back-off (``VersionConflict`` / ``LatestWriteFailed`` once the
+    attempts are spent). A put's content becomes DynamoDB JSON here, once."""
     if "request" in event:
         request = event["request"]
         change = validate_request(request, event["execution"])
-        content, attempt = None, 1
-        if change.operation == model.PUT:
-            content = items.to_wire(validate_attributes(request["attributes"]))
-    else:
-        change, content, attempt = Change.from_json(event["change"]), event.get("content"), event["attempt"]
-        if attempt > MAX_ATTEMPTS:
-            last = event.get("error") or {}
-            if last.get("Error") == "WriteConflict":
-                raise VersionConflict(f"entity {change.entityId!r} kept changing through {MAX_ATTEMPTS} attempts")
-            raise LatestWriteFailed(f"the v0 write failed {MAX_ATTEMPTS} times; last: {last.get('Error')}: "
-                                    f"{str(last.get('Cause'))[:1000]}")
+        content = items.to_wire(validate_attributes(request["attributes"])) if change.operation == model.PUT else None
+        return change, content, 1
+    change, content, attempt = Change.from_json(event["change"]), event.get("content"), event["attempt"]
+    if attempt > MAX_ATTEMPTS:
+        last = event.get("error") or {}
+        if last.get("Error") == "WriteConflict":
+            raise VersionConflict(f"entity {change.entityId!r} kept changing through {MAX_ATTEMPTS} attempts")
+        raise LatestWriteFailed(f"the v0 write failed {MAX_ATTEMPTS} times; last: {last.get('Error')}: "
+                                f"{str(last.get('Cause'))[:1000]}")
+    return change, content, attempt
+
+
+def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,
+          writers: dict[str, str]) -> dict[str, Any]:
+    """Read ``v0`` consistently (and a rollback's source version) and decide. A stale change ends here
+    (``ChangeIsStale``); the result names the function that writes ``v0`` for this operation (the state
+    machine calls it by that name)."""
     latest = store.fetch_latest_state(client, table, history_table, change.entityId)
     if change.operation == model.ROLLBACK and content is None:
         content = rollback_content(client, history_table, change.entityId, change.toVersion)
