@@ -450,3 +450,102 @@ def test_attributes_that_grow_past_the_limit_as_dynamodb_json_are_refused_before
     assert "as DynamoDB JSON" in json.loads(execution.cause)["errorMessage"]
     assert largest_state(cf, execution) <= STATE_LIMIT
     assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
+
+
+# --- issue 9 item 6: a change id reused with a newer effectiveAt ------------------------------------------
+def test_a_change_id_reused_with_a_newer_effective_at_is_a_duplicate_and_writes_nothing(cf):
+    # GIVEN c1@1000 and c2@1500 applied
+    cf.submit(put(at=1000, change="c1", v=1))
+    cf.submit(put(at=1500, change="c2", v=2))
+    before = cf.entity("doc#1")
+    # WHEN c1 comes again with a newer effectiveAt (a client retry that took a new default time, a replay)
+    again = cf.submit(put(at=2000, change="c1", v=1))
+    # THEN it is answered with the version c1 wrote, and nothing is written
+    assert again.output == {**again.output, "outcome": "duplicate", "version": 1, "effectiveAt": 2000}
+    assert cf.entity("doc#1") == before
+
+
+def test_a_change_id_reused_after_v0_forgot_it_writes_again_and_verify_reports_it(cf):
+    from changeflow import integrity
+    from changeflow_core.model import RECENT_CHANGE_IDS
+
+    # GIVEN c1, then as many other changes as v0 remembers ids
+    cf.submit(put(at=1000, change="c1", v=1))
+    for i in range(RECENT_CHANGE_IDS):
+        cf.submit(put(at=1001 + i, change=f"other-{i}", v=i))
+    assert integrity.verify(cf, "doc#1").ok
+    # WHEN c1 is reused at a newer time: outside the documented window it is a new change
+    again = cf.submit(put(at=5000, change="c1", v="again"))
+    assert again.output["outcome"] == "applied" and again.output["version"] == RECENT_CHANGE_IDS + 2
+    # THEN verify reports the change that wrote two versions, though they are not neighbours
+    problems = integrity.verify(cf, "doc#1").problems
+    assert f"change 'c1' wrote versions 1 and {RECENT_CHANGE_IDS + 2}" in problems
+
+
+# --- issue 9 item 4: every execution ends in an outcome or a named error ------------------------------
+def always_failing(logical_id):
+    def hook(function, event, invoke):
+        if function.logical_id == logical_id:
+            from changeflow.lambdas import LambdaServiceError
+            raise LambdaServiceError()
+        return invoke()
+    return hook
+
+
+def test_a_tag_step_that_keeps_failing_still_reports_the_applied_change_and_repair_tags_it(make_stack):
+    from changeflow import integrity
+    from changeflow.client import Changeflow
+    from changeflow.lambdas import fault_hook
+
+    stack = make_stack(HistoryRetentionVersions="1", HistoryRetentionDays="30")
+    cf = Changeflow.for_embedded(stack)
+    cf.submit(put(at=T0, change="c1", v=1))
+    # GIVEN the tag step's Lambda fails on every try (Lambda.ServiceException, seven times)
+    with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
+        execution = cf.submit(put(at=T0 + 1, change="c2", v=2))
+    # THEN the change is reported applied (v0 and history are written), not an unnamed failure
+    assert execution.status == "SUCCEEDED"
+    assert execution.output == {"entityId": "doc#1", "operation": "put", "outcome": "applied", "version": 2,
+                                "changeId": "c2", "effectiveAt": T0 + 1}
+    assert states_entered(cf, execution)[-1] == "Report the result without the expiry tag"
+    # AND verify finds version 1 left untagged, and repair tags it
+    assert "versions outside the retention window without an expiry: [1]" in integrity.verify(cf, "doc#1").problems
+    done, cannot = integrity.repair(cf, "doc#1")
+    assert done == ["tagged version 1 for expiry"] and cannot == []
+    assert cf.entity("doc#1")["versions"][0]["expiresAt"] is not None
+
+
+def test_a_missed_expiry_tag_is_healed_by_the_next_change(make_stack):
+    from changeflow import integrity
+    from changeflow.client import Changeflow
+    from changeflow.lambdas import fault_hook
+
+    stack = make_stack(HistoryRetentionVersions="1", HistoryRetentionDays="30")
+    cf = Changeflow.for_embedded(stack)
+    cf.submit(put(at=T0, change="c1", v=1))
+    with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
+        cf.submit(put(at=T0 + 1, change="c2", v=2))
+    # WHEN the next change runs: it tags version 2 (n-K) and heals version 1 (n-K-1), two updates
+    execution = cf.submit(put(at=T0 + 2, change="c3", v=3))
+    tag = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
+    assert json.loads(tag["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == [2, 1]
+    assert integrity.verify(cf, "doc#1").ok
+
+
+def test_a_fetch_step_that_keeps_failing_ends_in_a_named_error_and_writes_nothing(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    with fault_hook(stack.lambdas, always_failing("FetchLatestFunction")):
+        execution = cf.submit(put(at=T0, v=1))
+    assert execution.status == "FAILED" and execution.error == "LatestReadFailed"
+    assert len(events_of(cf, execution, "LambdaFunctionFailed") + events_of(cf, execution, "TaskFailed")) == 6
+    assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
+
+
+def test_a_stale_report_that_keeps_failing_ends_in_a_named_error(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    cf.submit(put(at=T0 + 10, change="new", v=1))
+    with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
+        execution = cf.submit(put(at=T0, change="old", v=0))
+    assert execution.status == "FAILED" and execution.error == "ReportFailed"
