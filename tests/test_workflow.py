@@ -549,3 +549,47 @@ def test_a_stale_report_that_keeps_failing_ends_in_a_named_error(stack, cf):
     with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
         execution = cf.submit(put(at=T0, change="old", v=0))
     assert execution.status == "FAILED" and execution.error == "ReportFailed"
+
+
+# --- issue 10 section 3: the state machine resource at deploy time -------------------------------------
+def test_every_lambda_task_names_its_integration_through_the_stack_partition():
+    # aws-cn and aws-us-gov have other partitions: no hard-coded arn:aws: in the definition
+    from changeflow.template import Template
+    from conftest import ASL, ROOT
+
+    definition = json.loads(ASL.read_text())
+    tasks = [s for s in definition["States"].values() if s["Type"] == "Task"]
+    assert tasks and all(s["Resource"] == "${LambdaInvoke}" for s in tasks)
+    assert "arn:aws:" not in ASL.read_text()
+    machine = Template(ROOT / "template.yaml").of_type("AWS::Serverless::StateMachine")["ChangeStateMachine"]
+    assert machine["Properties"]["DefinitionSubstitutions"]["LambdaInvoke"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:states:::lambda:invoke"}
+
+
+@pytest.mark.parametrize("metric", ["ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted"])
+def test_an_alarm_fires_on_every_way_an_execution_can_end_without_an_outcome(metric):
+    from changeflow.template import Template
+    from conftest import ROOT
+
+    template = Template(ROOT / "template.yaml")
+    alarms = [template.resolve(spec["Properties"]) for spec in template.of_type("AWS::CloudWatch::Alarm").values()]
+    found = [a for a in alarms if a.get("Namespace") == "AWS/States" and a.get("MetricName") == metric]
+    assert len(found) == 1
+    assert found[0]["Dimensions"] == [{"Name": "StateMachineArn", "Value": template.arn("ChangeStateMachine")}]
+    assert found[0]["Threshold"] == 1 and found[0]["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_the_back_off_fits_express_five_minutes_and_the_parameter_says_what_express_gives_up():
+    import re
+
+    from changeflow.template import Template
+    from changeflow_core.decisions import MAX_ATTEMPTS
+    from conftest import ASL, ROOT
+
+    draw = json.loads(ASL.read_text())["States"]["Draw a back-off"]["Parameters"]["waitSeconds.$"]
+    ends = [int(n) for n in re.search(r"States\.Array\(([0-9, ]+)\)", draw).group(1).split(",")]
+    assert len(ends) == MAX_ATTEMPTS + 1  # indexed by the attempt, 1..MAX_ATTEMPTS (an 11th read gives up)
+    # MathRandom(1, end) draws below end (AWS: the end is exclusive); at most one wait per attempt
+    assert sum(end - 1 for end in ends[1:]) == 191 < 300
+    description = Template(ROOT / "template.yaml").body["Parameters"]["WorkflowType"]["Description"]
+    assert "safe" not in description and "gives up" in description and "5 minutes" in description
