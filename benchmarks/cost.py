@@ -1,10 +1,15 @@
 """Cost and speed, measured: per path (create, update, delete, revive, rollback, stale, duplicate),
 the DynamoDB read and write units computed with DynamoDB's own rounding from the item sizes of the
-requests actually made, the state transitions and Lambda invocations from the execution history, the
-cost per million changes on Standard and Express workflows, cold starts against a bare boto3 client,
-and the deployment package sizes.
+requests actually made, the state transitions (as Standard bills them: states entered plus retries) and
+Lambda invocations from the execution history, the cost per million changes on Standard and Express
+workflows, cold starts against a bare boto3 client, the deployment package sizes, and contention: K
+concurrent writers to one entity (K = 1, 10, 50, 200) at real back-off timing.
 
-    .venv/bin/python benchmarks/cost.py [--json] [--no-build]
+    .venv/bin/python benchmarks/cost.py [--json] [--no-build] [--contention 1,10,50,200] [--time-scale 1]
+                                        [--compare-today] [--contention-only]
+
+``--compare-today`` runs the contention table also with the back-off ceilings of main (up to 60 s) and
+with main's whole design (``git archive main``, in a child interpreter), side by side.
 
 Prices: us-east-1 public list prices as published on aws.amazon.com on 2026-11-21 (see PRICES).
 """
@@ -331,15 +336,21 @@ def main() -> None:
     parser.add_argument("--contention-only", action="store_true")
     args = parser.parse_args()
     ks = [int(k) for k in args.contention.split(",") if k.strip()]
-    if args.contention_only:
+
+    def contention_table() -> list[dict]:
         rows = []
         for k in ks:
-            batch = [contention(k, args.time_scale, label="this branch")]
+            batch = [contention(k, args.time_scale, label="this design")]
             if args.compare_today:
                 batch.append(contention(k, args.time_scale, variant_root(TODAY_ENDS), label="ceilings up to 60 s"))
                 batch.append(contention_elsewhere(main_root(), k, args.time_scale, label="main (8 transitions)"))
             rows += batch
-            print_contention(batch)
+            if not args.json:
+                print_contention(batch)
+        return rows
+
+    if args.contention_only:
+        rows = contention_table()
         if args.json:
             print(json.dumps(rows, indent=2))
         return
@@ -353,6 +364,7 @@ def main() -> None:
     if not args.no_build:
         report["package_bytes"] = package_sizes()
     if args.json:
+        report["contention"] = contention_table()
         print(json.dumps(report, indent=2, default=str))
         return
     print("DynamoDB units per change (computed from request item sizes; reads strongly consistent)")
@@ -379,6 +391,7 @@ def main() -> None:
         print("\nDeployment package (sam build)")
         for name, size in report["package_bytes"].items():
             print(f"{name:<26}{size / 1024:>10.1f} KiB")
+    contention_table()
 
 
 if __name__ == "__main__":
