@@ -204,7 +204,8 @@ def history_outage(stack, cf: Changeflow) -> Tally:
 
 # --- 3. duplicates ----------------------------------------------------------------------------------
 def duplicates(cf: Changeflow, seed: int, changes: int = 6) -> Tally:
-    """Each change delivered again, right after itself or after other changes (as a new execution)."""
+    """Each change delivered again, right after itself or after other changes (as a new execution), and
+    again with a newer effectiveAt (a retry that took a new default time): never a second version."""
     rng = random.Random(seed)
     tally = Tally("3. duplicates")
     entity = f"dup-{seed}"
@@ -216,6 +217,8 @@ def duplicates(cf: Changeflow, seed: int, changes: int = 6) -> Tally:
         if rng.random() < 0.5:
             deliveries.append(request)  # right after
     deliveries += rng.sample(originals, k=len(originals) // 2)  # after other changes
+    # a client's retry that took a newer effectiveAt (a new default time): still the same change
+    deliveries += [{**r, "effectiveAt": r["effectiveAt"] + 100} for r in rng.sample(originals, k=2)]
     submitted = [(r, cf.submit(r)) for r in deliveries]
     tally.cases += 1
     check(cf, entity, submitted, tally)

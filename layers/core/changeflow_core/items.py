@@ -112,8 +112,11 @@ def from_wire(wire: dict[str, dict] | None) -> dict[str, Any]:
 
 
 def wire_size(wire: Any) -> int:
-    """Bytes of a value as compact UTF-8 JSON: what it adds to a state's input or output."""
-    return len(json.dumps(wire, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    """Bytes a value adds to a state's input or output, counted the largest way a Step Functions engine
+    counts them: AWS documents UTF-8 bytes; moto and LocalStack count ``json.dumps`` with its default
+    separators (a space after each ``,`` and ``:``) and non-ASCII escaped (``\\u20ac``: 6 bytes for 3)."""
+    return max(len(json.dumps(wire).encode("ascii")),
+               len(json.dumps(wire, ensure_ascii=False).encode("utf-8", "surrogatepass")))
 
 
 def history_of(latest_item: dict[str, Any]) -> dict[str, Any]:
