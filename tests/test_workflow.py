@@ -593,3 +593,16 @@ def test_the_back_off_fits_express_five_minutes_and_the_parameter_says_what_expr
     assert sum(end - 1 for end in ends[1:]) == 191 < 300
     description = Template(ROOT / "template.yaml").body["Parameters"]["WorkflowType"]["Description"]
     assert "safe" not in description and "gives up" in description and "5 minutes" in description
+
+
+def test_a_v0_write_that_keeps_failing_ends_in_latest_write_failed_after_ten_attempts(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    with fault_hook(stack.lambdas, always_failing("UpdateLatestFunction")):
+        execution = cf.submit(put(at=T0, v=1))
+    assert execution.status == "FAILED" and execution.error == "LatestWriteFailed"
+    entered = states_entered(cf, execution)
+    # never retried by a Retry: ten writes, each after a fresh read, then the named failure
+    assert entered.count("Write the new latest version") == 10 and entered.count("Draw a back-off") == 10
+    assert entered[-2:] == ["Fetch the latest version again", "Give up on the failing write"]
+    assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
