@@ -72,7 +72,8 @@ def test_fetch_handler_ends_a_stale_change_with_its_outcome(lambda_module, conte
                                              "version": 1, "changeId": "older", "effectiveAt": 1767225599999}
     # and the report step turns it back into the output, as the state machine passes it
     cause = {"errorMessage": str(raised.value), "errorType": "ChangeIsStale"}
-    assert lambda_module("tag_ttl").lambda_handler({"stale": cause}, context) == raised.value.result
+    report = {"stale": cause, "execution": {"name": "e-1"}}
+    assert lambda_module("tag_ttl").lambda_handler(report, context) == raised.value.result
 
 
 def test_update_handler_reports_stale_without_writing(lambda_module, context, tables):

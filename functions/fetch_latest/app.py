@@ -2,7 +2,7 @@
 state), read the entity's latest state consistently, and decide. A stale change ends here.
 
 Input: ``{"request": <change request>, "execution": {"id", "name", "startTime"}}``, or after a back-off
-``{"change", "content", "attempt", "error"}``.
+``{"change", "content", "attempt", "error", "execution": {"name"}}``.
 Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``.
 Raises ``ValidationError`` or ``NotFound`` (nothing is written by any later step), ``ChangeIsStale``
 (the report step returns the outcome), ``VersionConflict`` or ``LatestWriteFailed`` (attempts spent).
@@ -14,7 +14,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from changeflow_core import model, observe, steps
 from changeflow_core.decisions import ChangeIsStale
-from changeflow_core.errors import ValidationError
+from changeflow_core.errors import ValidationError, VersionConflict
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
@@ -31,6 +31,7 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    logger.append_keys(execution=event["execution"]["name"])
     try:
         change, content, attempt = steps.take(event)
     except ValidationError:
@@ -44,6 +45,9 @@ def lambda_handler(event, context):
         fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt, WRITERS)
     except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
         observe.record_outcome(tracer, metrics, stale.result, stale.result)
+        raise
+    except VersionConflict:  # the caller's expectedVersion is not current: counted, then the named failure
+        observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change.operation)
         raise
     logger.info("fetched", extra={"latestVersion": (fetched["latest"] or {}).get("version", 0)})
     return fetched

@@ -4,8 +4,8 @@ tag (so a missed tag heals with the next change, O(1)). Tombstones carry their e
 write itself; a put over a tombstone writes ``v0`` whole, so a revived entity never keeps one. Idempotent:
 retried. The same function reports a stale change, which skips the writes.
 
-Input: the execution's output so far (``entityId``, ``operation``, ``outcome``, ``version``, ...), or
-``{"stale": <the ChangeIsStale error>}``. Output: ``{"tagged": [versions newly tagged], "expiresAt"}``, or
+Input: ``{"entityId", "operation", "version", "changeId", "execution": {"name"}}``, or
+``{"stale": <the ChangeIsStale error>, "execution": {"name"}}``. Output: ``{"tagged": [versions newly tagged], "expiresAt"}``, or
 for a stale change the execution's output.
 """
 
@@ -30,6 +30,7 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    logger.append_keys(execution=event["execution"]["name"])
     if "stale" in event:
         result = steps.stale_report(event["stale"])
         observe.count(metrics, observe.VERSIONS_EXPIRED, result["operation"], value=0)  # nothing written
