@@ -166,7 +166,7 @@ def test_asl_validator_accepts_the_definition():
 
 def test_asl_validator_catches_a_next_to_a_missing_state(tmp_path, definition):
     broken = json.loads(json.dumps(definition))
-    broken["States"]["Which operation is it?"]["Default"] = "Write the new lastest version"
+    broken["States"]["Fetch the latest version"]["Next"] = "Write the new lastest version"
     path = tmp_path / "broken.asl.json"
     path.write_text(json.dumps(broken))
     result = _run(_asl_validator(), "--json-path", str(path))

@@ -21,6 +21,7 @@ from typing import Any
 from .client import Changeflow, Execution
 from .faults import THROTTLE_CODES, Injector
 from .integrity import verify
+from changeflow_core.model import RECENT_CHANGE_IDS
 
 def _named_errors() -> set[str]:
     """The errors the workflow names, read from the ASL file."""
@@ -203,7 +204,8 @@ def history_outage(stack, cf: Changeflow) -> Tally:
 
 # --- 3. duplicates ----------------------------------------------------------------------------------
 def duplicates(cf: Changeflow, seed: int, changes: int = 6) -> Tally:
-    """Each change delivered again, right after itself or after other changes (as a new execution)."""
+    """Each change delivered again, right after itself or after other changes (as a new execution), and
+    again with a newer effectiveAt (a retry that took a new default time): never a second version."""
     rng = random.Random(seed)
     tally = Tally("3. duplicates")
     entity = f"dup-{seed}"
@@ -215,6 +217,8 @@ def duplicates(cf: Changeflow, seed: int, changes: int = 6) -> Tally:
         if rng.random() < 0.5:
             deliveries.append(request)  # right after
     deliveries += rng.sample(originals, k=len(originals) // 2)  # after other changes
+    # a client's retry that took a newer effectiveAt (a new default time): still the same change
+    deliveries += [{**r, "effectiveAt": r["effectiveAt"] + 100} for r in rng.sample(originals, k=2)]
     submitted = [(r, cf.submit(r)) for r in deliveries]
     tally.cases += 1
     check(cf, entity, submitted, tally)
@@ -287,13 +291,14 @@ class Model:
             return "SUCCEEDED", "duplicate"
         if latest and request["effectiveAt"] < latest["effectiveAt"]:
             return "SUCCEEDED", "stale"
-        same_time = latest is not None and latest["effectiveAt"] == request["effectiveAt"]
         version = len(self.versions) + 1
         deleted = request["operation"] == "delete"
+        remembered = {**(latest["changeIds"] if latest else {}), request["changeId"]: version}
         self.latest = {
             "version": version, "effectiveAt": request["effectiveAt"], "changeId": request["changeId"],
             "deleted": deleted, "attributes": {} if deleted else dict(content),
-            "changeIds": {**(latest["changeIds"] if same_time else {}), request["changeId"]: version},
+            # the ids of the last RECENT_CHANGE_IDS changes applied, whatever their effectiveAt
+            "changeIds": dict(sorted(remembered.items(), key=lambda kv: kv[1])[-RECENT_CHANGE_IDS:]),
         }
         self.versions.append({k: v for k, v in self.latest.items() if k != "changeIds"})
         return "SUCCEEDED", "applied"

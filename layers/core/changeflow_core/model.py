@@ -16,7 +16,7 @@ MAX_VERSION = 10**VERSION_DIGITS - 1
 VERSION = "version"
 EFFECTIVE_AT = "effectiveAt"
 CHANGE_ID = "changeId"
-CHANGE_IDS = "changeIds"  # {changeId: version} of the changes applied at the current effectiveAt
+CHANGE_IDS = "changeIds"  # {changeId: version} of the last RECENT_CHANGE_IDS changes applied, any effectiveAt
 OPERATION = "operation"
 ACTOR = "actor"
 REASON = "reason"
@@ -25,6 +25,10 @@ RECORDED_AT = "recordedAt"
 DELETED = "deleted"
 EXPIRES_AT = "expiresAt"  # the table's TTL attribute, epoch seconds
 SOURCE_VERSION = "sourceVersion"  # rollback: the version whose content was restored
+
+# How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt
+# (a retry of a failed execution gets a new default effectiveAt). Bounded, so v0 and the state stay small.
+RECENT_CHANGE_IDS = 16
 
 RESERVED = frozenset(
     {

@@ -15,7 +15,13 @@ from typing import Any
 from . import codec, model
 from .errors import ValidationError
 
-MAX_REQUEST_BYTES = 256 * 1024  # Step Functions' payload limit
+# The one maximum request size (compact UTF-8 JSON), checked at every entry point before anything is
+# written. Below Step Functions' 256 KiB per state input/output (AWS: "Quotas related to state machine
+# executions") by the room the workflow's own state data needs around the content: the normalised change
+# (entityId, changeId, actor, reason: up to ~8 KB), the ids v0 remembers (up to ~8.5 KB), an error's Cause
+# on the back-off path and the Lambda integration's result envelope. The content itself travels as DynamoDB
+# JSON, which the fetch step also holds to this limit (steps.check_carried_size).
+MAX_REQUEST_BYTES = 224 * 1024
 MAX_ENTITY_ID_BYTES = 1024  # DynamoDB allows 2048 for a partition key; keep room for the prefixes
 MAX_CHANGE_ID_CHARS = 128
 MAX_ACTOR_CHARS = 256
@@ -61,7 +67,7 @@ def check_request_size(request: Any) -> None:
     size = request_size(request)
     if size > MAX_REQUEST_BYTES:
         raise ValidationError(
-            "request", f"{size} bytes is over the {MAX_REQUEST_BYTES}-byte Step Functions payload limit"
+            "request", f"{size} bytes is over the {MAX_REQUEST_BYTES}-byte request limit"
         )
 
 
