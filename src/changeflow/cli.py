@@ -19,6 +19,7 @@ from typing import Any
 from urllib.error import URLError
 
 from botocore.exceptions import EndpointConnectionError, NoCredentialsError
+from changeflow_core import wire
 from changeflow_core.errors import ValidationError
 from changeflow_core.validation import check_request_size
 
@@ -38,7 +39,7 @@ def load_changes(paths: list[str]) -> list[tuple[str, Any]]:
     changes = []
     for path in paths:
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = wire.loads(Path(path).read_text(encoding="utf-8"))  # numbers exact, as written in the file
         except FileNotFoundError as exc:
             raise UsageError(f"{path}: no such file") from exc
         except (ValueError, UnicodeDecodeError) as exc:
@@ -122,8 +123,7 @@ def cmd_run(args) -> int:
         if args.history and not args.json:
             histories = {e.name: list(client.history(e.arn)) for e in results if e.arn and e.name in args.history}
     if args.json:
-        json.dump({"executions": [_public(e) for e in results], "entities": entities}, sys.stdout,
-                  ensure_ascii=False)
+        sys.stdout.write(wire.dumps({"executions": [_public(e) for e in results], "entities": entities}))
         sys.stdout.write("\n")
     else:
         print(report.executions(results))
@@ -165,7 +165,7 @@ def cmd_submit(args) -> int:
             continue
         execution = via(request, timeout=args.timeout)
         if args.json:
-            print(json.dumps(execution.to_json(), ensure_ascii=False))
+            print(wire.dumps(execution.to_json()))
         else:
             print(report.executions([execution]))
         status = status or (0 if execution.status == "SUCCEEDED" else 1)
@@ -174,7 +174,7 @@ def cmd_submit(args) -> int:
 
 def cmd_versions(args) -> int:
     entity = target(args).entity(args.entity)
-    print(json.dumps(entity, ensure_ascii=False) if args.json else report.versions(args.entity, entity))
+    print(wire.dumps(entity) if args.json else report.versions(args.entity, entity))
     return 0
 
 
@@ -184,7 +184,7 @@ def cmd_history(args) -> int:
     if not arn.startswith("arn:"):
         arn = client.state_machine_arn.replace(":stateMachine:", ":execution:") + ":" + arn
     events = list(client.history(arn))
-    print(json.dumps(events, default=str) if args.json else report.history(events))
+    print(wire.dumps(events, ensure_ascii=True, default=str) if args.json else report.history(events))
     return 0
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from . import items, model, store
+from . import codec, items, model, store, wire
 from .decisions import WRITE, classify_failed_write, decide
 from .validation import Change
 
@@ -18,9 +18,9 @@ def now_ms() -> int:
 def content_for(change: Change, request: dict[str, Any], fetched: dict[str, Any]) -> dict[str, Any] | None:
     """The content the change writes: a put's attributes, a rollback's restored version, a delete's none."""
     if change.operation == model.PUT:
-        return request["attributes"]
+        return wire.read_request(request)["attributes"]  # exact numbers, from the request's JSON text
     if change.operation == model.ROLLBACK:
-        return fetched["content"]
+        return codec.deserialize_item(fetched["content"])  # DynamoDB wire form: numbers as strings
     return None
 
 

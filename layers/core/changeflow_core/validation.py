@@ -6,13 +6,13 @@ anything is written.
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
-from . import codec, model
+from . import codec, model, wire
 from .errors import ValidationError
 
 MAX_REQUEST_BYTES = 256 * 1024  # Step Functions' payload limit
@@ -53,7 +53,7 @@ class Change:
 def request_size(request: Any) -> int:
     """Bytes of the request as Step Functions would receive it (compact UTF-8 JSON; a lone surrogate,
     which validation rejects later by name, counts as its 3-byte encoding)."""
-    text = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
+    text = wire.dumps(request, compact=True)  # exact numbers, as the request's own text carries them
     return len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -82,11 +82,14 @@ def _text(field: str, value: Any, max_chars: int, required: bool) -> str | None:
 
 
 def _integer(field: str, value: Any, minimum: int, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         raise ValidationError(field, f"must be an integer, not {type(value).__name__}")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise ValidationError(field, f"must be an integer, not {value}")
+    if isinstance(value, (float, Decimal)):  # 2.0 or 1.767E+12 from JSON text: integral values are integers
+        sent = value.text if isinstance(value, wire.JsonNumber) else value
+        if not (value.is_integer() if isinstance(value, float) else value.is_finite() and value == value.to_integral_value()):
+            raise ValidationError(field, f"must be an integer, not {sent}")
+        if abs(value.adjusted() if isinstance(value, Decimal) else 0) > 30:
+            raise ValidationError(field, f"must be between {minimum} and {maximum}, not {sent}")
         value = int(value)
     if not minimum <= value <= maximum:
         raise ValidationError(field, f"must be between {minimum} and {maximum}, not {value}")
