@@ -16,6 +16,7 @@ runtime: numbers cross them inside the request's JSON text (``{"request": "<JSON
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from decimal import Decimal
@@ -30,6 +31,7 @@ from changeflow.cli import main
 from changeflow.server import EmbeddedServer
 from changeflow_core import codec, wire
 from changeflow_core.errors import ValidationError
+from conftest import EVENTS
 
 pytestmark = pytest.mark.enable_socket
 
@@ -156,6 +158,19 @@ def test_numbers_posted_to_the_api_keep_every_digit_in_v0_history_the_read_api_a
         assert text in started["request"]
 
 
+def test_a_rollback_restores_the_numbers_exactly(server):
+    """The restored content crosses Step Functions from the fetch step to the write step in DynamoDB's own
+    wire form (numbers as strings), so a rollback writes back every digit."""
+    numbers = THE_THREE + INSIDE
+    post(server, body_text("num#rb", "c1", numbers, effectiveAt=1_000))
+    post(server, body_text("num#rb", "c2", ["1"], effectiveAt=2_000))
+    description = post(server, '{"entityId": "num#rb", "operation": "rollback", "changeId": "c3", "toVersion": 1, '
+                               '"effectiveAt": 3000}')
+    assert json.loads(description["output"])["version"] == 3
+    same_numbers(read(server, "num%23rb")["attributes"], numbers)
+    assert stored(server, "num#rb", "v#0000000003") == {f"n{i}": Decimal(t) for i, t in enumerate(numbers)}
+
+
 @pytest.mark.parametrize("sent, why", OUTSIDE, ids=[why for _, why in OUTSIDE])
 def test_a_number_dynamodb_cannot_store_is_refused_by_the_api_quoting_it_as_sent(server, sent, why):
     description = post(server, body_text("num#out", "c1", ["1", sent]))
@@ -216,28 +231,52 @@ def test_numbers_in_an_eventbridge_detail_keep_every_digit(server):
     same_numbers(read(server, "num%23evt")["attributes"], numbers)
 
 
+def started_by_events(server, entries) -> dict:
+    """PutEvents ``entries``; the description of the one execution the rule starts, once it has ended."""
+    sfn, outputs = aws(server, "stepfunctions"), server.stack.outputs
+    assert aws(server, "events").put_events(Entries=entries)["FailedEntryCount"] == 0
+    for _ in range(600):
+        found = sfn.list_executions(stateMachineArn=outputs["ChangeStateMachineArn"])["executions"]
+        if found:
+            assert moto_patches.wait_for_termination(found[0]["executionArn"], 60)
+            return sfn.describe_execution(executionArn=found[0]["executionArn"])
+        time.sleep(0.05)
+    raise AssertionError("the rule started no execution")
+
+
+def test_the_sample_event_with_exact_numbers_stores_them_exactly(server):
+    # events/eventbridge/put-events-exact-numbers.json: what a producer sends to keep 38 digits
+    entries = json.loads((EVENTS / "eventbridge" / "put-events-exact-numbers.json").read_text(encoding="utf-8"))
+    assert started_by_events(server, entries)["status"] == "SUCCEEDED"
+    attributes = read(server, "sensor%237")["attributes"]
+    assert attributes == {"reading": Decimal(THE_THREE[0]), "total": Decimal(THE_THREE[1]),
+                          "ceiling": Decimal(THE_THREE[2])}
+
+
 def test_an_eventbridge_detail_with_a_long_number_as_a_json_number_is_refused_not_rounded(server):
     """A request object (not its text) reaches the workflow through EventBridge's and Step Functions'
     double parsers: 0.12345678901234567890123456789012345678 arrives as 0.12345678901234568. The workflow
     cannot tell, so such a number is refused by name, with a pointer to the text form."""
-    events, sfn = aws(server, "events"), aws(server, "stepfunctions")
     outputs = server.stack.outputs
     detail = '{"entityId": "num#evt-object", "operation": "put", "changeId": "c1", "attributes": ' \
              '{"ok": 7, "n": 0.12345678901234567890123456789012345678}}'
-    answer = events.put_events(Entries=[{"Source": outputs["ChangeEventSource"], "DetailType": "ChangeRequested",
-                                         "EventBusName": outputs["ChangeBusName"], "Detail": detail}])
-    assert answer["FailedEntryCount"] == 0
-    arn = None
-    for _ in range(600):
-        found = sfn.list_executions(stateMachineArn=outputs["ChangeStateMachineArn"])["executions"]
-        if found:
-            arn = found[0]["executionArn"]
-            break
-        __import__("time").sleep(0.05)
-    assert arn and moto_patches.wait_for_termination(arn, 60)
-    message = refusal(sfn.describe_execution(executionArn=arn))
+    description = started_by_events(server, [{"Source": outputs["ChangeEventSource"], "DetailType": "ChangeRequested",
+                                              "EventBusName": outputs["ChangeBusName"], "Detail": detail}])
+    message = refusal(description)
     assert message.startswith("attributes.n: 0.12345678901234568 came as a JSON number in a request object"), message
     assert raw_http("GET", f"{server.url}/v1/entities/num%23evt-object")[0] == 404
+
+
+def test_a_start_execution_input_with_a_long_number_as_a_json_number_is_refused_not_rounded(server):
+    """The same through StartExecution itself: Step Functions (moto's interpreter: ``json.loads`` of the
+    input) hands the fetch step a double, so the number is refused, quoting the double it became."""
+    sfn, outputs = aws(server, "stepfunctions"), server.stack.outputs
+    arn = sfn.start_execution(stateMachineArn=outputs["ChangeStateMachineArn"], name="object-form", input=(
+        '{"entityId": "num#sfn-object", "operation": "put", "changeId": "c1", '
+        '"attributes": {"n": 12345678901234567890.123456789012345678}}'))["executionArn"]
+    assert moto_patches.wait_for_termination(arn, 60)
+    message = refusal(sfn.describe_execution(executionArn=arn))
+    assert message.startswith("attributes.n: 1.2345678901234567e+19 came as a JSON number"), message
 
 
 # --- random numbers within DynamoDB's limits ---------------------------------------------------------------
