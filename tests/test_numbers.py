@@ -51,6 +51,8 @@ INSIDE = [
     "1.0000000000000000000000000000000000001E-130",  # smallest, one unit more (38 digits)
     "1e-129",  # smallest, exponent one more (written in lower case: quoted as written)
     "-1E-130",
+    "-1.0000000000000000000000000000000000001E-130",  # negative smallest, one unit more in magnitude
+    "-9.9999999999999999999999999999999999998E+125",  # most negative, one unit less in magnitude
     "12345678901234567890123456789012345678",  # 38 digits, an integer past 2**64
     "-0.00000000000000000000000000000000000000012345678901234567890123456789012345678",
     "9007199254740993",  # 2**53 + 1: the first integer a double cannot hold
@@ -64,6 +66,7 @@ OUTSIDE = [  # (as sent, why)
     ("-1.0000000000000000000000000000000000000E+126", "the most negative minus one unit"),
     ("9.9999999999999999999999999999999999999E-131", "the smallest minus one unit"),
     ("1E-131", "the smallest with the exponent one less"),
+    ("-9.9999999999999999999999999999999999999E-131", "the negative smallest minus one unit in magnitude"),
     ("-1e-131", "the negative smallest with the exponent one less"),
     ("123456789012345678901234567890123456789", "39 significant digits"),
     ("1.00000000000000000000000000000000000001", "39 significant digits after the point"),

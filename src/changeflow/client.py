@@ -94,7 +94,7 @@ class Changeflow:
         The same change submitted again gets the same name; Step Functions refuses a second execution
         of a closed one (``ExecutionAlreadyExists``). With ``redeliver`` it is delivered again as a new
         execution (as an at-least-once source would), and the workflow reports it ``duplicate``."""
-        name = name or names.execution_name(request)
+        name = name or names.execution_name(_parsed(request))
         for delivery in range(1, 100):
             attempt = name if delivery == 1 else names.redelivery_name(name, delivery)
             try:
@@ -208,6 +208,16 @@ class Changeflow:
         latest = store.get_item(self.dynamodb, self.table, entity_id, model.LATEST_SK)
         history = store.all_history(self.dynamodb, self.history_table, entity_id)
         return {"latest": items.view(latest), "versions": [items.view(i) for i in history]}
+
+
+def _parsed(request: Any) -> Any:
+    """A request given as its JSON text, parsed (exactly) to name its execution; anything else as it is."""
+    if isinstance(request, str):
+        try:
+            return wire.loads(request)
+        except ValueError:
+            return None
+    return request
 
 
 def _execution(description: dict[str, Any]) -> Execution:

@@ -5,9 +5,10 @@ a rollback and an invalid request; then the version table and one execution's hi
 
 from __future__ import annotations
 
-import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
+
+from changeflow_core import wire
 
 from . import report
 from .client import Changeflow
@@ -34,7 +35,7 @@ def main(out=sys.stdout) -> int:
         folder = stack.root / "events" / "workflow"
         entity, shown = None, None
         for title, file_name in STEPS:
-            data = json.loads((folder / file_name).read_text(encoding="utf-8"))
+            data = wire.loads((folder / file_name).read_text(encoding="utf-8"))  # numbers exact
             requests = data if isinstance(data, list) else [data]
             entity = entity or requests[0]["entityId"]
             print(f"\n== {title}  (events/workflow/{file_name})", file=out)
