@@ -22,7 +22,7 @@ from changeflow.lambdas import LambdaServiceError, fault_hook
 from changeflow.server import EmbeddedServer
 from changeflow_core import names as core_names
 from changeflow_core.submissions import CHANGE_ID_PATTERN
-from changeflow_core.validation import MAX_REQUEST_BYTES
+from changeflow_core.validation import MAX_REQUEST_BYTES, request_size
 from conftest import ROOT
 
 pytestmark = pytest.mark.enable_socket
@@ -223,9 +223,11 @@ def test_the_front_function_may_call_what_it_calls_in_either_workflow_type(api, 
 # --- item 5: the maximum request size -----------------------------------------------------------------------
 
 def sized(size):
+    """A request that StartExecution would receive as ``size`` bytes (validation.request_size: the input
+    that carries its text), for every changeId of one character."""
     request = {"entityId": "r5-big", "operation": "put", "changeId": "c1", "attributes": {"s": ""}}
-    request["attributes"]["s"] = "x" * (size - len(json.dumps(request, separators=(",", ":"))))
-    assert len(json.dumps(request, separators=(",", ":"))) == size
+    request["attributes"]["s"] = "x" * (size - request_size(request))
+    assert request_size(request) == size
     return request
 
 
@@ -371,7 +373,7 @@ def test_numbers_reach_the_execution_input_digit_for_digit(api, server):
     finish({"executionArn": arn})
     sent = describe(server, arn)["input"]
     for literal in ("0.12345678901234567890123456789012345678", "12345678901234567890.123456789012345678",
-                    "9.9999999999999999999999999999999999999E+125", "-0.0", "1E-130"):
+                    "9.9999999999999999999999999999999999999E+125", "-0.0", "1e-130"):  # each exactly as sent
         assert literal in sent, (literal, sent)
 
 
@@ -412,4 +414,5 @@ def test_the_events_file_is_a_change_the_front_function_starts(server):
         {"entityId": "r2-event", "operation": "put", "changeId": "evt-1", "attributes": {"a": 1}})))
     assert not failed and payload["statusCode"] == 200 and json.loads(payload["body"])["status"] == "RUNNING"
     finish(json.loads(payload["body"]))
-    assert json.loads(describe(server, json.loads(payload["body"])["executionArn"])["input"]) == json.loads(load_body)
+    carried = json.loads(describe(server, json.loads(payload["body"])["executionArn"])["input"])
+    assert json.loads(carried["request"]) == json.loads(load_body)  # the request's text, as every entry point sends it

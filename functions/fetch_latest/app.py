@@ -1,7 +1,7 @@
 """Step 1, fetch-latest: validate the change request (or, after a back-off, take the change from the
 state), read the entity's latest state consistently, and decide. A stale change ends here.
 
-Input: ``{"request": <change request>, "execution": {"id", "name", "startTime"}}``, or after a back-off
+Input: ``{"request": {"request": "<change request as JSON text>"} (or a request object), "execution": {"id", "name", "startTime"}}``, or after a back-off
 ``{"change", "content", "attempt", "error", "execution": {"name"}}``.
 Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``.
 Raises ``ValidationError`` or ``NotFound`` (nothing is written by any later step), ``ChangeIsStale``

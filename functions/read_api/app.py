@@ -6,7 +6,7 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from changeflow_core import observe, reads
+from changeflow_core import observe, reads, wire
 from changeflow_core.errors import NotFound, ValidationError
 
 TABLE_NAME = os.environ["TABLE_NAME"]
@@ -16,7 +16,7 @@ logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 dynamodb = boto3.client("dynamodb")
-app = APIGatewayRestResolver()
+app = APIGatewayRestResolver(serializer=wire.dumps)  # numbers as JSON numbers with all 38 digits, never floats
 
 
 def entity_id(raw: str) -> str:

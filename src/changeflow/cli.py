@@ -21,6 +21,7 @@ from urllib.error import URLError
 
 from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError,
                                  NoRegionError)
+from changeflow_core import wire
 from changeflow_core.errors import ValidationError
 from changeflow_core.validation import check_request_size
 
@@ -56,7 +57,7 @@ def load_changes(paths: list[str]) -> list[tuple[str, Any]]:
     changes = []
     for path in paths:
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = wire.loads(Path(path).read_text(encoding="utf-8"))  # numbers exact, as written in the file
         except FileNotFoundError as exc:
             raise UsageError(f"{path}: no such file") from exc
         except IsADirectoryError as exc:
@@ -159,7 +160,7 @@ def _public(e: Execution, arn: bool = True) -> dict[str, Any]:
 
 
 def _dump(document: Any) -> None:
-    json.dump(document, sys.stdout, ensure_ascii=False, default=str)
+    sys.stdout.write(wire.dumps(document, default=str))  # numbers with every digit, never through float
     sys.stdout.write("\n")
 
 
@@ -241,7 +242,7 @@ def cmd_versions(args) -> int:
     entity = target(args).entity(args.entity)
     if entity["latest"] is None and not entity["versions"]:
         raise _no_such_entity(args.entity)
-    print(json.dumps(entity, ensure_ascii=False) if args.json else report.versions(args.entity, entity))
+    print(wire.dumps(entity) if args.json else report.versions(args.entity, entity))
     return OK
 
 
@@ -256,7 +257,7 @@ def cmd_history(args) -> int:
         if exc.response["Error"]["Code"] in ("ExecutionDoesNotExist", "InvalidArn"):
             raise NotFound(f"no such execution: {args.execution!r} (`changeflow executions` lists them)") from exc
         raise
-    print(json.dumps(events, default=str) if args.json else report.history(events))
+    print(wire.dumps(events, ensure_ascii=True, default=str) if args.json else report.history(events))
     return OK
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 import boto3
 from botocore.config import Config
 
-from changeflow_core import items, model, store
+from changeflow_core import items, model, store, wire
 
 from . import names
 
@@ -94,12 +94,12 @@ class Changeflow:
         The same change submitted again gets the same name; Step Functions refuses a second execution
         of a closed one (``ExecutionAlreadyExists``). With ``redeliver`` it is delivered again as a new
         execution (as an at-least-once source would), and the workflow reports it ``duplicate``."""
-        name = name or names.execution_name(request)
+        name = name or names.execution_name(_parsed(request))
         for delivery in range(1, 100):
             attempt = name if delivery == 1 else names.redelivery_name(name, delivery)
             try:
-                response = self.sfn.start_execution(
-                    stateMachineArn=self.state_machine_arn, name=attempt, input=json.dumps(request)
+                response = self.sfn.start_execution(  # numbers cross Step Functions inside the text: exact
+                    stateMachineArn=self.state_machine_arn, name=attempt, input=wire.execution_input(request)
                 )
                 return attempt, response["executionArn"]
             except self.sfn.exceptions.ExecutionAlreadyExists:
@@ -138,7 +138,7 @@ class Changeflow:
         if not self.api_url:
             raise RuntimeError("this stack has no REST API (no ChangeApiUrl output)")
         url = f"{self.api_url.rstrip('/')}/changes"
-        body = json.dumps(request).encode("utf-8")
+        body = (request if isinstance(request, str) else wire.dumps(request)).encode("utf-8")  # exact numbers
         signed = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
         credentials = (self.session or boto3.session.Session()).get_credentials()
         if credentials is not None:
@@ -146,7 +146,7 @@ class Changeflow:
         http = urllib.request.Request(url, data=body, method="POST", headers=dict(signed.headers.items()))
         try:
             with urllib.request.urlopen(http, timeout=60) as response:  # noqa: S310 - the stack's own API URL
-                answer = json.loads(response.read())
+                answer = wire.loads(response.read())
         except urllib.error.HTTPError as exc:
             return Execution(name="(not started)", arn="", status="REJECTED", input=request,
                              error=f"HTTP {exc.code}", cause=exc.read().decode("utf-8", "replace"))
@@ -157,7 +157,7 @@ class Changeflow:
         before = {e["executionArn"] for e in self.executions(limit=100)}  # a redelivery's earlier runs
         answer = self.make("events").put_events(Entries=[{
             "Source": self.outputs["ChangeEventSource"], "DetailType": "ChangeRequested",
-            "EventBusName": self.outputs["ChangeBusName"], "Detail": json.dumps(request)}])
+            "EventBusName": self.outputs["ChangeBusName"], "Detail": wire.execution_input(request)}])
         if answer.get("FailedEntryCount"):
             failed = answer["Entries"][0]
             raise RuntimeError(f"PutEvents refused the event: {failed.get('ErrorCode')}: {failed.get('ErrorMessage')}")
@@ -168,7 +168,7 @@ class Changeflow:
                 if summary["executionArn"] in seen:
                     continue
                 description = self.sfn.describe_execution(executionArn=summary["executionArn"])
-                if json.loads(description.get("input") or "null") == request:
+                if json.loads(description.get("input") or "null") == json.loads(wire.execution_input(request)):
                     return self.wait(summary["executionArn"], max(1.0, deadline - time.monotonic()))
                 if description["status"] != "RUNNING":
                     seen.add(summary["executionArn"])
@@ -210,12 +210,22 @@ class Changeflow:
         return {"latest": items.view(latest), "versions": [items.view(i) for i in history]}
 
 
+def _parsed(request: Any) -> Any:
+    """A request given as its JSON text, parsed (exactly) to name its execution; anything else as it is."""
+    if isinstance(request, str):
+        try:
+            return wire.loads(request)
+        except ValueError:
+            return None
+    return request
+
+
 def _execution(description: dict[str, Any]) -> Execution:
     def parse(text):
         if text is None:
             return None
         try:
-            return json.loads(text)
+            return wire.loads(text)  # exact numbers
         except ValueError:
             return text
 

@@ -5,9 +5,10 @@ a rollback and an invalid request; then the version table and one execution's hi
 
 from __future__ import annotations
 
-import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
+
+from changeflow_core import wire
 
 from . import report
 from .client import Changeflow
@@ -33,7 +34,7 @@ def play(client: Changeflow, root, out=sys.stdout) -> tuple[str, object]:
     folder = root / "events" / "workflow"
     entity, shown = None, None
     for title, file_name in STEPS:
-        data = json.loads((folder / file_name).read_text(encoding="utf-8"))
+        data = wire.loads((folder / file_name).read_text(encoding="utf-8"))  # numbers exact
         requests = data if isinstance(data, list) else [data]
         entity = entity or requests[0]["entityId"]
         print(f"\n== {title}  (events/workflow/{file_name})", file=out)

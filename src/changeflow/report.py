@@ -7,6 +7,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from changeflow_core import wire
+
 from .client import Execution
 
 
@@ -21,7 +23,7 @@ def _cell(value: Any, max_width: int) -> str:
     if value is None:
         text = ""
     elif isinstance(value, (dict, list)):
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        text = wire.dumps(value, compact=True)  # numbers with every digit
     else:
         text = str(value)
     text = text.replace("\n", " ")
@@ -85,7 +87,7 @@ def versions(entity_id: str, entity: dict[str, Any]) -> str:
 
 def _json(text: Any) -> Any:
     try:
-        return json.loads(text)
+        return wire.loads(text)
     except (TypeError, ValueError):
         return text
 

@@ -13,14 +13,12 @@ import json
 import time
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
 
 from . import codec, model
 from .errors import ValidationError
 from .validation import Change, validate_attributes
 
 SECONDS_PER_DAY = 86_400
-_deserializer = TypeDeserializer()
 
 
 def latest_state(item: dict[str, Any] | None, present: bool = True) -> dict[str, Any] | None:
@@ -108,7 +106,7 @@ def to_wire(values: dict[str, Any]) -> dict[str, dict]:
 
 def from_wire(wire: dict[str, dict] | None) -> dict[str, Any]:
     """Content carried as DynamoDB's JSON back to the serializer's values (exact Decimals, sets, bytes)."""
-    return {name: _deserializer.deserialize(value) for name, value in (wire or {}).items()}
+    return {name: codec.deserialize_value(value) for name, value in (wire or {}).items()}
 
 
 def wire_size(wire: Any) -> int:

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from . import items, model, store
+from . import items, model, store, wire
 from .decisions import (
     MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, report,
 )
@@ -52,7 +52,7 @@ def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
     validated, taken from the state after a back-off (``VersionConflict`` / ``LatestWriteFailed`` once the
     attempts are spent). A put's content becomes DynamoDB JSON here, once."""
     if "request" in event:
-        request = event["request"]
+        request = wire.read_request(event["request"])  # numbers exact: parsed here, never by a double parser
         change = validate_request(request, event["execution"])
         content = items.to_wire(validate_attributes(request["attributes"])) if change.operation == model.PUT else None
         return change, content, 1

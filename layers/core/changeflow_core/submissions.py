@@ -28,9 +28,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import model, store
+from . import model, store, wire
 from .names import MAX_ATTEMPT, execution_name
-from .validation import MAX_REQUEST_BYTES
+from .validation import MAX_REQUEST_BYTES, request_size
 
 CHANGE_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,64}(?![\s\S])"  # same meaning in Python re, ECMA 262 and Java
 STANDARD, EXPRESS = "STANDARD", "EXPRESS"
@@ -56,7 +56,8 @@ def parse_body(body: bytes) -> dict[str, Any]:
     than ``MAX_REQUEST_BYTES`` once compact (what StartExecution receives). ``Refused`` otherwise."""
     try:
         text = body.decode("utf-8")
-        request = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
+        # numbers exact (wire.JsonNumber keeps each as it was sent); NaN/Infinity are not JSON: refused
+        request = json.loads(text, parse_float=wire.JsonNumber, parse_int=wire._integer, parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise Refused(400, "Invalid request body: not UTF-8 JSON") from exc
     if not isinstance(request, dict):
@@ -67,9 +68,10 @@ def parse_body(body: bytes) -> dict[str, Any]:
     if not re.match(CHANGE_ID_PATTERN, request["changeId"]):
         raise Refused(400, "Invalid request body: changeId must match " + CHANGE_ID_PATTERN)
     try:
-        size = len(execution_input(request).encode("utf-8"))
+        json.dumps(request, ensure_ascii=False, default=str).encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate (\\ud800): no UTF-8 input can carry it
         raise Refused(400, "Invalid request body: a string holds a lone surrogate") from exc
+    size = request_size(request)  # the one measure every entry point and the workflow use
     if size > MAX_REQUEST_BYTES:
         raise Refused(413, f"Request too large: {size} bytes, over the {MAX_REQUEST_BYTES}-byte maximum")
     return request
@@ -89,8 +91,9 @@ def dumps(value: Any) -> str:
 
 
 def execution_input(request: dict[str, Any]) -> str:
-    """The StartExecution input of a change request: the one place an entry point builds it."""
-    return dumps(request)
+    """The StartExecution input of a change request: ``{"request": "<its JSON text>"}`` with every digit
+    (wire.execution_input, the same for every entry point)."""
+    return wire.execution_input(request)
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:

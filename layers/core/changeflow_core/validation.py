@@ -6,13 +6,13 @@ anything is written.
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
-from . import codec, model
+from . import codec, model, wire
 from .errors import ValidationError
 
 # The one maximum request size (compact UTF-8 JSON), checked at every entry point before anything is
@@ -57,10 +57,11 @@ class Change:
 
 
 def request_size(request: Any) -> int:
-    """Bytes of the request as Step Functions would receive it (compact UTF-8 JSON; a lone surrogate,
-    which validation rejects later by name, counts as its 3-byte encoding)."""
-    text = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
-    return len(text.encode("utf-8", "surrogatepass"))
+    """Bytes of the request as StartExecution receives it from every entry point: the execution input
+    ``{"request": "<its compact JSON text>"}`` (wire.execution_input), UTF-8. Escaping a quote or a
+    backslash inside that text doubles it, so this, not the request's own text, is what must fit
+    (a lone surrogate, which validation rejects later by name, counts as its 3-byte encoding)."""
+    return len(wire.execution_input(request).encode("utf-8", "surrogatepass"))
 
 
 def check_request_size(request: Any) -> None:
@@ -88,11 +89,14 @@ def _text(field: str, value: Any, max_chars: int, required: bool) -> str | None:
 
 
 def _integer(field: str, value: Any, minimum: int, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         raise ValidationError(field, f"must be an integer, not {type(value).__name__}")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise ValidationError(field, f"must be an integer, not {value}")
+    if isinstance(value, (float, Decimal)):  # 2.0 or 1.767E+12 from JSON text: integral values are integers
+        sent = value.text if isinstance(value, wire.JsonNumber) else value
+        if not (value.is_integer() if isinstance(value, float) else value.is_finite() and value == value.to_integral_value()):
+            raise ValidationError(field, f"must be an integer, not {sent}")
+        if abs(value.adjusted() if isinstance(value, Decimal) else 0) > 30:
+            raise ValidationError(field, f"must be between {minimum} and {maximum}, not {sent}")
         value = int(value)
     if not minimum <= value <= maximum:
         raise ValidationError(field, f"must be between {minimum} and {maximum}, not {value}")
