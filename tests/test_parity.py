@@ -241,6 +241,15 @@ def test_express_does_not_dedupe_execution_names(express):
     assert outcomes == ["applied", "duplicate"]  # both ran; the workflow's own idempotency held
 
 
+def test_standard_refuses_a_closed_execution_s_name(cf):
+    # the contrast: https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html
+    # (a name is unique for 90 days; a closed execution's name gives ExecutionAlreadyExists). Stock moto too.
+    cf.submit(put(), name="once", redeliver=False)
+    again = lambda: cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="once",  # noqa: E731
+                                           input=json.dumps(put()))
+    assert error_code(again) == "ExecutionAlreadyExists"
+
+
 def test_express_executions_are_not_described_listed_stopped_or_given_a_history(express):
     # Witness: LocalStack's recorded AWS responses, tests/aws/services/stepfunctions/v2/test_sfn_api_express.snapshot.json
     stack, cf = express
