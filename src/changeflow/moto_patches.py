@@ -41,6 +41,7 @@ from typing import Any, Callable
 _ORIGINALS: dict[str, Any] = {}
 _INSTALL_LOCK = threading.Lock()
 API_LOCK = threading.RLock()
+_LOG_LOCK = threading.Lock()  # execution log delivery: its own lock, so logging never waits on DynamoDB
 
 
 class Atomicity:
@@ -605,7 +606,7 @@ def _patch_execution_log_delivery() -> None:
             "execution_arn": history_log["execution_arn"],
         }
         message = json.dumps(record, separators=(",", ":"), default=str)
-        with API_LOCK:  # moto's logs backend is not thread-safe; executions log concurrently
+        with _LOG_LOCK:  # moto's logs backend is not thread-safe; executions log concurrently
             self._publish_history_log_or_setup(log_events=[{"timestamp": timestamp, "message": message}])
 
     def _put_events(self, log_events):
@@ -712,18 +713,38 @@ def _walk(value: Any, visit: Callable[[dict], None]) -> None:
             _walk(child, visit)
 
 
-def _wrap_dynamodb_actions(name: str, check: Callable[[Any], None]) -> None:
-    """Run ``check(handler)`` before each DynamoDB data action, inside moto's error handling (a raised
-    ValidationException becomes the HTTP 400 the client sees, and nothing is written)."""
+_DYNAMODB_CHECKS: list[Callable[[Any], None]] = []
+_DYNAMODB_VISITS: list[Callable[[dict], None]] = []
+
+
+def _wrap_dynamodb_actions(check: Callable[[Any], None] | None = None, visit: Callable[[dict], None] | None = None) -> None:
+    """Run ``check(handler)``, and ``visit(node)`` on every object of the request, before each DynamoDB
+    data action, inside moto's error handling (a raised ValidationException becomes the HTTP 400 the
+    client sees, and nothing is written). One wrapper and one walk of the request for every check: they run
+    under the request lock."""
     from moto.dynamodb import responses
 
+    if check is not None:
+        _DYNAMODB_CHECKS.append(check)
+    if visit is not None:
+        _DYNAMODB_VISITS.append(visit)
+    if "dynamodb_actions" in _ORIGINALS:
+        return
     handler = responses.DynamoHandler
+    _ORIGINALS["dynamodb_actions"] = True
+
+    def visit_all(node: dict) -> None:
+        for each in _DYNAMODB_VISITS:
+            each(node)
+
     for action in ("put_item", "update_item", "delete_item", "get_item", "query", "scan", "batch_write_item",
                    "batch_get_item", "transact_write_items", "transact_get_items"):
-        original = _ORIGINALS.setdefault(f"dynamodb_{name}_{action}", getattr(handler, action))
+        original = _ORIGINALS.setdefault(f"dynamodb_{action}", getattr(handler, action))
 
         def checked(self, _original=original):
-            check(self)
+            _walk(self.body, visit_all)
+            for each in _DYNAMODB_CHECKS:
+                each(self)
             return _original(self)
 
         setattr(handler, action, checked)
@@ -759,14 +780,14 @@ def _patch_dynamodb_number_limits() -> None:
                 "Number underflow. Attempting to store a number with magnitude smaller than supported range")
 
     def visit(node: dict) -> None:
-        if isinstance(node.get("N"), str):
+        if "N" in node and isinstance(node["N"], str):
             check_number(node["N"])
-        if isinstance(node.get("NS"), list):
+        if "NS" in node and isinstance(node["NS"], list):
             for text in node["NS"]:
                 if isinstance(text, str):
                     check_number(text)
 
-    _wrap_dynamodb_actions("numbers", lambda handler: _walk(handler.body, visit))
+    _wrap_dynamodb_actions(visit=visit)
 
 
 def _patch_dynamodb_expression_size() -> None:
@@ -780,13 +801,13 @@ def _patch_dynamodb_expression_size() -> None:
 
     def visit(node: dict) -> None:
         for kind in kinds:
-            if isinstance(node.get(kind), str):
+            if kind in node and isinstance(node[kind], str) and len(node[kind]) > 1024:  # 4 bytes a character at most
                 size = len(node[kind].encode("utf-8"))
                 if size > 4096:
                     raise MockValidationException(
                         f"Invalid {kind}: Expression size has exceeded the maximum allowed size; expression size: {size}")
 
-    _wrap_dynamodb_actions("expressions", lambda handler: _walk(handler.body, visit))
+    _wrap_dynamodb_actions(visit=visit)
 
 
 def _patch_dynamodb_key_size_on_reads() -> None:
@@ -824,4 +845,4 @@ def _patch_dynamodb_key_size_on_reads() -> None:
             for key in request.get("Keys", []) if isinstance(request, dict) else []:
                 check_key(handler, table_name, key)
 
-    _wrap_dynamodb_actions("keys", check)
+    _wrap_dynamodb_actions(check=check)
