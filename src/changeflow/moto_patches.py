@@ -41,7 +41,6 @@ from typing import Any, Callable
 _ORIGINALS: dict[str, Any] = {}
 _INSTALL_LOCK = threading.Lock()
 API_LOCK = threading.RLock()
-_LOG_LOCK = threading.Lock()  # execution log delivery: its own lock, so logging never waits on DynamoDB
 
 
 class Atomicity:
@@ -606,7 +605,9 @@ def _patch_execution_log_delivery() -> None:
             "execution_arn": history_log["execution_arn"],
         }
         message = json.dumps(record, separators=(",", ":"), default=str)
-        with _LOG_LOCK:  # moto's logs backend is not thread-safe; executions log concurrently
+        # moto's logs backend is not thread-safe: executions log concurrently, and a FilterLogEvents request
+        # iterates the streams a first record creates
+        with API_LOCK:
             self._publish_history_log_or_setup(log_events=[{"timestamp": timestamp, "message": message}])
 
     def _put_events(self, log_events):
