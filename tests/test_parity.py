@@ -4,14 +4,21 @@ that only AWS can exercise are pinned here. Each test names the AWS page it foll
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import secrets
 import shutil
+import socket
 import struct
 import subprocess
-from pathlib import Path
+import time
 
 import pytest
+from botocore.exceptions import ClientError
 
+from changeflow import moto_patches
+from changeflow.client import Changeflow
 from changeflow.template import Template
 from conftest import ROOT
 
@@ -111,14 +118,6 @@ def test_the_layer_accepts_manylinux_2_28_wheels():
 
 
 # --- Step Functions (section 2 of issue 10) ---------------------------------------------------------------
-import json  # noqa: E402
-import logging  # noqa: E402
-
-from botocore.exceptions import ClientError  # noqa: E402
-
-from changeflow import moto_patches  # noqa: E402
-from changeflow.client import Changeflow  # noqa: E402
-
 T0 = 1_767_225_600_000
 ROLE = "arn:aws:iam::123456789012:role/parity"
 LOG_GROUP = "/aws/vendedlogs/states/changeflow-change"
@@ -402,10 +401,6 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     # (https://docs.aws.amazon.com/xray/latest/devguide/xray-api-segmentdocuments.html); a larger one is
     # lost. Offline it is lost the same way: the datagram cannot be sent. The read API's response carries
     # whole versions (audit data), which Powertools' Tracer would copy into the handler's subsegment.
-    import socket
-    import secrets
-    import time
-
     from test_observability import XRAY_PACKET_HEADER, _child_env, _report, _start, _tables, _traced_steps
 
     template = Template(ROOT / "template.yaml")
