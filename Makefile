@@ -155,6 +155,7 @@ bench: $(STAMP) $(LAMBDA_STAMP)
 	$(BIN)/python benchmarks/readme_tables.py build/bench/embedded_vs_direct.json
 	$(BIN)/python benchmarks/api_front.py
 	$(BIN)/python benchmarks/runtime.py
+	$(BIN)/python benchmarks/cold_start.py
 
 cost: $(STAMP)
 	@mkdir -p build/bench

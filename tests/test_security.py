@@ -53,6 +53,8 @@ UPDATE_LATEST_POLICY = """              Action: [dynamodb:PutItem]
 CHANGE_TABLE_PITR = """      PointInTimeRecoverySpecification:
         PointInTimeRecoveryEnabled: true
       DeletionProtectionEnabled: !Ref TableDeletionProtection
+    DeletionPolicy: Retain
+    UpdateReplacePolicy: Retain
 
   HistoryTable:"""
 CHANGE_TABLE_SSE = """      SSESpecification:
@@ -60,6 +62,8 @@ CHANGE_TABLE_SSE = """      SSESpecification:
       PointInTimeRecoverySpecification:
         PointInTimeRecoveryEnabled: true
       DeletionProtectionEnabled: !Ref TableDeletionProtection
+    DeletionPolicy: Retain
+    UpdateReplacePolicy: Retain
 
   HistoryTable:"""
 TAG_TTL_LOG_GROUP = """      LogGroupName: !Sub /aws/lambda/${TagTtlFunction}

@@ -102,6 +102,7 @@ class EmbeddedStack:
                 self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
             self._create_tables()
             self._create_queues_and_buses()
+            self._create_log_groups()
             self._register_functions()
             self._create_state_machines()
             self._create_event_rules()
@@ -164,6 +165,13 @@ class EmbeddedStack:
         for logical_id in self.template.of_type("AWS::Events::EventBus"):
             self.client("events").create_event_bus(Name=self.template.physical_name(logical_id))
 
+    def _create_log_groups(self) -> None:
+        """The template's log groups, so that a state machine's LoggingConfiguration has somewhere to deliver
+        its execution log (an Express execution's only history)."""
+        logs = self.client("logs")
+        for logical_id in self.template.of_type("AWS::Logs::LogGroup"):
+            logs.create_log_group(logGroupName=self.template.physical_name(logical_id))
+
     def _create_event_rules(self) -> None:
         """EventBridge rules: SAM ``EventBridgeRule`` events of state machines and functions, and plain
         ``AWS::Events::Rule`` resources, with their targets (moto_patches delivers to Step Functions)."""
@@ -225,6 +233,7 @@ class EmbeddedStack:
                 roleArn=f"arn:aws:iam::{self.template.ref('AWS::AccountId')}:role/{logical_id}Role",
                 type=props.get("Type", "STANDARD"),
                 tracingConfiguration={"enabled": bool(props.get("Tracing", {}).get("Enabled", False))},
+                **logging_configuration(props.get("Logging")),
             )["stateMachineArn"]
             self.state_machines[logical_id] = arn
 
@@ -249,6 +258,18 @@ class EmbeddedStack:
         """Import every handler now (their cold starts) rather than on first invocation."""
         for function in self.lambdas.functions.values():
             self.lambdas.load(function)
+
+
+def logging_configuration(logging: dict[str, Any] | None) -> dict[str, Any]:
+    """SAM's ``Logging`` property as CreateStateMachine's ``loggingConfiguration`` argument (none if absent)."""
+    if not logging:
+        return {}
+    return {"loggingConfiguration": {
+        "level": logging.get("Level", "OFF"),
+        "includeExecutionData": str(logging.get("IncludeExecutionData", False)).lower() == "true",
+        "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": d["CloudWatchLogsLogGroup"]["LogGroupArn"]}}
+                         for d in logging.get("Destinations", [])],
+    }}
 
 
 def substitute(definition: str, substitutions: dict[str, Any]) -> str:
