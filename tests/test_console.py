@@ -226,14 +226,24 @@ def test_the_demo_entity_shows_every_version_with_its_audit_fields_and_diffs(pag
     visited = {v["stateEnteredEventDetails"]["name"] for v in served["cf"].history(writer["executionArn"])
                if v["type"].endswith("StateEntered")}
     assert {s for s, status in statuses.items() if status != "unvisited"} == visited
-    assert all(statuses[s] == "succeeded" for s in visited)
+    # version 4 is the racing writer that lost once: its write step failed with WriteConflict, which a
+    # Catch routed to the back-off (the ASL's design), so that state shows caught; every other succeeded
+    failed_in, current = set(), None
+    for event in served["cf"].history(writer["executionArn"]):
+        if event["type"].endswith("StateEntered"):
+            current = event["stateEnteredEventDetails"]["name"]
+        elif event["type"] in ("TaskFailed", "LambdaFunctionFailed"):
+            failed_in.add(current)
+    assert all(statuses[s] == ("caught" if s in failed_in else "succeeded") for s in visited), (statuses, failed_in)
     assert graph.locator("path.edge.taken").count() >= len(visited) - 1
     # each state's input and output, expandable
     page.shot_of("#graph", "execution-graph")
     first_visit = page.page.locator("#visits li").first
     assert not first_visit.locator("pre").first.is_visible()
     first_visit.locator("summary").click()
-    assert json.loads(first_visit.locator("pre").first.inner_text())["entityId"] == served["entity"]
+    # the first state's input is what Step Functions received: the request as its JSON text (numbers exact)
+    first_input = json.loads(first_visit.locator("pre").first.inner_text())
+    assert json.loads(first_input["request"])["entityId"] == served["entity"]
     page.shot("execution")
 
 

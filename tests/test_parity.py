@@ -405,8 +405,11 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
 
     template = Template(ROOT / "template.yaml")
     steps = _traced_steps(template)
-    for name in ("fetch_latest", "update_latest", "put_history"):  # a version whose content is 80 KB
-        steps[name]["event"]["request"]["attributes"]["notes"] = "n" * (80 * 1024)
+    # a version whose content is 80 KB: in the request the fetch step reads, and in the content (DynamoDB
+    # JSON) the write and history steps carry
+    steps["fetch_latest"]["event"]["request"]["attributes"]["notes"] = "n" * (80 * 1024)
+    for name in ("update_latest", "put_history"):
+        steps[name]["event"]["content"]["notes"] = {"S": "n" * (80 * 1024)}
     step = steps["read_api"]
     layer = str(ROOT / template.resolve(template.resources["CoreLayer"]["Properties"]["ContentUri"]))
     seeding = _start({"mode": "seed", "layer": layer, "tables": _tables(template), "seed": [],

@@ -101,6 +101,14 @@ def scenarios() -> list[Scenario]:
         Scenario("HistoryWriteFailed", base + [_put(e, "c2", 2000)],
                  faults=[("PutHistoryFunction", "service", 100)], expect="HistoryWriteFailed",
                  at_least={"PutHistoryFunction": 2}),
+        Scenario("LatestReadFailed", base + [_put(e, "c2", 2000)],
+                 faults=[("FetchLatestFunction", "service", 100)], expect="LatestReadFailed",
+                 at_least={"FetchLatestFunction": 2}),
+        Scenario("ReportFailed", base + [_put(e, "c0", 500, title="late")],
+                 faults=[("TagTtlFunction", "service", 100)], expect="ReportFailed",
+                 at_least={"TagTtlFunction": 2}),
+        Scenario("expiry tag missed", base + [_put(e, "c2", 2000)], params={"HistoryRetentionVersions": "1"},
+                 faults=[("TagTtlFunction", "service", 100)], at_least={"TagTtlFunction": 2}),
     ]
 
 
@@ -274,6 +282,8 @@ def _run_one_localstack(definition: str, sm_arn: str, name: str, request: dict, 
 def run_localstack(scenario: Scenario) -> Run:
     import logging
 
+    from changeflow_core import wire
+
     from .embedded import EmbeddedStack
 
     # LocalStack logs every failed state at ERROR with its internals; the event history says it better.
@@ -290,7 +300,9 @@ def run_localstack(scenario: Scenario) -> Run:
             last = i == len(scenario.requests) - 1
             before = _invocations(stack)
             with _faults(stack, scenario) if last else contextlib.nullcontext():
-                result = _run_one_localstack(definition, sm_arn, f"diff-{i}", request, stack.region, account)
+                # the execution input every entry point sends: {"request": "<its JSON text>"} (wire)
+                carried = json.loads(wire.execution_input(request))
+                result = _run_one_localstack(definition, sm_arn, f"diff-{i}", carried, stack.region, account)
             executions.append({**result, "invocations": _delta(before, _invocations(stack))})
         return Run(executions, _table(stack))
 

@@ -22,6 +22,8 @@ from werkzeug.routing import Map, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
+from changeflow_core import wire
+
 from . import data, graph
 
 HERE = Path(__file__).resolve().parent
@@ -158,11 +160,12 @@ class Console:
         events = self.reader.history(arn)
         definition = self.reader.definition(description["stateMachineArn"])
         run = graph.path(definition, events)
-        request_input = data.parse_json(description.get("input"))
+        request_input = data.change_request(description.get("input"))
         entity = request_input.get("entityId") if isinstance(request_input, dict) else None
         return self._html(
             "execution.html", d=description, entity=entity if isinstance(entity, str) else None,
-            request_input=description.get("input"), output=description.get("output"),
+            request_input=wire.dumps(request_input, default=str) if request_input is not None else None,
+            output=description.get("output"),
             message=data.error_message(description.get("cause")),
             graph=Markup(graph.svg(definition, run, title=f"state machine, path of {description['name']}")),
             visits=_visits(events, run), rows=_event_rows(events, run),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from changeflow_core import items, model, store
+from changeflow_core import items, model, store, wire
 
 from .. import integrity
 from ..client import TERMINAL, Changeflow
@@ -30,6 +30,18 @@ def parse_json(text: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def change_request(execution_input: Any) -> Any:
+    """The change request an execution carries: every entry point sends ``{"request": "<its JSON text>"}``
+    (numbers exact, changeflow_core.wire), shown decoded; an older or hand-made input as it is."""
+    value = parse_json(execution_input)
+    if wire.is_text_form(value):
+        try:
+            return wire.loads(value[wire.TEXT_FIELD])
+        except ValueError:
+            return value
+    return value
 
 
 def pretty(value: Any) -> str:
@@ -151,7 +163,7 @@ class Reader:
                 if since and start < since or until and start > until:
                     continue
                 description = self.describe(summary["executionArn"]) or {}
-                request = parse_json(description.get("input"))
+                request = change_request(description.get("input"))
                 entity_id = request.get("entityId") if isinstance(request, dict) else None
                 if entity and entity_id != entity:
                     continue
