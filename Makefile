@@ -75,6 +75,7 @@ build: $(STAMP)
 # Measurements for the README (each prints its table; none is a timed assertion in the tests).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/embedded_vs_direct.py
+	$(BIN)/python benchmarks/scaling.py
 
 cost: $(STAMP)
 	$(BIN)/python benchmarks/cost.py

@@ -242,7 +242,7 @@ def machine():
 
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         sfn = boto3.client("stepfunctions", region_name="us-east-1")
-        arn = sfn.create_state_machine(name="m", definition=MACHINE,
+        arn = sfn.create_state_machine(name=f"m{next(TABLES)}", definition=MACHINE,
                                        roleArn="arn:aws:iam::123456789012:role/r")["stateMachineArn"]
         backend = stepfunctions_parser_backends["123456789012"]["us-east-1"]
         try:
