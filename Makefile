@@ -156,6 +156,7 @@ bench: $(STAMP) $(LAMBDA_STAMP)
 	$(BIN)/python benchmarks/api_front.py
 	$(BIN)/python benchmarks/runtime.py
 	$(BIN)/python benchmarks/cold_start.py
+	$(BIN)/python benchmarks/scaling.py
 
 cost: $(STAMP)
 	@mkdir -p build/bench

@@ -122,12 +122,12 @@ def named_errors(definition: dict) -> set[str]:
 
 
 def touched_entities(changes: list[tuple[str, Any]]) -> list[str]:
-    seen = []
+    seen: dict[str, None] = {}  # first-seen order; a dict, so that each change costs O(1), not O(entities)
     for _, request in changes:
         entity = request.get("entityId") if isinstance(request, dict) else None
-        if isinstance(entity, str) and entity and entity not in seen:
-            seen.append(entity)
-    return seen
+        if isinstance(entity, str) and entity:
+            seen.setdefault(entity)
+    return list(seen)
 
 
 # --- exit statuses ----------------------------------------------------------------------------------

@@ -79,9 +79,11 @@ class Function:
     memory_mb: int = 128
     timeout_s: int = 3
     module: Any = None
-    logs: deque = field(default_factory=lambda: deque(maxlen=20_000))
+    # the most recent log lines and AWS calls of each function: bounded, so a long `serve` does not grow
+    # with them (they were about 21 KB per change at 20,000 entries each)
+    logs: deque = field(default_factory=lambda: deque(maxlen=2_000))
     # (service, operation, request parameters, response) of every AWS call the handler's clients make
-    api_calls: deque = field(default_factory=lambda: deque(maxlen=20_000))
+    api_calls: deque = field(default_factory=lambda: deque(maxlen=2_000))
     invocations: int = 0
 
     def entry_point(self) -> Callable[[Any, Any], Any]:

@@ -103,6 +103,8 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         if caches:
             _patch_parse_cache()
             _patch_jsonpath_cache()
+            from . import moto_perf  # linear-cost indexes: same answers, no super-linear scans
+            moto_perf.install()
         _patch_history_paging()
         _patch_execution_names()
         _patch_eventbridge_to_stepfunctions()

@@ -1,0 +1,425 @@
+"""Where moto 5.2.5's cost grows faster than the work, and the patches that make it linear. Each patch
+changes how fast moto answers, never what it answers (tests/test_moto_perf.py compares every patched
+answer with moto's own, on random tables and executions):
+
+- DynamoDB Query (``_patch_query_by_partition``): stock ``Table.query`` calls ``Table.all_items()``,
+  which sorts every item of the table, then keeps the queried partition, then walks it from its first
+  item to the ``ExclusiveStartKey``: each Query costs O(table log table + partition), so paging through
+  one entity's N versions costs O(N^2) and every change gets slower as the table fills. DynamoDB reads
+  one partition in sort-key order ("Query ... returns all items with that partition key value", in
+  sort key order: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.html). The
+  patch keeps each partition's sort keys in a sorted list, updated on each write (O(log n) to find the
+  place), and starts the page by bisection: a Query costs O(log partition + page).
+- Step Functions executions (``_patch_execution_index``): stock StartExecution looks for an execution of
+  the same name, and DescribeExecution/GetExecutionHistory for the execution's ARN, by walking the state
+  machine's list of every execution it ever ran: O(executions) per call, O(n^2) over a run. The patch
+  indexes that list by name and by ARN: O(1).
+- Closed executions (``_patch_compact_closed_executions``): a finished execution keeps its whole
+  interpreter environment (threads, events, parsed inputs, the context object) only to answer
+  GetExecutionHistory later: ~80 KB per change, never freed. The patch keeps, once the execution has
+  closed, its history events as one compressed blob (what GetExecutionHistory returns, unchanged) and
+  drops the environment. Like AWS, which keeps a closed Standard execution's history for 90 days
+  (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html), the embedded stack keeps
+  every execution for as long as it runs; only the form is compact. moto also appends every thread
+  its interpreter starts to a module-level list (``parser.utils.TMP_THREADS``) that nothing empties;
+  the patch drops the finished ones each time an execution closes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import inspect
+import pickle
+import threading
+import zlib
+from collections import defaultdict
+from typing import Any
+
+_ORIGINALS: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+# moto refuses an item over 405,000 bytes (dynamo_type.LimitedSizeDict), measured as Item.size() measures.
+_MAX_ITEM_SIZE = 410_000
+# Range conditions whose matching sort keys form one contiguous run in sort-key order.
+_CONTIGUOUS = {"EQ", "=", "LE", "<=", "LT", "<", "GE", ">=", "GT", ">", "BETWEEN", "BEGINS_WITH"}
+
+
+def install() -> None:
+    """Install every patch once per process (moto_patches.install calls this)."""
+    with _LOCK:
+        if _ORIGINALS.get("installed"):
+            return
+        _patch_query_by_partition()
+        _patch_execution_index()
+        _patch_compact_closed_executions()
+        _ORIGINALS["installed"] = True
+
+
+# --- DynamoDB: a Query reads one partition, in sort-key order ------------------------------------------
+class Partition(dict):
+    """One partition's items (sort key -> Item), as moto keeps them, plus its sort keys in order.
+
+    The sorted lists are made on the first Query of the partition (O(n log n), once) and then kept up to
+    date by every insert and delete (a bisection, O(log n), and a list insert, which is a memmove). Any
+    other kind of change to the dict drops them, to be made again on the next Query."""
+
+    _keys: list | None = None  # the DynamoType sort keys, in order
+    _casts: list | None = None  # their cast values (what DynamoType compares), same order
+
+    def sorted_keys(self) -> tuple[list, list]:
+        if self._keys is None:
+            keys = sorted(dict.keys(self), key=_cast)
+            self._keys, self._casts = keys, [_cast(k) for k in keys]
+        return self._keys, self._casts
+
+    def __setitem__(self, key, value) -> None:
+        if self._keys is not None and key not in self:
+            i = bisect.bisect_left(self._casts, _cast(key))
+            self._keys.insert(i, key)
+            self._casts.insert(i, _cast(key))
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key) -> None:
+        dict.__delitem__(self, key)
+        self._forget(key)
+
+    def pop(self, key, *default):
+        present = key in self
+        value = dict.pop(self, key, *default)
+        if present:
+            self._forget(key)
+        return value
+
+    def _forget(self, key) -> None:
+        if self._keys is not None:
+            i = bisect.bisect_left(self._casts, _cast(key))
+            if i < len(self._keys) and self._keys[i] == key:
+                del self._keys[i], self._casts[i]
+            else:
+                self._keys = self._casts = None
+
+    def _invalidate(name):  # noqa: N805 - builds the methods below
+        def method(self, *args, **kwargs):
+            self._keys = self._casts = None
+            return getattr(dict, name)(self, *args, **kwargs)
+        method.__name__ = name
+        return method
+
+    update = _invalidate("update")
+    setdefault = _invalidate("setdefault")
+    popitem = _invalidate("popitem")
+    clear = _invalidate("clear")
+    __ior__ = _invalidate("__ior__")
+    del _invalidate
+
+    # copies (moto deep-copies a table's items for backups and restores) are plain copies of the items
+    def __deepcopy__(self, memo):
+        new = Partition()
+        for key, value in dict.items(self):
+            dict.__setitem__(new, copy.deepcopy(key, memo), copy.deepcopy(value, memo))
+        return new
+
+    def __copy__(self):
+        new = Partition()
+        dict.update(new, self)
+        return new
+
+    def __reduce__(self):
+        return (Partition, (dict(self),))
+
+
+def _cast(key) -> Any:
+    return key.cast_value
+
+
+def _patch_query_by_partition() -> None:
+    from moto.dynamodb.models import table as table_module
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    Table = table_module.Table
+    original_init = _ORIGINALS.setdefault("table_init", Table.__init__)
+    original_query = _ORIGINALS.setdefault("table_query", Table.query)
+    signature = inspect.signature(original_query)
+
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        if self.range_key_attr and isinstance(self.items, defaultdict) and not self.items:
+            self.items = defaultdict(Partition)
+
+    def query(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        window = _window(self, a, DynamoType, Item)
+        if window is None:  # a shape this patch does not handle: moto's own path, unchanged
+            return original_query(self, *args, **kwargs)
+        return _query_window(self, a, window, table_module.RESULT_SIZE_LIMIT, Item)
+
+    Table.__init__ = __init__
+    Table.query = query
+
+
+def _window(table, a: dict, DynamoType, Item):
+    """The candidates of a Query on the table's own key, in moto's order, from the first one that can
+    change the answer: ``(candidates, past)``, or ``None`` to use moto's own path."""
+    hash_key, start = a["hash_key"], a["exclusive_start_key"]
+    if a["index_name"] or a["filter_kwargs"] or hash_key is None or (a["limit"] is not None and a["limit"] < 1):
+        return None
+    if not table.range_key_attr:  # a hash-key-only table: at most one item per partition
+        item = table.items.get(hash_key)
+        return ([item] if isinstance(item, Item) and item.hash_key == hash_key else []), None
+    partition = table.items.get(hash_key)
+    if partition is None:
+        return [], None
+    if type(partition) is not Partition or table.range_key_type not in ("S", "N"):
+        return None
+    conditions = a["range_key_conditions"]
+    if conditions and (len(conditions) != 1 or conditions[0][0] != table.range_key_attr):
+        return None
+    forward = a["scan_index_forward"] is not False
+    keys, casts = partition.sorted_keys()
+    lo, hi = 0, len(keys)  # the slice [lo, hi) holds every item moto could return
+    if start is not None:
+        try:
+            if DynamoType(start[table.hash_key_attr]) != hash_key:
+                return None
+            start_key = DynamoType(start[table.range_key_attr])
+        except (KeyError, TypeError, AttributeError):
+            return None
+        if start_key.type != table.range_key_type:
+            return None
+        if forward:  # moto skips every item up to and including the start key
+            lo = bisect.bisect_right(casts, start_key.cast_value)
+        else:
+            hi = bisect.bisect_left(casts, start_key.cast_value)
+    past = None  # past(cast value): is this sort key beyond the run of keys the condition can match?
+    comparison, objs = a["range_comparison"], a["range_objs"]
+    if comparison:
+        if comparison not in _CONTIGUOUS or any(o.type != table.range_key_type for o in objs):
+            return None
+        if comparison == "BEGINS_WITH" and table.range_key_type != "S":
+            return None
+        low, high = objs[0].cast_value, objs[-1].cast_value
+        lower = comparison in ("EQ", "=", "GE", ">=", "GT", ">", "BETWEEN", "BEGINS_WITH")
+        upper = comparison in ("EQ", "=", "LE", "<=", "LT", "<", "BETWEEN")
+        # Before the run, in the order moto walks, nothing matches and nothing is returned yet (moto's
+        # limits cannot trigger on an empty page): the walk may start at the run. After the run, moto
+        # still visits items (one can end the page with a LastEvaluatedKey): the loop decides there.
+        if forward and lower:
+            lo = max(lo, bisect.bisect_left(casts, low))
+        if not forward and upper:
+            hi = min(hi, bisect.bisect_right(casts, high))
+        if comparison == "BEGINS_WITH":
+            past = (lambda c: not c.startswith(low)) if forward else (lambda c: c < low)
+        elif forward and upper:
+            past = lambda c: c > high  # noqa: E731
+        elif not forward and lower:
+            past = lambda c: c < low  # noqa: E731
+    if forward:
+        candidates = (partition[keys[i]] for i in range(lo, hi))
+    else:
+        candidates = (partition[keys[i]] for i in range(hi - 1, lo - 1, -1))
+    return candidates, past
+
+
+def _query_window(table, a: dict, window, size_limit: int, Item):
+    """moto's Query loop (table.py, ``Table.query``: SKIP/LIMIT/FILTER), over the window only. Two
+    differences, neither visible in the answer: items moto would skip as before the start key, or reject
+    before the first match, are not visited; and the walk ends when the range condition's run of matching
+    keys has ended and no later item could trigger moto's limit checks."""
+    candidates, past = window
+    limit, start = a["limit"], a["exclusive_start_key"]
+    forward = a["scan_index_forward"] is not False
+    range_comparison, range_objs = a["range_comparison"], a["range_objs"]
+    conditions = a["range_key_conditions"]
+    last_range_key_name = conditions[-1][0] if conditions else None
+    hash_attrs, range_attrs = [table.hash_key_attr], [table.range_key_attr]
+
+    results: list = []
+    result_size = scanned_count = 0
+    last_evaluated_key = None
+    processing_previous_page = start is not None
+    matched = False
+    for result in candidates:
+        if processing_previous_page:
+            if table._item_comes_before_dct(result, start, hash_attrs, range_attrs, forward):
+                continue
+            processing_previous_page = False
+        reached_length_limit = len(results) == limit
+        reached_size_limit = (result_size + result.size()) > size_limit
+        if reached_length_limit or reached_size_limit:
+            last_evaluated_key = table._get_last_evaluated_key(results[-1], None)
+            break
+        if not range_comparison:
+            results.append(result)
+            result_size += result.size()
+            scanned_count += 1
+            continue
+        if last_range_key_name:
+            value = result.attrs.get(last_range_key_name)
+            hit = bool(value) and value.compare(range_comparison, range_objs)
+        else:
+            hit = result.range_key.compare(range_comparison, range_objs)
+        if hit:
+            matched = True
+            results.append(result)
+            result_size += result.size()
+            scanned_count += 1
+        elif (matched or (past and past(result.range_key.cast_value))) and result_size + _MAX_ITEM_SIZE <= size_limit:
+            # the run of matching sort keys is over (the keys that match form one run, in sort order): no
+            # later item can match, nor reach moto's size limit; the length limit was not reached here,
+            # and cannot be later
+            break
+
+    results = copy.deepcopy(results)
+    if a["filter_expression"] is not None:
+        results = [item for item in results if a["filter_expression"].expr(item)]
+    if a["projection_expressions"]:
+        results = [r.project(a["projection_expressions"]) for r in results]
+    return results, scanned_count, last_evaluated_key
+
+
+# --- Step Functions: executions by name and by ARN ------------------------------------------------------
+class Executions(list):
+    """A state machine's executions, in the order they started (moto's list), with the first execution of
+    each name and of each ARN indexed. Appends keep the index; any other change rebuilds it on next use."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._by_name: dict | None = None
+        self._by_arn: dict | None = None
+        self._index()
+
+    def _index(self) -> tuple[dict, dict]:
+        if self._by_name is None:
+            self._by_name, self._by_arn = {}, {}
+            for execution in self:
+                self._by_name.setdefault(execution.name, execution)
+                self._by_arn.setdefault(execution.execution_arn, execution)
+        return self._by_name, self._by_arn
+
+    def named(self, name: str):
+        return self._index()[0].get(name)
+
+    def with_arn(self, arn: str):
+        return self._index()[1].get(arn)
+
+    def append(self, execution) -> None:
+        super().append(execution)
+        if self._by_name is not None:
+            self._by_name.setdefault(execution.name, execution)
+            self._by_arn.setdefault(execution.execution_arn, execution)
+
+    def _invalidate(name):  # noqa: N805 - builds the methods below
+        def method(self, *args, **kwargs):
+            self._by_name = self._by_arn = None
+            return getattr(list, name)(self, *args, **kwargs)
+        method.__name__ = name
+        return method
+
+    extend = _invalidate("extend")
+    insert = _invalidate("insert")
+    remove = _invalidate("remove")
+    pop = _invalidate("pop")
+    clear = _invalidate("clear")
+    sort = _invalidate("sort")
+    reverse = _invalidate("reverse")
+    __setitem__ = _invalidate("__setitem__")
+    __delitem__ = _invalidate("__delitem__")
+    __iadd__ = _invalidate("__iadd__")
+    __imul__ = _invalidate("__imul__")
+    del _invalidate
+
+    def __deepcopy__(self, memo):
+        return Executions(copy.deepcopy(list(self), memo))
+
+    def __reduce__(self):
+        return (Executions, (list(self),))
+
+
+def _patch_execution_index() -> None:
+    from moto.stepfunctions import models
+    from moto.stepfunctions.exceptions import ExecutionAlreadyExists, ExecutionDoesNotExist
+
+    machine = models.StateMachine
+    backend = models.StepFunctionBackend
+    original_init = _ORIGINALS.setdefault("machine_init", machine.__init__)
+    original_idempotency = _ORIGINALS.setdefault("idempotency", machine._handle_name_input_idempotency)
+    original_describe = _ORIGINALS.setdefault("describe_execution", backend.describe_execution)
+
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        self.executions = Executions(self.executions)
+
+    def _handle_name_input_idempotency(self, name, execution_input):
+        if not isinstance(self.executions, Executions):
+            return original_idempotency(self, name, execution_input)
+        execution = self.executions.named(name)  # moto: the first execution of this name in the list
+        if execution is None:
+            return None
+        if execution_input == execution.execution_input and execution.status == "RUNNING":
+            return execution
+        raise ExecutionAlreadyExists("Execution Already Exists: '" + execution.execution_arn + "'")
+
+    def describe_execution(self, execution_arn):
+        self._validate_execution_arn(execution_arn)
+        state_machine = self._get_state_machine_for_execution(execution_arn)
+        if not isinstance(state_machine.executions, Executions):
+            return original_describe(self, execution_arn)
+        execution = state_machine.executions.with_arn(execution_arn)
+        if not execution:
+            raise ExecutionDoesNotExist("Execution Does Not Exist: '" + execution_arn + "'")
+        return execution
+
+    machine.__init__ = __init__
+    machine._handle_name_input_idempotency = _handle_name_input_idempotency
+    backend.describe_execution = describe_execution
+
+
+# --- Step Functions: a closed execution keeps its history, compressed, and nothing else -----------------
+class ClosedHistory:
+    """What a closed execution's interpreter environment is still asked for: its history events (the list
+    GetExecutionHistory returns), kept pickled and compressed; its final program state; its callback and
+    map-run pools (SendTaskFailure and DescribeMapRun walk every execution's); and StopExecution, which
+    does nothing to a closed program (``Environment.set_stop`` only stops a running one)."""
+
+    def __init__(self, env: Any):
+        events = env.event_manager.get_event_history()
+        self._blob = zlib.compress(pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        self._program_state = env.program_state()
+        self.callback_pool_manager = env.callback_pool_manager
+        self.map_run_record_pool_manager = env.map_run_record_pool_manager
+        self.event_manager = self
+
+    def get_event_history(self) -> list:
+        return pickle.loads(zlib.decompress(self._blob))  # noqa: S301 - our own bytes, made just above
+
+    def program_state(self) -> Any:
+        return self._program_state
+
+    def set_stop(self, *args: Any, **kwargs: Any) -> None:
+        """The program has ended: nothing to stop."""
+
+
+def _patch_compact_closed_executions() -> None:
+    from moto.stepfunctions.parser.backend import execution as execution_module
+
+    from moto.stepfunctions.parser import utils
+
+    communication = execution_module.BaseExecutionWorkerCommunication
+    original = _ORIGINALS.setdefault("terminated_perf", communication.terminated)
+    threads = utils.TMP_THREADS  # every interpreter thread moto ever started, never emptied
+
+    def terminated(self):
+        try:
+            original(self)
+        finally:
+            worker = self.execution.exec_worker
+            env = getattr(worker, "env", None)
+            if env is not None and not isinstance(env, ClosedHistory):
+                worker.env = ClosedHistory(env)
+            with _LOCK:  # keep the threads still running: O(threads alive), not O(threads ever started)
+                threads[:] = [t for t in threads if t.is_alive()]
+
+    communication.terminated = terminated

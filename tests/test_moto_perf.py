@@ -1,0 +1,345 @@
+"""moto_perf: each patch answers exactly what moto answers, only faster.
+
+For each patch, the same requests are answered by the patched code and by moto's own code on the same
+data, and the answers must be identical: the same items, in the same order, with the same
+``LastEvaluatedKey`` page after page (DynamoDB Query, on random tables); the same execution found or the
+same error (StartExecution's name check, DescribeExecution); the same history events (a closed
+execution). Then the cost each patch removes is shown structurally, by what moto's code visits, never
+by timing (timings are in benchmarks/scaling.py)."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import threading
+import time
+
+import boto3
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from moto import mock_aws
+from moto.dynamodb.models.table import Table
+
+from changeflow import moto_perf
+
+moto_perf.install()
+PATCHED_QUERY = Table.query
+STOCK_QUERY = moto_perf._ORIGINALS["table_query"]
+
+TABLES = itertools.count()
+
+# --- DynamoDB Query -------------------------------------------------------------------------------------
+S_KEYS = st.text(alphabet="ab#0", min_size=1, max_size=4)
+N_KEYS = st.decimals(min_value=-50, max_value=50, places=1, allow_nan=False).map(lambda d: str(d.normalize()))
+SIZES = st.sampled_from([0, 10, 1000, 1000, 1000, 300_000])  # 300 KB items make moto's 1 MB page limit bite
+
+
+@st.composite
+def tables(draw):
+    kind = draw(st.sampled_from(["S", "N"]))
+    keys = S_KEYS if kind == "S" else N_KEYS
+    writes = draw(st.lists(st.tuples(st.sampled_from(["p1", "p2", "p3"]), keys, SIZES, st.booleans()),
+                           min_size=0, max_size=25))
+    later = draw(st.lists(st.tuples(st.sampled_from(["p1", "p2"]), keys, SIZES, st.booleans()), max_size=10))
+    return kind, writes, later
+
+
+@st.composite
+def queries(draw, kind):
+    keys = S_KEYS if kind == "S" else N_KEYS
+    query = {"pk": draw(st.sampled_from(["p1", "p2", "p3", "absent"])),
+             "forward": draw(st.booleans()),
+             "limit": draw(st.one_of(st.none(), st.integers(1, 5))),
+             "condition": draw(st.sampled_from(
+                 [None, "=", "<", "<=", ">", ">=", "BETWEEN"] + (["begins_with"] if kind == "S" else []))),
+             "values": draw(st.lists(keys, min_size=2, max_size=2)),
+             "filter": draw(st.booleans()),
+             "project": draw(st.booleans())}
+    return query
+
+
+def _request(table: str, kind: str, q: dict) -> dict:
+    names, values = {"#pk": "pk"}, {":pk": {"S": q["pk"]}}
+    condition = "#pk = :pk"
+    if q["condition"]:
+        names["#sk"] = "sk"
+        a, b = ({kind: v} for v in q["values"])
+        values[":a"] = a
+        if q["condition"] == "BETWEEN":
+            values[":b"] = b
+            condition += " AND #sk BETWEEN :a AND :b"
+        elif q["condition"] == "begins_with":
+            condition += " AND begins_with(#sk, :a)"
+        else:
+            condition += f" AND #sk {q['condition']} :a"
+    request = {"TableName": table, "KeyConditionExpression": condition, "ExpressionAttributeNames": names,
+               "ExpressionAttributeValues": values, "ScanIndexForward": q["forward"]}
+    if q["limit"]:
+        request["Limit"] = q["limit"]
+    if q["filter"]:
+        request["FilterExpression"] = "attribute_exists(big)"
+    if q["project"]:
+        request["ProjectionExpression"] = "sk, n"
+    return request
+
+
+def _all_pages(client, request: dict) -> list[dict]:
+    """Every page of a Query, following LastEvaluatedKey: items, counts and the key of each page."""
+    pages, start = [], None
+    for _ in range(200):
+        page = client.query(**request, **({"ExclusiveStartKey": start} if start else {}))
+        pages.append({k: page.get(k) for k in ("Items", "Count", "ScannedCount", "LastEvaluatedKey")})
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return pages
+    raise AssertionError("a Query that never ends")
+
+
+def _both(client, request: dict) -> tuple[list[dict], list[dict]]:
+    patched = _all_pages(client, request)
+    Table.query = STOCK_QUERY
+    try:
+        stock = _all_pages(client, request)
+    finally:
+        Table.query = PATCHED_QUERY
+    return patched, stock
+
+
+def _write(client, table: str, kind: str, writes) -> None:
+    for pk, sk, size, delete in writes:
+        key = {"pk": {"S": pk}, "sk": {kind: sk}}
+        if delete:
+            client.delete_item(TableName=table, Key=key)
+        else:
+            item = {**key, "n": {"N": str(size)}}
+            if size:
+                item["big"] = {"S": "x" * size}
+            client.put_item(TableName=table, Item=item)
+
+
+@pytest.fixture(scope="module")
+def dynamodb():
+    with mock_aws():
+        yield boto3.client("dynamodb", region_name="us-east-1")
+
+
+@settings(max_examples=int(__import__("os").environ.get("MOTO_PERF_EXAMPLES", "50")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(data=st.data(), table_spec=tables())
+def test_a_query_answers_what_moto_answers_on_random_tables(dynamodb, data, table_spec):
+    """Same items, same order, same counts, same LastEvaluatedKey on every page, before and after more
+    writes and deletes (the sorted keys are kept up to date, not rebuilt)."""
+    kind, writes, later = table_spec
+    client, table = dynamodb, f"t{next(TABLES)}"
+    if True:  # noqa: SIM108
+        client.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                       {"AttributeName": "sk", "KeyType": "RANGE"}],
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                                  {"AttributeName": "sk", "AttributeType": kind}])
+        _write(client, table, kind, writes)
+        for round_ in (1, 2):
+            for q in data.draw(st.lists(queries(kind), min_size=1, max_size=4), label=f"queries {round_}"):
+                patched, stock = _both(client, _request(table, kind, q))
+                assert patched == stock
+            _write(client, table, kind, later)
+        client.delete_table(TableName=table)
+
+
+def test_a_hash_key_only_table_answers_the_same():
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(TableName="h", BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+        for n in range(5):
+            client.put_item(TableName="h", Item={"pk": {"S": f"k{n}"}, "n": {"N": str(n)}})
+        request = {"TableName": "h", "KeyConditionExpression": "pk = :p",
+                   "ExpressionAttributeValues": {":p": {"S": "k3"}}}
+        patched, stock = _both(client, request)
+        assert patched == stock and patched[0]["Items"] == [{"pk": {"S": "k3"}, "n": {"N": "3"}}]
+
+
+def _history_table(client, versions: int, others: int) -> None:
+    client.create_table(TableName="v", BillingMode="PAY_PER_REQUEST",
+                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                              {"AttributeName": "sk", "AttributeType": "S"}])
+    for n in range(1, versions + 1):
+        client.put_item(TableName="v", Item={"pk": {"S": "doc#1"}, "sk": {"S": f"v#{n:08d}"}})
+    client.put_item(TableName="v", Item={"pk": {"S": "doc#1"}, "sk": {"S": "v0"}})
+    for n in range(others):
+        client.put_item(TableName="v", Item={"pk": {"S": f"other#{n}"}, "sk": {"S": "v0"}})
+
+
+def test_a_query_reads_one_partition_from_its_start_key(monkeypatch):
+    """The cost removed: stock moto sorts the whole table (``all_items``) on every Query and walks the
+    partition from its first item to the start key. Patched, a page deep in a 300-version partition of a
+    table that holds 200 other entities visits no other partition and only the page (plus the one item
+    that tells moto the page is full)."""
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        _history_table(client, versions=300, others=200)
+        from moto.dynamodb.models.dynamo_type import Item
+
+        whole_table, visited = [], []
+        original_size = Item.size
+        monkeypatch.setattr(Table, "all_items", lambda self: whole_table.append(1) or [])
+
+        def size(item):
+            visited.append(item.range_key.value)
+            return original_size(item)
+
+        monkeypatch.setattr(Item, "size", size)
+        page = client.query(TableName="v", KeyConditionExpression="pk = :p AND begins_with(sk, :h)",
+                            ExpressionAttributeValues={":p": {"S": "doc#1"}, ":h": {"S": "v#"}}, Limit=10,
+                            ExclusiveStartKey={"pk": {"S": "doc#1"}, "sk": {"S": "v#00000150"}})
+        assert [i["sk"]["S"] for i in page["Items"]] == [f"v#{n:08d}" for n in range(151, 161)]
+        assert page["LastEvaluatedKey"] == {"pk": {"S": "doc#1"}, "sk": {"S": "v#00000160"}}
+        assert whole_table == []
+        # moto sizes each visited item twice (limit check, page size) and the one past the page once
+        assert set(visited) == {f"v#{n:08d}" for n in range(151, 162)}
+        newest = client.query(TableName="v", KeyConditionExpression="pk = :p AND begins_with(sk, :h)",
+                              ExpressionAttributeValues={":p": {"S": "doc#1"}, ":h": {"S": "v#"}},
+                              ScanIndexForward=False, Limit=1)
+        assert newest["Items"] == [{"pk": {"S": "doc#1"}, "sk": {"S": "v#00000300"}}]
+
+
+def test_the_sorted_keys_follow_writes_and_deletes():
+    partition = moto_perf.Partition()
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    key = lambda s: DynamoType({"S": s})  # noqa: E731
+    for s in ("c", "a"):
+        partition[key(s)] = s
+    assert [k.value for k in partition.sorted_keys()[0]] == ["a", "c"]
+    partition[key("b")] = "b"
+    partition[key("a")] = "a2"  # an overwrite keeps one key
+    del partition[key("c")]
+    assert partition.pop(key("zz"), None) is None
+    assert [k.value for k in partition.sorted_keys()[0]] == ["a", "b"]
+    clone = copy.deepcopy(partition)
+    clone[key("0")] = "0"
+    assert [k.value for k in clone.sorted_keys()[0]] == ["0", "a", "b"]
+    assert [k.value for k in partition.sorted_keys()[0]] == ["a", "b"]
+
+
+# --- Step Functions -------------------------------------------------------------------------------------
+MACHINE = json.dumps({"StartAt": "Choose", "States": {
+    "Choose": {"Type": "Choice", "Choices": [{"Variable": "$.hold", "BooleanEquals": True, "Next": "Hold"}],
+               "Default": "Done"},
+    "Hold": {"Type": "Wait", "Seconds": 3600, "Next": "Done"},
+    "Done": {"Type": "Pass", "End": True}}})
+HOLD_NOT = json.dumps({"hold": False})
+
+
+@pytest.fixture
+def machine():
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        arn = sfn.create_state_machine(name=f"m{next(TABLES)}", definition=MACHINE,
+                                       roleArn="arn:aws:iam::123456789012:role/r")["stateMachineArn"]
+        backend = stepfunctions_parser_backends["123456789012"]["us-east-1"]
+        try:
+            yield sfn, arn, backend
+        finally:
+            for e in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]:
+                sfn.stop_execution(executionArn=e["executionArn"])
+
+
+def _wait_closed(sfn, arns):
+    for arn in arns:
+        for _ in range(200):
+            if sfn.describe_execution(executionArn=arn)["status"] != "RUNNING":
+                break
+            time.sleep(0.01)
+
+
+def _outcome(call):
+    try:
+        return ("found", id(call()))
+    except Exception as exc:  # noqa: BLE001 - the comparison is of which error
+        return ("error", type(exc).__name__, str(exc))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(starts=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.booleans()), min_size=1, max_size=6),
+       probes=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.booleans()), min_size=1, max_size=8))
+def test_start_and_describe_find_what_moto_finds(machine, starts, probes):
+    """StartExecution's name check (the same execution back for the same name and input while it runs,
+    ExecutionAlreadyExists otherwise) and DescribeExecution, patched and stock, on the same executions."""
+    sfn, arn, backend = machine
+    from moto.stepfunctions.models import StateMachine, StepFunctionBackend
+
+    state_machine = backend.describe_state_machine(arn)
+    prefix = f"{len(state_machine.executions)}-"  # names unique across hypothesis examples
+    started = []
+    for name, hold in starts:
+        try:
+            started.append(sfn.start_execution(stateMachineArn=arn, name=prefix + name,
+                                               input=json.dumps({"hold": hold}))["executionArn"])
+        except sfn.exceptions.ExecutionAlreadyExists:
+            pass
+    _wait_closed(sfn, [a for a, (_, hold) in zip(started, starts) if not hold])
+    stock_check = moto_perf._ORIGINALS["idempotency"]
+    stock_describe = moto_perf._ORIGINALS["describe_execution"]
+    for name, hold in probes:
+        body = json.dumps({"hold": hold})
+        assert _outcome(lambda: StateMachine._handle_name_input_idempotency(state_machine, prefix + name, body)) \
+            == _outcome(lambda: stock_check(state_machine, prefix + name, body))
+        execution_arn = arn.replace(":stateMachine:", ":execution:") + ":" + prefix + name
+        assert _outcome(lambda: StepFunctionBackend.describe_execution(backend, execution_arn)) \
+            == _outcome(lambda: stock_describe(backend, execution_arn))
+
+
+def test_lookups_do_not_walk_the_executions(machine):
+    """The cost removed: stock moto walks every execution of the machine on each StartExecution and
+    DescribeExecution. Patched, neither iterates the list."""
+    sfn, arn, backend = machine
+    arns = [sfn.start_execution(stateMachineArn=arn, name=f"x{n}", input=HOLD_NOT)["executionArn"] for n in range(30)]
+    _wait_closed(sfn, arns)
+    executions = backend.describe_state_machine(arn).executions
+    walked = []
+    original_iter = moto_perf.Executions.__iter__
+    moto_perf.Executions.__iter__ = lambda self: walked.append(1) or original_iter(self)
+    try:
+        assert sfn.describe_execution(executionArn=arns[17])["name"] == "x17"
+        with pytest.raises(sfn.exceptions.ExecutionAlreadyExists):
+            sfn.start_execution(stateMachineArn=arn, name="x3", input=HOLD_NOT)
+        sfn.start_execution(stateMachineArn=arn, name="new", input=HOLD_NOT)
+    finally:
+        moto_perf.Executions.__iter__ = original_iter
+    assert walked == []
+    assert isinstance(executions, moto_perf.Executions) and len(executions) == 31
+
+
+def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine, monkeypatch):
+    """GetExecutionHistory of a closed execution returns the events the interpreter recorded, exactly;
+    what is kept is those events, compressed, not the interpreter's environment."""
+    sfn, arn, backend = machine
+    recorded = {}
+    original_init = moto_perf.ClosedHistory.__init__
+
+    def record(self, env):
+        execution_arn = env.states.context_object.context_object_data["Execution"]["Id"]
+        recorded[execution_arn] = copy.deepcopy(env.event_manager.get_event_history())
+        original_init(self, env)
+
+    monkeypatch.setattr(moto_perf.ClosedHistory, "__init__", record)
+    arns = [sfn.start_execution(stateMachineArn=arn, name=f"h{n}", input=json.dumps({"n": n, "hold": False}))["executionArn"]
+            for n in range(3)]
+    _wait_closed(sfn, arns)
+    for execution_arn in arns:
+        execution = backend.describe_execution(execution_arn)
+        assert isinstance(execution.exec_worker.env, moto_perf.ClosedHistory)
+        assert backend.get_execution_history(execution_arn)["events"] == recorded[execution_arn]
+        assert len(recorded[execution_arn]) >= 5  # started, states entered/exited, succeeded
+        assert sfn.describe_execution(executionArn=execution_arn)["status"] == "SUCCEEDED"
+    sfn.stop_execution(executionArn=arns[0])  # a closed execution: nothing to stop, nothing changes
+    assert sfn.describe_execution(executionArn=arns[0])["status"] == "SUCCEEDED"
+    assert threading.active_count() < 50
