@@ -65,6 +65,9 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
             if items.content_of(by_version[int(source)]) != items.content_of(h):
                 report.problems.append(f"rollback version {h[model.VERSION]} differs from its source {source}")
 
+    from .audit import verify_chain
+
+    report.problems.extend(verify_chain(client, entity_id, now_s))  # the hash chain: names the first altered version
     if latest is None:
         if history and not history[-1].get(model.DELETED):
             report.problems.append("no v0, but the newest version is not a deletion")

@@ -45,8 +45,8 @@ from boto3.dynamodb.types import TypeSerializer
 
 from . import model
 
-PREV_HASH = "prevHash"
-CHAIN_HASH = "chainHash"
+PREV_HASH = model.PREV_HASH
+CHAIN_HASH = model.CHAIN_HASH
 NOT_HASHED = frozenset({model.PK, model.SK, model.EXPIRES_AT, PREV_HASH, CHAIN_HASH})
 GENESIS_TAG = b"changeflow/chain/v1/genesis\x00"
 DIGEST_FORMAT = "changeflow-digest/1"

@@ -25,11 +25,13 @@ RECORDED_AT = "recordedAt"
 DELETED = "deleted"
 EXPIRES_AT = "expiresAt"  # the table's TTL attribute, epoch seconds
 SOURCE_VERSION = "sourceVersion"  # rollback: the version whose content was restored
+PREV_HASH = "prevHash"  # the hash chain (changeflow_core.chain): the previous version's chain hash
+CHAIN_HASH = "chainHash"  # and this version's
 
 RESERVED = frozenset(
     {
         PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, REASON,
-        EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION,
+        EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH,
     }
 )
 
