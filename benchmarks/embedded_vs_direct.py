@@ -49,14 +49,16 @@ def direct(stack, changes) -> list[str]:
     outcomes = []
     for i, request in enumerate(changes):
         execution = {"id": f"arn:direct:{i}", "name": f"direct-{i}", "startTime": "2026-01-01T00:00:00.000Z"}
-        state = {"request": request, "execution": execution}
-        state["fetched"] = fn["FetchLatestFunction"](state, ctx)
+        try:
+            state = {**fn["FetchLatestFunction"]({"request": request, "execution": execution}, ctx), "execution": execution}
+        except Exception as exc:  # noqa: BLE001 - ChangeIsStale: the report step's outcome
+            outcomes.append(json.loads(str(exc))["outcome"])
+            continue
         step = "DeleteTombstoneFunction" if request["operation"] == "delete" else "UpdateLatestFunction"
         state["written"] = fn[step](state, ctx)
-        if state["written"]["outcome"] in ("applied", "duplicate"):
-            fn["PutHistoryFunction"]({**state, "retryCount": 0}, ctx)
-            fn["TagTtlFunction"]({"entityId": request["entityId"], "operation": request["operation"],
-                                  "version": state["written"]["version"], "execution": execution}, ctx)
+        result = fn["PutHistoryFunction"]({**state, "retryCount": 0}, ctx)
+        fn["TagTtlFunction"]({k: result[k] for k in ("entityId", "operation", "outcome", "version", "changeId",
+                                                     "effectiveAt")}, ctx)
         outcomes.append(state["written"]["outcome"])
     return outcomes
 

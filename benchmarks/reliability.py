@@ -62,6 +62,13 @@ def main() -> int:
 
         run()
         tallies.append(model)
+    from changeflow.server import EmbeddedServer
+
+    with EmbeddedServer(port=0, time_scale=0.001) as server:  # POST /changes over HTTP on serve
+        api = r.Tally("6. API: retries and redeliveries (POST /changes)")
+        for seed in range(args.seeds):
+            api.add(r.api_retries(server, seed, entities=12))
+        tallies.append(api)
     print(r.report(tallies))
     print(f"\n({time.perf_counter() - started:.0f} s; hostile input: see tests/test_hostile_input.py)")
     return 1 if any(t.violations for t in tallies) else 0

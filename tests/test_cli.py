@@ -3,11 +3,14 @@ status) and `changeflow serve` started as a process, used, and stopped."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -15,6 +18,22 @@ from changeflow.cli import main
 from conftest import EVENTS, ROOT
 
 WORKFLOW = EVENTS / "workflow"
+
+
+@pytest.fixture
+def stack_logs(monkeypatch):
+    """The function logs of the embedded stack the next ``changeflow run`` starts: ``{logical id: lines}``."""
+    from changeflow.embedded import EmbeddedStack
+
+    logs = {}
+    stop = EmbeddedStack.stop
+
+    def keep_logs(self):
+        logs.update({f.logical_id: list(f.logs) for f in self.lambdas.functions.values()})
+        return stop(self)
+
+    monkeypatch.setattr(EmbeddedStack, "stop", keep_logs)
+    return logs
 
 
 def run_json(capsys, *args):
@@ -47,10 +66,17 @@ def test_run_accepts_arrays_and_runs_them_concurrently(capsys):
     assert sorted(e["output"]["version"] for e in doc["executions"]) == [1, 2]
 
 
-def test_run_with_a_named_failure_still_exits_zero(capsys):
+def test_run_with_a_named_failure_exits_one_and_its_cause_is_the_message(stack_logs, capsys):
     status, doc = run_json(capsys, WORKFLOW / "01-create.json", WORKFLOW / "10-invalid.json")
-    assert status == 0
-    assert doc["executions"][1]["status"] == "FAILED" and doc["executions"][1]["error"] == "ValidationError"
+    assert status == 1  # the same rule as submit: a change the workflow rejected
+    failed = doc["executions"][1]
+    assert failed["status"] == "FAILED" and failed["error"] == "ValidationError"
+    # the cause is the error message, not a JSON document with a Python stack trace and local paths
+    assert failed["cause"] == "attributes: must be an object, not list"
+    # the trace stays in the function's log, as the Lambda runtime logs an unhandled error
+    [logged] = [line for line in stack_logs["FetchLatestFunction"] if line.startswith("[ERROR] ValidationError")]
+    assert "Traceback (most recent call last)" in logged and "app.py" in logged
+    assert "lambdas.py" not in logged  # the in-process dispatcher is no part of the handler's trace
 
 
 def test_run_param_overrides_a_template_parameter(capsys):
@@ -99,6 +125,11 @@ def test_serve_runs_until_stopped_and_answers_the_cli(tmp_path):
         first = process.stdout.readline()
         assert first.startswith("changeflow serve: http://127.0.0.1:"), first
         url = first.split()[2]
+        banner = []
+        while not (line := process.stdout.readline()).lstrip().startswith("try:"):
+            banner.append(line)
+        # the REST API at its local URL; not the execute-api URL the template would have on AWS
+        assert any(f"{url}/v1" in line for line in banner) and not any("execute-api" in line for line in banner)
         result = subprocess.run([sys.executable, "-m", "changeflow", "submit", str(WORKFLOW / "put.json"),
                                  "--endpoint-url", url, "--json"], capture_output=True, text=True, cwd=ROOT,
                                 timeout=120)
@@ -148,7 +179,252 @@ def test_progress_is_shown_on_a_terminal_and_not_with_json():
 
 @pytest.mark.enable_socket
 def test_a_command_against_no_endpoint_says_so_in_one_line(capsys):
-    # nothing listens on this port: a one-line error and exit 1, not a traceback
-    assert main(["versions", "x", "--endpoint-url", "http://127.0.0.1:9"]) == 1
+    # nothing listens on this port: a one-line error and exit 3 (could not do it), not a traceback
+    assert main(["versions", "x", "--endpoint-url", "http://127.0.0.1:9"]) == 3
     err = capsys.readouterr().err
     assert err.startswith("changeflow: ") and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+# --- user errors: one line on stderr saying what to do, a documented exit status, never a traceback ----
+def cli(capsys, *args):
+    """``main(args)`` as a shell runs it: ``(exit status, stdout, stderr)``; an exception escaping main is
+    the traceback a user would see, and fails the test."""
+    try:
+        status = main([str(a) for a in args])
+    except SystemExit as exc:  # argparse: its usage line and status 2
+        status = exc.code
+    except Exception:  # noqa: BLE001
+        pytest.fail(f"changeflow {' '.join(map(str, args))} ended with a traceback:\n{traceback.format_exc()}")
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return status, out, err
+
+
+@pytest.fixture
+def on_stack(stack, cf, monkeypatch):
+    """The remote commands against the embedded stack (the same client code path as serve and AWS)."""
+    from changeflow import cli as cli_module
+
+    monkeypatch.setattr(cli_module, "target", lambda args: cf)
+    return cf
+
+
+@pytest.fixture
+def taken_port():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener.getsockname()[1]
+
+
+NOT_JSON = "{not json"
+
+
+@pytest.mark.enable_socket
+@pytest.mark.parametrize("args, status, says", [
+    # run: files, parameters, names
+    (["run", "missing.json"], 2, "missing.json: no such file"),
+    (["run", "events/workflow"], 2, "is a directory"),
+    (["run", "{bad}"], 2, "not valid JSON"),
+    (["run", WORKFLOW / "01-create.json", "--param", "x"], 2, "expected KEY=VALUE"),
+    (["run", WORKFLOW / "01-create.json", "--param", "Nope=1"], 2, "Nope"),
+    (["run", WORKFLOW / "01-create.json", "--history", "nope"], 2, "--history nope: no execution of this run"),
+    (["run", WORKFLOW / "01-create.json", "--concurrency", "two"], 2, "'two' is not a whole number"),
+    (["run", WORKFLOW / "01-create.json", "--concurrency", "0"], 2, "give a whole number 1 or more"),
+    (["run", WORKFLOW / "01-create.json", "--time-scale", "-1"], 2, "give a number 0.0 or more"),
+    (["run"], 2, "required: FILE"),
+    (["nope"], 2, "invalid choice"),
+    # the remote commands, against a stack that answers
+    (["submit", "missing.json"], 2, "no such file"),
+    (["submit", WORKFLOW / "put.json", "--timeout", "soon"], 2, "'soon' is not a number of seconds"),
+    (["submit", WORKFLOW / "put.json", "--via", "carrier-pigeon"], 2, "invalid choice"),
+    (["versions", "nobody"], 1, "no such entity: 'nobody'"),
+    (["history", "nope"], 1, "no such execution: 'nope'"),
+    (["history", "arn:aws:states:us-east-1:123456789012:execution:changeflow-ChangeStateMachine:nope"], 1,
+     "no such execution"),
+    (["executions", "--limit", "0"], 2, "--limit: 0 is out of range"),
+    (["verify", "doc#42"], 1, "no such entity: 'doc#42'"),
+    (["verify"], 2, "one of the arguments entity --all is required"),
+    (["repair", "nobody"], 1, "no such entity"),
+    (["repair", "nobody", "--json"], 1, "no such entity"),
+    (["serve", "--param", "x"], 2, "expected KEY=VALUE"),
+    (["serve", "--port", "PORT_TAKEN"], 3, "is taken"),
+    (["serve", "--port", "70000"], 2, "give a port number from 0 to 65535"),
+])
+def test_a_user_error_is_one_line_on_stderr_with_its_exit_status(request, capsys, tmp_path, monkeypatch, taken_port,
+                                                                  args, status, says):
+    monkeypatch.chdir(ROOT)
+    if args[0] not in ("run", "serve", "nope"):  # `run` starts its own stack: one per process
+        request.getfixturevalue("on_stack")
+    bad = tmp_path / "bad.json"
+    bad.write_text(NOT_JSON)
+    args = [str(bad) if a == "{bad}" else str(taken_port) if a == "PORT_TAKEN" else a for a in args]
+    got, out, err = cli(capsys, *args)
+    assert got == status, err
+    assert says in err
+    if got != 2 or not err.startswith("usage:"):  # argparse adds its usage line to its own errors
+        assert err.startswith("changeflow: ") and len(err.strip().splitlines()) == 1, err
+    assert out == ""  # nothing half-done on stdout
+
+
+def test_stack_name_without_a_region_says_to_give_one(capsys, monkeypatch):
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    for command in (["versions", "x"], ["history", "x"], ["executions"], ["verify", "--all"], ["repair", "x"],
+                    ["submit", str(WORKFLOW / "put.json")]):
+        status, out, err = cli(capsys, *command, "--stack-name", "changeflow")
+        assert status == 2 and err == "changeflow: --stack-name needs a region: pass --region REGION or set AWS_REGION\n"
+
+
+@pytest.mark.enable_socket
+def test_the_issue_reproductions_print_no_traceback_in_a_real_process():
+    # issue 13: `changeflow history nope` (ExecutionDoesNotExist) and --stack-name without a region (NoRegionError)
+    from changeflow.server import EmbeddedServer
+
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_DEFAULT_REGION", "AWS_REGION")}
+    with EmbeddedServer(port=0, time_scale=0.001) as server:
+        for args, status in ((["history", "nope", "--endpoint-url", server.url], 1),
+                             (["versions", "user#1001", "--stack-name", "changeflow"], 2)):
+            result = subprocess.run([sys.executable, "-m", "changeflow", *args], capture_output=True, text=True,
+                                    cwd=ROOT, env=env, timeout=120)
+            assert result.returncode == status and "Traceback" not in result.stderr, result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("changeflow: ")
+
+
+# --- exit statuses: one rule, documented in every command's --help ---------------------------------
+def test_run_and_submit_agree_on_a_named_failure(request, capsys):
+    # GIVEN the same invalid change WHEN run (embedded, in this process) and submit (against a stack) handle it
+    run_status, _, _ = cli(capsys, "run", WORKFLOW / "invalid.json")
+    request.getfixturevalue("on_stack")
+    submit_status, out, _ = cli(capsys, "submit", WORKFLOW / "invalid.json")
+    # THEN both exit 1: the workflow rejected the change with one of its named errors
+    assert run_status == submit_status == 1
+    assert "ValidationError" in out
+
+
+def test_submit_exit_status_follows_the_rule(on_stack, capsys):
+    assert cli(capsys, "submit", WORKFLOW / "put.json")[0] == 0
+    assert cli(capsys, "submit", WORKFLOW / "stale.json")[0] == 0  # stale is a success (nothing to write)
+    assert cli(capsys, "submit", WORKFLOW / "rollback.json", WORKFLOW / "put.json")[0] == 0
+    status, out, _ = cli(capsys, "submit", WORKFLOW / "invalid.json", WORKFLOW / "put.json", "--json")
+    assert status == 1  # one rejected change among successes
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0]["error"] == "ValidationError" and lines[0]["cause"] == "entityId: must not be empty"
+
+
+def test_an_execution_that_ends_with_an_error_the_workflow_does_not_name_exits_three(capsys):
+    from changeflow.cli import execution_status
+    from changeflow.client import Execution
+
+    def ended(status, error=None):
+        return Execution(name="x", arn="arn", status=status, input={}, error=error)
+
+    named = {"ValidationError", "NotFound"}
+    assert execution_status([ended("SUCCEEDED")], named) == 0
+    assert execution_status([ended("SUCCEEDED"), ended("FAILED", "NotFound")], named) == 1
+    assert execution_status([ended("REFUSED", "ValidationError")], named) == 1
+    assert execution_status([ended("REJECTED", "HTTP 400")], named) == 1
+    assert execution_status([ended("REJECTED", "HTTP 502")], named) == 3
+    assert execution_status([ended("FAILED", "States.Runtime"), ended("FAILED", "NotFound")], named) == 3
+    for status in ("TIMED_OUT", "ABORTED"):
+        assert execution_status([ended(status)], named) == 3
+    assert "States.Runtime" in capsys.readouterr().err
+
+
+def _subcommands():
+    from changeflow.cli import build_parser
+
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return parser, action.choices
+
+
+def test_every_command_documents_its_exit_statuses_and_every_option(capsys):
+    parser, commands = _subcommands()
+    assert {"run", "demo", "serve", "submit", "versions", "history", "executions", "verify", "repair"} <= set(commands)
+    assert "exit status" in parser.format_help()
+    for name, sub in commands.items():
+        text = sub.format_help()
+        assert "exit status:" in text, name
+        for status in ("0 ", "2 "):
+            assert f"\n  {status}" in text, (name, status)
+        assert sub.description, f"{name} has no description"
+        for action in sub._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"{name} {action.option_strings[0]} has no help"
+            if action.default not in (None, False, [], argparse.SUPPRESS):
+                assert "%(default)" in action.help or str(action.default) in action.help, \
+                    f"{name} {action.option_strings[0]}: the help does not give the default"
+    assert "seconds" in commands["submit"].format_help()  # --timeout's unit
+
+
+def test_documented_exit_statuses_are_the_ones_main_returns():
+    from changeflow import cli as cli_module
+
+    assert (cli_module.OK, cli_module.REJECTED, cli_module.USAGE, cli_module.FAILED) == (0, 1, 2, 3)
+    for name, text in cli_module.EXIT_HELP.items():
+        codes = {int(line.split()[0]) for line in text.splitlines()[1:] if line[2:3].isdigit()}
+        assert codes <= {0, 1, 2, 3} and 0 in codes, name
+
+
+# --- flags do what they say ------------------------------------------------------------------------
+def test_executions_and_repair_print_json_with_json(on_stack, capsys):
+    assert cli(capsys, "submit", WORKFLOW / "put.json")[0] == 0
+    status, out, _ = cli(capsys, "executions", "--json")
+    [execution] = json.loads(out)
+    assert status == 0 and execution["status"] == "SUCCEEDED" and execution["name"].startswith("user-1001--")
+    status, out, _ = cli(capsys, "repair", "user#1001", "--json")
+    assert status == 0 and json.loads(out) == {"entityId": "user#1001", "repaired": [], "cannotRepair": []}
+
+
+def test_run_history_with_json_includes_the_history(capsys):
+    status, doc = run_json(capsys, WORKFLOW / "put.json")
+    name = doc["executions"][0]["name"]
+    status, doc = run_json(capsys, WORKFLOW / "put.json", "--history", name)
+    assert status == 0
+    types = [event["type"] for event in doc["histories"][name]]
+    assert types[0] == "ExecutionStarted" and types[-1] == "ExecutionSucceeded"
+
+
+# --- answers that say what is there ---------------------------------------------------------------
+def test_verify_lists_the_missing_versions_in_its_summary_line(on_stack, capsys):
+    for i in range(3):
+        on_stack.submit({"entityId": "e", "operation": "put", "attributes": {"i": i}, "changeId": f"c{i}"})
+    on_stack.dynamodb.delete_item(TableName=on_stack.history_table,
+                                  Key={"pk": {"S": "e"}, "sk": {"S": "v#0000000002"}})
+    status, out, _ = cli(capsys, "verify", "e")
+    assert status == 1
+    assert out.splitlines()[0] == "e: PROBLEMS (versions 1, 3; missing 2)"
+    status, out, _ = cli(capsys, "verify", "e", "--json")
+    assert json.loads(out)[0]["missing"] == [2]
+
+
+def test_report_ranges_shows_gaps():
+    from changeflow.report import ranges
+
+    assert ranges([1, 2, 3]) == "1..3"
+    assert ranges([5, 1, 3, 4, 9]) == "1, 3..5, 9"
+    assert ranges([]) == ""
+
+
+def test_security_summary_says_the_findings_are_all_in_the_skip_table():
+    from changeflow.security import Finding, Step, step_status
+
+    covered = [Finding("checkov", f"CKV_{i}", "R", "m") for i in range(27)]
+    step = Step("checkov", "template", findings=covered)
+    assert step_status(step, []) == "27 findings, all in the skip table"
+    left = Finding("checkov", "CKV_X", "R", "m")
+    assert step_status(Step("c", "t", findings=covered + [left]), [left]) == "28 findings, 1 not in the skip table"
+    assert step_status(Step("c", "t"), []) == "no findings"
+    assert step_status(Step("c", "t", error="boom"), []) == "ERROR"
+
+
+def test_a_cause_shows_as_its_message():
+    from changeflow.report import error_message
+
+    lambda_cause = json.dumps({"errorMessage": "entityId: must not be empty", "errorType": "ValidationError",
+                               "stackTrace": ['  File "/var/task/app.py", line 30, in lambda_handler\n']})
+    assert error_message(lambda_cause) == "entityId: must not be empty"
+    assert error_message(json.dumps({"statusCode": 400, "message": "body: not JSON"})) == "body: not JSON"
+    assert error_message("States.Timeout") == "States.Timeout" and error_message(None) is None

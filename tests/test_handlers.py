@@ -32,44 +32,77 @@ def test_event_payloads_drive_the_steps_in_workflow_order(lambda_module, context
     client, table = tables
     fetched = lambda_module("fetch_latest").lambda_handler(load_event("functions/fetch_latest.json"), context)
     assert fetched["latest"] is None and fetched["change"]["changeId"] == "example-put-1"
+    assert fetched["writer"].endswith(":function:changeflow-UpdateLatestFunction")  # the writer of a put
+    assert fetched["content"]["logins"] == {"N": "0"} and fetched["attempt"] == 1  # DynamoDB JSON, exact
 
     written = lambda_module("update_latest").lambda_handler(load_event("functions/update_latest.json"), context)
     assert written["outcome"] == "applied" and written["version"] == 1
 
     history = lambda_module("put_history").lambda_handler(load_event("functions/put_history.json"), context)
-    assert history == {"version": 1, "history": "written"}
+    assert history == {"entityId": "user#1001", "operation": "put", "outcome": "applied", "version": 1,
+                       "changeId": "example-put-1", "effectiveAt": 1767225600000, "history": "written"}
 
     tombstone = lambda_module("delete_tombstone").lambda_handler(load_event("functions/delete_tombstone.json"), context)
     assert tombstone["outcome"] == "applied" and tombstone["version"] == 2
 
     tagged = lambda_module("tag_ttl").lambda_handler(load_event("functions/tag_ttl.json"), context)
-    assert tagged == {"tagged": None, "expiresAt": None}  # no retention window by default
+    assert tagged == {"tagged": [], "expiresAt": None}  # no retention window by default
 
     # THEN the table holds v0 (a tombstone) and history version 1 with exactly v0's content at 1
     items = {i["sk"]["S"]: i for i in client.scan(TableName=table)["Items"]}
     assert set(items) == {"v0", "v#0000000001"}
     assert items["v0"]["deleted"] == {"BOOL": True} and "expiresAt" in items["v0"]
     assert items["v#0000000001"]["name"] == {"S": "Ada"}
+    # a number carried as DynamoDB JSON keeps all 38 digits from the state into the item
+    assert items["v#0000000001"]["logins"] == {"N": "0.12345678901234567890123456789012345678"}
+
+
+def test_fetch_handler_ends_a_stale_change_with_its_outcome(lambda_module, context, tables):
+    # GIVEN v0 at a newer effectiveAt
+    from changeflow_core.decisions import ChangeIsStale
+
+    lambda_module("update_latest").lambda_handler(load_event("functions/update_latest.json"), context)
+    event = load_event("functions/fetch_latest.json")
+    event["request"]["effectiveAt"] -= 1
+    event["request"]["changeId"] = "older"
+    # WHEN the fetch step decides THEN it raises the named signal whose message is the execution's output
+    with pytest.raises(ChangeIsStale) as raised:
+        lambda_module("fetch_latest").lambda_handler(event, context)
+    assert json.loads(str(raised.value)) == {"entityId": "user#1001", "operation": "put", "outcome": "stale",
+                                             "version": 1, "changeId": "older", "effectiveAt": 1767225599999}
+    # and the report step turns it back into the output, as the state machine passes it
+    cause = {"errorMessage": str(raised.value), "errorType": "ChangeIsStale"}
+    report = {"stale": cause, "execution": {"name": "e-1"}}
+    assert lambda_module("tag_ttl").lambda_handler(report, context) == raised.value.result
 
 
 def test_update_handler_reports_stale_without_writing(lambda_module, context, tables):
+    from changeflow_core.decisions import ChangeIsStale
+
     client, table = tables
     event = load_event("functions/update_latest.json")
-    event["fetched"]["latest"] = {"present": True, "version": 4, "effectiveAt": 9_999_999_999_999,
-                                  "changeIds": {"x": 4}, "deleted": False}
-    assert lambda_module("update_latest").lambda_handler(event, context) == {"outcome": "stale", "version": 4,
-                                                                               "recordedAt": None}
+    event["latest"] = {"present": True, "version": 4, "effectiveAt": 9_999_999_999_999,
+                       "changeIds": {"x": 4}, "deleted": False}
+    with pytest.raises(ChangeIsStale):
+        lambda_module("update_latest").lambda_handler(event, context)
     assert client.scan(TableName=table)["Count"] == 0
 
 
-def test_update_handler_classifies_a_failed_condition_as_a_conflict(lambda_module, context, tables):
+def test_update_handler_names_a_failed_condition_a_write_conflict(lambda_module, context, tables):
     # GIVEN the state was fetched when v0 did not exist, and another writer created it since
+    from changeflow_core.decisions import WriteConflict
+    from changeflow_core.errors import VersionConflict
+
     handler = lambda_module("update_latest").lambda_handler
     handler(load_event("functions/update_latest.json"), context)
     other = load_event("functions/update_latest.json")
-    other["fetched"]["change"]["changeId"] = "someone-else"
+    other["change"]["changeId"] = "someone-else"
     # WHEN this change's conditional write runs on that stale read THEN it is a conflict, not a write
-    assert handler(other, context)["outcome"] == "conflict"
+    with pytest.raises(WriteConflict):
+        handler(other, context)
+    # and on the last attempt the conflict is final
+    with pytest.raises(VersionConflict):
+        handler({**other, "attempt": 10}, context)
 
 
 def test_fetch_handler_rejects_an_invalid_request(lambda_module, context, tables):
@@ -89,7 +122,7 @@ def test_history_handler_is_idempotent_and_refuses_another_changes_version(lambd
     assert handler(event, context)["history"] == "written"
     assert handler(event, context)["history"] == "present"  # a retry or a redrive
     other = load_event("functions/put_history.json")
-    other["fetched"]["change"]["changeId"] = "not-the-writer"
+    other["change"]["changeId"] = "not-the-writer"
     with pytest.raises(HistoryConflict):
         handler(other, context)
 

@@ -81,3 +81,12 @@ def test_verify_and_repair_on_the_command_line(stack, cf, capsys, monkeypatch):
     assert main(["repair", "e"]) == 0
     assert "repaired: wrote history item of version 2 from v0" in capsys.readouterr().out
     assert main(["verify", "e"]) == 0
+
+
+def test_an_entity_with_nothing_stored_is_not_found_and_has_no_problems(cf):
+    # verify() is also the invariant check of the reliability campaigns, where an entity whose only change
+    # was rejected has nothing stored: that is consistent. The CLI says "no such entity" (exit 1).
+    report = verify(cf, "never-written")
+    assert report.found is False and report.ok and report.versions == [] and report.missing == []
+    cf.submit(put(T0, "c0"))
+    assert verify(cf, "e").found is True

@@ -43,6 +43,7 @@ def test_the_model_itself_follows_the_rules():
     assert model.apply(put(4, "b", 2)) == ("SUCCEEDED", "stale")
     assert model.apply(put(5, "c", 3)) == ("SUCCEEDED", "applied")  # equal times accepted
     assert model.apply(put(5, "a", 1)) == ("SUCCEEDED", "duplicate")
+    assert model.apply(put(9, "a", 1)) == ("SUCCEEDED", "duplicate")  # reused with a newer effectiveAt
     assert model.apply({"operation": "delete", "effectiveAt": 6, "changeId": "d"}) == ("SUCCEEDED", "applied")
     assert model.apply({"operation": "rollback", "effectiveAt": 7, "changeId": "r", "toVersion": 3}) == ("FAILED", "NotFound")
     assert model.apply({"operation": "rollback", "effectiveAt": 7, "changeId": "r", "toVersion": 1}) == ("SUCCEEDED", "applied")

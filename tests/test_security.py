@@ -53,6 +53,8 @@ UPDATE_LATEST_POLICY = """              Action: [dynamodb:PutItem]
 CHANGE_TABLE_PITR = """      PointInTimeRecoverySpecification:
         PointInTimeRecoveryEnabled: true
       DeletionProtectionEnabled: !Ref TableDeletionProtection
+    DeletionPolicy: Retain
+    UpdateReplacePolicy: Retain
 
   HistoryTable:"""
 CHANGE_TABLE_SSE = """      SSESpecification:
@@ -60,6 +62,8 @@ CHANGE_TABLE_SSE = """      SSESpecification:
       PointInTimeRecoverySpecification:
         PointInTimeRecoveryEnabled: true
       DeletionProtectionEnabled: !Ref TableDeletionProtection
+    DeletionPolicy: Retain
+    UpdateReplacePolicy: Retain
 
   HistoryTable:"""
 TAG_TTL_LOG_GROUP = """      LogGroupName: !Sub /aws/lambda/${TagTtlFunction}
@@ -131,10 +135,10 @@ GUARD_CASES = {
         [(UPDATE_LATEST_POLICY,
           UPDATE_LATEST_POLICY.replace("[dynamodb:PutItem]", "[dynamodb:PutItem, dynamodb:DeleteItem]"))],
         {("function_dynamodb_actions", "UpdateLatestFunction")}),
-    "a wildcard resource in an IAM role": (
-        [("                Action: states:StartExecution\n                Resource: !Ref ChangeStateMachine\n",
-          "                Action: states:StartExecution\n                Resource: \"*\"\n")],
-        {("no_wildcard_resources", "ChangeApiStartExecutionRole")}),
+    "a wildcard resource for Step Functions": (
+        [("              Action: [states:StartExecution]\n              Resource: !Ref ChangeStateMachine\n",
+          "              Action: [states:StartExecution]\n              Resource: \"*\"\n")],
+        {("no_wildcard_resources", "SubmitChangeFunction")}),
     "a wildcard action in a resource policy": (
         [("            Action: sqs:SendMessage\n", "            Action: sqs:*\n")],
         {("no_wildcard_actions", "ChangeEventsDeadLetterQueuePolicy")}),

@@ -38,10 +38,10 @@ def test_first_put_creates_version_1_and_its_history_item(cf):
     entity = cf.entity("doc#1")
     assert entity["latest"]["version"] == 1 and entity["latest"]["attributes"] == {"color": "red"}
     assert [v["version"] for v in entity["versions"]] == [1]
+    # in four state transitions (issue 11): one Lambda step each, no Pass or Choice state
     assert states_entered(cf, execution) == [
-        "Take the change request", "Fetch the latest version", "Which operation is it?",
-        "Write the new latest version", "What did the write do?", "Record the version in history",
-        "Tag versions for expiry", "Report the result",
+        "Fetch the latest version", "Write the new latest version", "Record the version in history",
+        "Tag versions for expiry",
     ]
 
 
@@ -67,7 +67,8 @@ def test_older_change_is_stale_and_writes_nothing(cf):
     execution = cf.submit(put(at=T0 + 50, change="old", v="old"))
     assert execution.output["outcome"] == "stale" and execution.output["version"] == 1
     assert cf.entity("doc#1") == before
-    assert "Record the version in history" not in states_entered(cf, execution)
+    # in two state transitions: the fetch step decides, the report step answers; no write step runs
+    assert states_entered(cf, execution) == ["Fetch the latest version", "Report the stale change"]
 
 
 def test_equal_timestamps_are_accepted(cf):
@@ -100,7 +101,7 @@ def test_expected_version_not_current_fails_at_once_with_version_conflict(cf):
     assert "version 1, not the expected 0" in execution.cause
     assert cf.entity("doc#1") == before
     # at once: no loop through the back-off
-    assert "Back off before reading again" not in states_entered(cf, execution)
+    assert states_entered(cf, execution) == ["Fetch the latest version", "Report the version conflict"]
 
 
 def test_expected_version_that_is_current_applies(cf):
@@ -112,7 +113,8 @@ def test_delete_writes_a_tombstone_version_that_keeps_the_timestamp_and_expires(
     cf.submit(put(at=T0, color="red"))
     execution = cf.submit({"entityId": "doc#1", "operation": "delete", "effectiveAt": T0 + 10})
     assert execution.output["outcome"] == "applied" and execution.output["version"] == 2
-    assert "Write a tombstone" in states_entered(cf, execution)
+    written = events_of(cf, execution, "TaskScheduled")[1]["taskScheduledEventDetails"]["parameters"]
+    assert "DeleteTombstoneFunction" in json.loads(written)["FunctionName"]  # the writer the fetch step chose
     entity = cf.entity("doc#1")
     latest = entity["latest"]
     assert latest["deleted"] is True and latest["attributes"] == {} and latest["effectiveAt"] == T0 + 10
@@ -171,7 +173,7 @@ def test_retention_of_k_versions_tags_version_n_minus_k(make_stack):
     for i in range(4):
         execution = cf.submit(put(at=T0 + i, n=i))
     ttl_exits = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
-    assert json.loads(ttl_exits["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == 2
+    assert json.loads(ttl_exits["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == [2]
     raw = {v["version"]: v["expiresAt"] for v in cf.entity("doc#1")["versions"]}
     assert raw[1] is not None and raw[2] is not None  # written at 3 and 4: n-K
     assert raw[3] is None and raw[4] is None
@@ -217,7 +219,7 @@ def test_invalid_request_fails_with_validation_error_naming_the_field_and_writes
     failed = events_of(cf, execution, "TaskFailed")[0]["taskFailedEventDetails"]
     assert failed["error"] == "ValidationError"  # visible in the execution history
     entered = states_entered(cf, execution)
-    assert entered[-1] == "Reject the invalid request" and "Write the new latest version" not in entered
+    assert entered == ["Fetch the latest version", "Reject the invalid request"]  # two transitions
     assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
 
 
@@ -238,7 +240,7 @@ def interfering(stack, cf, times):
     counter = iter(range(1, times + 1))
 
     def hook(function, event, invoke):
-        if function.logical_id == "UpdateLatestFunction" and event["fetched"]["change"]["changeId"] == "mine":
+        if function.logical_id == "UpdateLatestFunction" and event["change"]["changeId"] == "mine":
             n = next(counter, None)
             if n is not None:
                 another_writer(cf, f"other-{n}")
@@ -256,9 +258,11 @@ def test_conflicting_writer_loops_back_through_a_fresh_read(stack, cf):
         execution = cf.submit(put(at=T0, change="mine", v="mine"))
     # THEN it conflicts three times, reads again after a jittered wait each time, and then applies
     entered = states_entered(cf, execution)
-    assert entered.count("Count a conflict") == 3
+    assert entered.count("Draw a back-off") == 3
     assert entered.count("Back off before reading again") == 3
-    assert entered.count("Fetch the latest version") == 4
+    assert entered.count("Fetch the latest version again") == 3
+    conflicts = [e["taskFailedEventDetails"]["error"] for e in events_of(cf, execution, "TaskFailed")]
+    assert conflicts == ["WriteConflict"] * 3  # named in the history, routed by a Catch
     assert execution.output["outcome"] == "applied" and execution.output["version"] == 5
     assert [v["version"] for v in cf.entity("doc#1")["versions"]] == [1, 2, 3, 4, 5]
 
@@ -271,7 +275,9 @@ def test_conflicts_beyond_the_bound_fail_with_version_conflict(stack, cf):
         execution = cf.submit(put(at=T0, change="mine"))
     assert execution.status == "FAILED" and execution.error == "VersionConflict"
     entered = states_entered(cf, execution)
-    assert entered.count("Count a conflict") == 10 and entered[-1] == "Report the version conflict"
+    # ten conditional writes, nine back-offs between them, then the named failure at once
+    assert entered.count("Write the new latest version") == 10 and entered.count("Draw a back-off") == 9
+    assert entered[-1] == "Report the version conflict"
     versions = [v["changeId"] for v in cf.entity("doc#1")["versions"]]
     assert "mine" not in versions and versions == ["base"] + [f"other-{i}" for i in range(1, 11)]
 
@@ -365,7 +371,7 @@ def test_lost_response_of_the_v0_write_is_recovered_by_a_fresh_read(stack, cf):
         execution = cf.submit(put(at=T0, v=1))
     assert execution.output["outcome"] == "duplicate" and execution.output["version"] == 1
     entered = states_entered(cf, execution)
-    assert "Count a write of unknown outcome" in entered and "Record the version in history" in entered
+    assert "Draw a back-off" in entered and "Record the version in history" in entered
     entity = cf.entity("doc#1")
     assert [v["version"] for v in entity["versions"]] == [1] and entity["latest"]["version"] == 1
 
@@ -378,3 +384,225 @@ def test_workflow_inputs_in_events_run_as_documented(cf):
     invalid = cf.submit(load_event("workflow/invalid.json"))
     assert invalid.error == "ValidationError"
     assert [v["operation"] for v in cf.entity("user#1001")["versions"]] == ["put", "delete", "rollback"]
+
+
+# --- issue 9 item 5: one maximum request size; no state ever over Step Functions' 256 KiB --------------
+STATE_LIMIT = 256 * 1024  # AWS: "Maximum input or output size for a task, state, or execution", UTF-8 bytes
+
+
+def largest_state(cf, execution):
+    """The largest state input/output, task parameters or task result in the execution's history."""
+    sizes = [0]
+    for event in cf.history(execution.arn):
+        for key, details in event.items():
+            if key.endswith("EventDetails") and isinstance(details, dict):
+                sizes += [len(details[field].encode("utf-8")) for field in ("input", "output", "parameters")
+                          if isinstance(details.get(field), str)]
+    return max(sizes)
+
+
+def padded_put(size, entity="big#1", at=T0, change="big-1"):
+    """A put whose request (compact UTF-8 JSON, as validation counts it) is exactly ``size`` bytes."""
+    from changeflow_core.validation import request_size
+
+    request = {"entityId": entity, "operation": "put", "attributes": {"body": ""}, "effectiveAt": at,
+               "changeId": change, "actor": "a" * 256, "reason": "r" * 1024}
+    request["attributes"]["body"] = "x" * (size - request_size(request))
+    assert request_size(request) == size
+    return request
+
+
+def test_the_largest_allowed_put_and_a_rollback_to_it_apply_with_every_state_under_256_kib(cf):
+    from changeflow_core.validation import MAX_REQUEST_BYTES
+
+    # GIVEN a put of exactly the maximum request size, then another version, then a rollback to the first
+    largest = cf.submit(padded_put(MAX_REQUEST_BYTES))
+    assert largest.output["outcome"] == "applied", (largest.error, largest.cause)
+    cf.submit(put(entity="big#1", at=T0 + 1, v="small"))
+    rollback = cf.submit({"entityId": "big#1", "operation": "rollback", "toVersion": 1, "effectiveAt": T0 + 2,
+                          "changeId": "big-rollback", "actor": "a" * 256, "reason": "r" * 1024})
+    assert rollback.output == {**rollback.output, "outcome": "applied", "version": 3}
+    # THEN no state input or output, task parameters or task result came near States.DataLimitExceeded
+    for execution in (largest, rollback):
+        assert MAX_REQUEST_BYTES < largest_state(cf, execution) <= STATE_LIMIT
+    assert cf.entity("big#1")["versions"][2]["attributes"] == cf.entity("big#1")["versions"][0]["attributes"]
+
+
+def test_one_byte_over_the_maximum_request_size_is_a_validation_error_and_writes_nothing(cf):
+    from changeflow_core.validation import MAX_REQUEST_BYTES
+
+    execution = cf.submit(padded_put(MAX_REQUEST_BYTES + 1))
+    assert execution.status == "FAILED" and execution.error == "ValidationError"
+    assert json.loads(execution.cause)["errorMessage"].startswith("request:")
+    assert states_entered(cf, execution) == ["Fetch the latest version", "Reject the invalid request"]
+    assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
+
+
+def test_attributes_that_grow_past_the_limit_as_dynamodb_json_are_refused_before_anything_is_written(cf):
+    # a list of small numbers is 2 bytes an element in the request but ~10 as DynamoDB JSON, the form
+    # the workflow carries: refused by name at the fetch step, not States.DataLimitExceeded later
+    from changeflow_core.validation import MAX_REQUEST_BYTES, request_size
+
+    request = put(entity="dense#1", at=T0, numbers=[1] * (MAX_REQUEST_BYTES // 8))
+    assert request_size(request) < MAX_REQUEST_BYTES
+    execution = cf.submit(request)
+    assert execution.status == "FAILED" and execution.error == "ValidationError"
+    assert "as DynamoDB JSON" in json.loads(execution.cause)["errorMessage"]
+    assert largest_state(cf, execution) <= STATE_LIMIT
+    assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
+
+
+# --- issue 9 item 6: a change id reused with a newer effectiveAt ------------------------------------------
+def test_a_change_id_reused_with_a_newer_effective_at_is_a_duplicate_and_writes_nothing(cf):
+    # GIVEN c1@1000 and c2@1500 applied
+    cf.submit(put(at=1000, change="c1", v=1))
+    cf.submit(put(at=1500, change="c2", v=2))
+    before = cf.entity("doc#1")
+    # WHEN c1 comes again with a newer effectiveAt (a client retry that took a new default time, a replay)
+    again = cf.submit(put(at=2000, change="c1", v=1))
+    # THEN it is answered with the version c1 wrote, and nothing is written
+    assert again.output == {**again.output, "outcome": "duplicate", "version": 1, "effectiveAt": 2000}
+    assert cf.entity("doc#1") == before
+
+
+def test_a_change_id_reused_after_v0_forgot_it_writes_again_and_verify_reports_it(cf):
+    from changeflow import integrity
+    from changeflow_core.model import RECENT_CHANGE_IDS
+
+    # GIVEN c1, then as many other changes as v0 remembers ids
+    cf.submit(put(at=1000, change="c1", v=1))
+    for i in range(RECENT_CHANGE_IDS):
+        cf.submit(put(at=1001 + i, change=f"other-{i}", v=i))
+    assert integrity.verify(cf, "doc#1").ok
+    # WHEN c1 is reused at a newer time: outside the documented window it is a new change
+    again = cf.submit(put(at=5000, change="c1", v="again"))
+    assert again.output["outcome"] == "applied" and again.output["version"] == RECENT_CHANGE_IDS + 2
+    # THEN verify reports the change that wrote two versions, though they are not neighbours
+    problems = integrity.verify(cf, "doc#1").problems
+    assert f"change 'c1' wrote versions 1 and {RECENT_CHANGE_IDS + 2}" in problems
+
+
+# --- issue 9 item 4: every execution ends in an outcome or a named error ------------------------------
+def always_failing(logical_id):
+    def hook(function, event, invoke):
+        if function.logical_id == logical_id:
+            from changeflow.lambdas import LambdaServiceError
+            raise LambdaServiceError()
+        return invoke()
+    return hook
+
+
+def test_a_tag_step_that_keeps_failing_still_reports_the_applied_change_and_repair_tags_it(make_stack):
+    from changeflow import integrity
+    from changeflow.client import Changeflow
+    from changeflow.lambdas import fault_hook
+
+    stack = make_stack(HistoryRetentionVersions="1", HistoryRetentionDays="30")
+    cf = Changeflow.for_embedded(stack)
+    cf.submit(put(at=T0, change="c1", v=1))
+    # GIVEN the tag step's Lambda fails on every try (Lambda.ServiceException, seven times)
+    with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
+        execution = cf.submit(put(at=T0 + 1, change="c2", v=2))
+    # THEN the change is reported applied (v0 and history are written), not an unnamed failure
+    assert execution.status == "SUCCEEDED"
+    assert execution.output == {"entityId": "doc#1", "operation": "put", "outcome": "applied", "version": 2,
+                                "changeId": "c2", "effectiveAt": T0 + 1}
+    assert states_entered(cf, execution)[-1] == "Report the result without the expiry tag"
+    # AND verify finds version 1 left untagged, and repair tags it
+    assert "versions outside the retention window without an expiry: [1]" in integrity.verify(cf, "doc#1").problems
+    done, cannot = integrity.repair(cf, "doc#1")
+    assert done == ["tagged version 1 for expiry"] and cannot == []
+    assert cf.entity("doc#1")["versions"][0]["expiresAt"] is not None
+
+
+def test_a_missed_expiry_tag_is_healed_by_the_next_change(make_stack):
+    from changeflow import integrity
+    from changeflow.client import Changeflow
+    from changeflow.lambdas import fault_hook
+
+    stack = make_stack(HistoryRetentionVersions="1", HistoryRetentionDays="30")
+    cf = Changeflow.for_embedded(stack)
+    cf.submit(put(at=T0, change="c1", v=1))
+    with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
+        cf.submit(put(at=T0 + 1, change="c2", v=2))
+    # WHEN the next change runs: it tags version 2 (n-K) and heals version 1 (n-K-1), two updates
+    execution = cf.submit(put(at=T0 + 2, change="c3", v=3))
+    tag = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
+    assert json.loads(tag["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == [2, 1]
+    assert integrity.verify(cf, "doc#1").ok
+
+
+def test_a_fetch_step_that_keeps_failing_ends_in_a_named_error_and_writes_nothing(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    with fault_hook(stack.lambdas, always_failing("FetchLatestFunction")):
+        execution = cf.submit(put(at=T0, v=1))
+    assert execution.status == "FAILED" and execution.error == "LatestReadFailed"
+    assert len(events_of(cf, execution, "LambdaFunctionFailed") + events_of(cf, execution, "TaskFailed")) == 6
+    assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0
+
+
+def test_a_stale_report_that_keeps_failing_ends_in_a_named_error(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    cf.submit(put(at=T0 + 10, change="new", v=1))
+    with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
+        execution = cf.submit(put(at=T0, change="old", v=0))
+    assert execution.status == "FAILED" and execution.error == "ReportFailed"
+
+
+# --- issue 10 section 3: the state machine resource at deploy time -------------------------------------
+def test_every_lambda_task_names_its_integration_through_the_stack_partition():
+    # aws-cn and aws-us-gov have other partitions: no hard-coded arn:aws: in the definition
+    from changeflow.template import Template
+    from conftest import ASL, ROOT
+
+    definition = json.loads(ASL.read_text())
+    tasks = [s for s in definition["States"].values() if s["Type"] == "Task"]
+    assert tasks and all(s["Resource"] == "${LambdaInvoke}" for s in tasks)
+    assert "arn:aws:" not in ASL.read_text()
+    machine = Template(ROOT / "template.yaml").of_type("AWS::Serverless::StateMachine")["ChangeStateMachine"]
+    assert machine["Properties"]["DefinitionSubstitutions"]["LambdaInvoke"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:states:::lambda:invoke"}
+
+
+@pytest.mark.parametrize("metric", ["ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted"])
+def test_an_alarm_fires_on_every_way_an_execution_can_end_without_an_outcome(metric):
+    from changeflow.template import Template
+    from conftest import ROOT
+
+    template = Template(ROOT / "template.yaml")
+    alarms = [template.resolve(spec["Properties"]) for spec in template.of_type("AWS::CloudWatch::Alarm").values()]
+    found = [a for a in alarms if a.get("Namespace") == "AWS/States" and a.get("MetricName") == metric]
+    assert len(found) == 1
+    assert found[0]["Dimensions"] == [{"Name": "StateMachineArn", "Value": template.arn("ChangeStateMachine")}]
+    assert found[0]["Threshold"] == 1 and found[0]["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_the_back_off_fits_express_five_minutes_and_the_parameter_says_what_express_gives_up():
+    import re
+
+    from changeflow.template import Template
+    from changeflow_core.decisions import MAX_ATTEMPTS
+    from conftest import ASL, ROOT
+
+    draw = json.loads(ASL.read_text())["States"]["Draw a back-off"]["Parameters"]["waitSeconds.$"]
+    ends = [int(n) for n in re.search(r"States\.Array\(([0-9, ]+)\)", draw).group(1).split(",")]
+    assert len(ends) == MAX_ATTEMPTS + 1  # indexed by the attempt, 1..MAX_ATTEMPTS (an 11th read gives up)
+    # MathRandom(1, end) draws below end (AWS: the end is exclusive); at most one wait per attempt
+    assert sum(end - 1 for end in ends[1:]) == 191 < 300
+    description = Template(ROOT / "template.yaml").body["Parameters"]["WorkflowType"]["Description"]
+    assert "safe" not in description and "gives up" in description and "5 minutes" in description
+
+
+def test_a_v0_write_that_keeps_failing_ends_in_latest_write_failed_after_ten_attempts(stack, cf):
+    from changeflow.lambdas import fault_hook
+
+    with fault_hook(stack.lambdas, always_failing("UpdateLatestFunction")):
+        execution = cf.submit(put(at=T0, v=1))
+    assert execution.status == "FAILED" and execution.error == "LatestWriteFailed"
+    entered = states_entered(cf, execution)
+    # never retried by a Retry: ten writes, each after a fresh read, then the named failure
+    assert entered.count("Write the new latest version") == 10 and entered.count("Draw a back-off") == 10
+    assert entered[-2:] == ["Fetch the latest version again", "Give up on the failing write"]
+    assert cf.dynamodb.scan(TableName=cf.table)["Count"] == 0

@@ -1,20 +1,25 @@
-"""Step 1, fetch-latest: validate the change request, then read the entity's latest state consistently.
+"""Step 1, fetch-latest: validate the change request (or, after a back-off, take the change from the
+state), read the entity's latest state consistently, and decide. A stale change ends here.
 
-Input: ``{"request": <change request>, "execution": {"id", "name", "startTime"}}``.
-Output: ``{"change": <normalised change>, "latest": <state or null>, "content": <rollback content or null>}``.
-Raises ``ValidationError`` (nothing is written by any later step) or ``NotFound`` (rollback target).
+Input: ``{"request": {"request": "<change request as JSON text>"} (or a request object), "execution": {"id", "name", "startTime"}}``, or after a back-off
+``{"change", "content", "attempt", "error", "execution": {"name"}}``.
+Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``.
+Raises ``ValidationError`` or ``NotFound`` (nothing is written by any later step), ``ChangeIsStale``
+(the report step returns the outcome), ``VersionConflict`` or ``LatestWriteFailed`` (attempts spent).
 """
 
 import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import items, model, observe, store
-from changeflow_core.errors import ValidationError
-from changeflow_core.validation import validate_request
+from changeflow_core import model, observe, steps
+from changeflow_core.decisions import ChangeIsStale
+from changeflow_core.errors import ValidationError, VersionConflict
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
+WRITERS = {model.PUT: os.environ["UPDATE_LATEST_FUNCTION_ARN"], model.ROLLBACK: os.environ["UPDATE_LATEST_FUNCTION_ARN"],
+           model.DELETE: os.environ["DELETE_TOMBSTONE_FUNCTION_ARN"]}
 
 logger = Logger()
 tracer = Tracer()
@@ -28,19 +33,21 @@ dynamodb = boto3.client("dynamodb")
 def lambda_handler(event, context):
     logger.append_keys(execution=event["execution"]["name"])
     try:
-        change = validate_request(event["request"], event["execution"])
+        change, content, attempt = steps.take(event)
     except ValidationError:
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise
-    logger.append_keys(entityId=change.entityId, changeId=change.changeId)
+    logger.append_keys(entityId=change.entityId, changeId=change.changeId, attempt=attempt)
     observe.annotate(tracer, change.entityId)
-    observe.count(metrics, observe.CHANGES_RECEIVED, change.operation)
+    observe.count(metrics, observe.CHANGES_RECEIVED if attempt == 1 else observe.CHANGES_FETCHED_AGAIN, change.operation)
 
-    latest = store.fetch_latest_state(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change.entityId)
-    content = None
-    if change.operation == model.ROLLBACK:
-        content = store.rollback_content(dynamodb, HISTORY_TABLE_NAME, change.entityId, change.toVersion)
-    items.check_item_size(change, event["request"].get("attributes", content))
-
-    logger.info("fetched", extra={"latestVersion": latest["version"] if latest else 0})
-    return {"change": change.to_json(), "latest": latest, "content": content}
+    try:
+        fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt, WRITERS)
+    except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
+        observe.record_outcome(tracer, metrics, stale.result, stale.result)
+        raise
+    except VersionConflict:  # the caller's expectedVersion is not current: counted, then the named failure
+        observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change.operation)
+        raise
+    logger.info("fetched", extra={"latestVersion": (fetched["latest"] or {}).get("version", 0)})
+    return fetched

@@ -2,8 +2,9 @@
 never overwrites, and the same change finding its own item counts as done), so it is the step the state
 machine retries, and safe to run again when a failed execution is redriven.
 
-Input: the execution's state data plus ``written`` (the write step's result) and ``retryCount``.
-Output: ``{"version", "history": "written"|"present"|"repaired"|"unrepairable"}``.
+Input: the write step's input plus ``written`` (its result) and ``retryCount``.
+Output: the execution's output (``entityId``, ``operation``, ``outcome``, ``version``, ``changeId``,
+``effectiveAt``) and ``history``: ``written``|``present``|``repaired``|``unrepairable``.
 Raises ``HistoryConflict`` if version n belongs to another change (never retried).
 """
 
@@ -11,7 +12,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import items, model, observe, steps, store
+from changeflow_core import observe, steps
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
@@ -26,19 +27,14 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
-    change, written = event["fetched"]["change"], event["written"]
+    change, written = event["change"], event["written"]
     logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
     observe.annotate(tracer, change["entityId"], written["version"], written["outcome"])
     observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"], value=event.get("retryCount") or 0)
 
-    if written["outcome"] == model.APPLIED:
-        item = steps.item_for(event, written["version"], written["recordedAt"], tombstone_ttl_days=0)
-        fresh = store.put_history(dynamodb, HISTORY_TABLE_NAME, items.history_of(item))
-        history = "written" if fresh else "present"
-    else:  # a duplicate: the first delivery may have stopped before its history put
-        history = store.ensure_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change["entityId"], written["version"])
-        if history == "repaired":
-            observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
+    result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event)
+    if result["history"] == "repaired":
+        observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
 
-    logger.info("history put", extra={"version": written["version"], "history": history})
-    return {"version": written["version"], "history": history}
+    logger.info("history put", extra={"version": written["version"], "history": result["history"]})
+    return result

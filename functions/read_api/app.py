@@ -2,12 +2,11 @@
 internals), versions newest first (?limit=&cursor=), one version, the execution that wrote it."""
 
 import os
-from urllib.parse import quote, unquote
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from changeflow_core import observe, reads
+from changeflow_core import observe, reads, wire
 from changeflow_core.errors import NotFound, ValidationError
 
 TABLE_NAME = os.environ["TABLE_NAME"]
@@ -17,11 +16,13 @@ logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 dynamodb = boto3.client("dynamodb")
-app = APIGatewayRestResolver()
+app = APIGatewayRestResolver(serializer=wire.dumps)  # numbers as JSON numbers with all 38 digits, never floats
 
 
 def entity_id(raw: str) -> str:
-    value = (app.current_event.path_parameters or {}).get("id") or unquote(raw)
+    """The id as API Gateway decoded it (``pathParameters``): the route matched the raw path, where an
+    id's ``/`` is still ``%2F``, so ``raw`` (still percent-encoded) only routes."""
+    value = app.current_event.path_parameters["id"]
     observe.annotate(tracer, value)
     return value
 
@@ -57,7 +58,8 @@ def client_error(exc):
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
-    event["path"] = quote(unquote(event.get("path") or "/"), safe="/")  # ids such as doc#1 route either way
+    # A REST API delivers ``path`` as the client sent it (doc%2F1 stays one segment) and ``pathParameters``
+    # decoded: routing the raw path keeps every id's segments apart.
     response = app.resolve(event, context)
     logger.info("read", extra={"path": event["path"], "status": response["statusCode"]})
     return response

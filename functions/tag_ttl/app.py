@@ -1,8 +1,12 @@
 """Step 5, TTL tagging: the version that the new write pushes out of the retention window gets an expiry
-(one conditional UpdateItem, never a scan). Tombstones carry their expiry from the tombstone write itself;
-a put over a tombstone writes ``v0`` whole, so a revived entity never keeps one. Idempotent: retried.
+(one conditional UpdateItem, never a scan), and the one before it too if an earlier execution missed its
+tag (so a missed tag heals with the next change, O(1)). Tombstones carry their expiry from the tombstone
+write itself; a put over a tombstone writes ``v0`` whole, so a revived entity never keeps one. Idempotent:
+retried. The same function reports a stale change, which skips the writes.
 
-Input: ``{"entityId", "operation", "version"}``. Output: ``{"tagged": <version or null>, "expiresAt"}``.
+Input: ``{"entityId", "operation", "version", "changeId", "execution": {"name"}}``, or
+``{"stale": <the ChangeIsStale error>, "execution": {"name"}}``. Output: ``{"tagged": [versions newly tagged], "expiresAt"}``, or
+for a stale change the execution's output.
 """
 
 import os
@@ -26,13 +30,19 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
-    logger.append_keys(execution=event["execution"]["name"], entityId=event["entityId"])
+    logger.append_keys(execution=event["execution"]["name"])
+    if "stale" in event:
+        result = steps.stale_report(event["stale"])
+        observe.count(metrics, observe.VERSIONS_EXPIRED, result["operation"], value=0)  # nothing written
+        logger.info("stale", extra=result)
+        return result
+    logger.append_keys(entityId=event["entityId"], changeId=event["changeId"])
     observe.annotate(tracer, event["entityId"], event["version"])
 
-    tag = steps.retention_tag(event["version"], KEEP_VERSIONS, KEEP_DAYS, int(time.time()))
-    version, expires_at = tag or (None, None)
-    tagged = tag is not None and store.tag_expiry(dynamodb, HISTORY_TABLE_NAME, event["entityId"], version, expires_at)
-    observe.count(metrics, observe.VERSIONS_EXPIRED, event["operation"], value=int(tagged))
+    tags = steps.retention_tags(event["version"], KEEP_VERSIONS, KEEP_DAYS, int(time.time()))
+    tagged = [v for v, expires_at in tags if store.tag_expiry(dynamodb, HISTORY_TABLE_NAME, event["entityId"], v, expires_at)]
+    observe.count(metrics, observe.VERSIONS_EXPIRED, event["operation"], value=len(tagged))
 
-    logger.info("retention", extra={"tagged": version, "expiresAt": expires_at, "newlyTagged": tagged})
-    return {"tagged": version, "expiresAt": expires_at}
+    expires_at = tags[0][1] if tags else None
+    logger.info("retention", extra={"tagged": tagged, "expiresAt": expires_at})
+    return {"tagged": tagged, "expiresAt": expires_at}

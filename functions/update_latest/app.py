@@ -1,9 +1,10 @@
 """Step 2, conditional v0 update (put and rollback): write ``v0`` whole if it is still the fetched version
 and the change is not older than it. Never retried by the state machine: a failed condition is classified
-(stale / duplicate / conflict) from the old item DynamoDB returns with it.
+from the old item DynamoDB returns with it.
 
-Input: the execution's state data (``request``, ``execution``, ``fetched``).
-Output: ``{"outcome": "applied"|"stale"|"duplicate"|"conflict", "version", "recordedAt"}``.
+Input: ``{"change", "latest", "content", "attempt", "execution"}`` (the fetch step's result).
+Output: ``{"outcome": "applied"|"duplicate", "version", "recordedAt"}``. Raises ``WriteConflict`` (another
+writer got in: back off and read again), ``ChangeIsStale``, or ``VersionConflict``.
 """
 
 import os
@@ -11,6 +12,7 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from changeflow_core import observe, steps
+from changeflow_core.decisions import ChangeIsStale, WriteConflict
 from changeflow_core.errors import VersionConflict
 
 TABLE_NAME = os.environ["TABLE_NAME"]
@@ -25,13 +27,16 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
-    change = event["fetched"]["change"]
+    change = event["change"]
     logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
 
     try:
         result = steps.write(dynamodb, TABLE_NAME, event)
-    except VersionConflict:  # the caller's expectedVersion is not current: counted, then the named failure
+    except (WriteConflict, VersionConflict):  # counted, then the named error the state machine routes
         observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change["operation"])
+        raise
+    except ChangeIsStale as stale:
+        observe.record_outcome(tracer, metrics, change, stale.result)
         raise
 
     observe.record_outcome(tracer, metrics, change, result)

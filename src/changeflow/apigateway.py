@@ -1,10 +1,15 @@
 """The template's REST API on the embedded stack, answered as API Gateway answers it:
 
-- AWS service integrations (``type: aws``, e.g. ``states:action/StartExecution``): the method's request
-  model is checked with jsonschema (draft 4, as API Gateway does), the integration's own mapping templates
-  are rendered by a Velocity engine (airspeed), the action is called on moto, and the integration response
-  is selected by status code and rendered by its template (``$context.responseOverride`` honoured).
-- Lambda proxy routes (SAM ``Api`` events of functions): a REST (v1) proxy event to the real handler.
+- A method's request validator: its body model checked with jsonschema (draft 4, as API Gateway does);
+  gateway response templates rendered by a Velocity engine (airspeed).
+- Lambda proxy routes (SAM ``Api`` events of functions, and ``type: aws_proxy`` integrations in the
+  definition): a REST (v1) proxy event to the real handler, as a REST API delivers it: ``path`` as the
+  client sent it (percent-encoding kept), ``pathParameters`` decoded.
+- API Gateway's own answers where the request never reaches an integration, with its default gateway
+  responses (or the definition's): no such resource or method under the stage -> 403
+  ``Missing Authentication Token``; a body over the 10 MB payload quota -> 413; a body that is not UTF-8
+  JSON for a validated model -> 400; an integration running past the 29-second timeout -> 504.
+  Nothing under ``/<stage>/`` ever reaches moto's other services.
 
 Authorization (IAM/SigV4) is not enforced here, as ``sam local start-api`` does not enforce it either.
 ``$util`` and ``$input`` are the small API Gateway objects templates use, written after its documentation.
@@ -15,38 +20,16 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
 import uuid
-from datetime import datetime
 from typing import Any, Callable
 from urllib.parse import parse_qs, unquote
 
 import airspeed
 import jsonschema
-from botocore.exceptions import ClientError, ParamValidationError
-
-
-def escape_javascript(text: Any) -> str:
-    """API Gateway's ``$util.escapeJavaScript`` (Java's StringEscapeUtils.escapeJavaScript): quotes,
-    backslash and slash escaped, control and non-ASCII characters as ``\\uXXXX``; ``'`` becomes ``\\'``."""
-    out = []
-    for ch in str(text):
-        code = ord(ch)
-        if ch in "\"\\'/":
-            out.append("\\" + ch)
-        elif ch in "\b\f\n\r\t":
-            out.append({"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch])
-        elif code < 32 or code > 0x7E:
-            encoded = ch.encode("utf-16-be", "surrogatepass")
-            out.extend(f"\\u{int.from_bytes(encoded[i:i + 2], 'big'):04X}" for i in range(0, len(encoded), 2))
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 class Util:
-    def escapeJavaScript(self, text):  # noqa: N802 - the name templates use
-        return escape_javascript(text)
-
     def parseJson(self, text):  # noqa: N802
         return json.loads(text)
 
@@ -83,6 +66,23 @@ def render(template: str, raw_body: str, context: dict[str, Any]) -> str:
     return airspeed.Template(template).merge({"input": Input(raw_body), "util": Util(), "context": context})
 
 
+# API Gateway quotas (developer guide, "Amazon API Gateway quotas", REST APIs): payload size 10 MB,
+# integration timeout 50 ms - 29 s.
+MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
+INTEGRATION_TIMEOUT_S = 29.0
+
+# Default gateway responses (developer guide, "Gateway response types for API Gateway"): status and the
+# message of the default body template {"message":$context.error.messageString}.
+DEFAULT_RESPONSES = {
+    "MISSING_AUTHENTICATION_TOKEN": (403, "Missing Authentication Token"),
+    "REQUEST_TOO_LARGE": (413, "Request Too Long"),
+    "BAD_REQUEST_BODY": (400, "Invalid request body"),
+    "UNSUPPORTED_MEDIA_TYPE": (415, "Unsupported Media Type"),
+    "INTEGRATION_TIMEOUT": (504, "Endpoint request timed out"),
+    "INTEGRATION_FAILURE": (502, "Internal server error"),
+}
+
+
 class Route:
     def __init__(self, method: str, path: str, handler: Callable):
         self.method, self.path, self.handler = method.upper(), path, handler
@@ -109,128 +109,149 @@ class RestApi:
         self.validators = body.get("x-amazon-apigateway-request-validators", {})
         self.gateway_responses = body.get("x-amazon-apigateway-gateway-responses", {})
         self.routes: list[Route] = []
-        for path, methods in body.get("paths", {}).items():
-            for method, operation in methods.items():
-                integration = operation.get("x-amazon-apigateway-integration", {})
-                if integration.get("type") == "aws":
-                    self.routes.append(Route(method, path, self._service_integration(operation, integration)))
         for function_id, spec in stack.template.of_type("AWS::Serverless::Function").items():
             for event in spec.get("Properties", {}).get("Events", {}).values():
                 props = event.get("Properties", {})
                 if event["Type"] == "Api" and props.get("RestApiId") == {"Ref": logical_id}:
                     self.routes.append(Route(props["Method"], props["Path"], self._lambda_proxy(function_id, props["Path"])))
+        for path, methods in body.get("paths", {}).items():
+            for method, operation in methods.items():
+                integration = operation.get("x-amazon-apigateway-integration", {})
+                if integration.get("type") == "aws_proxy":
+                    name = re.search(r":function:([^/:]+)", integration["uri"]).group(1)
+                    function_id = next(f.logical_id for f in stack.lambdas.functions.values() if f.name == name)
+                    self.routes.append(Route(method, path, self._lambda_proxy(
+                        function_id, path, self._body_validator(operation))))
+        self.integration_timeout = INTEGRATION_TIMEOUT_S
+        self.max_payload = MAX_PAYLOAD_BYTES
 
     # --- WSGI ---------------------------------------------------------------------------------------
     def __call__(self, environ, start_response):
         path = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "")
         path = path.split("?", 1)[0]
-        prefix = f"/{self.stage}/"
-        if not path.startswith(prefix):
-            return None
-        resource_path = path[len(prefix) - 1:]
+        prefix = f"/{self.stage}"
+        if path != prefix and not path.startswith(prefix + "/"):
+            return None  # not this API: moto's endpoint answers it
+        resource_path = path[len(prefix):] or "/"
+        context = self._context(environ, resource_path)
+        answer = self._answer(environ, resource_path, context)
+        status, headers, payload = answer
+        start_response(f"{status} {_REASONS.get(status, 'Status')}", list(headers.items()))
+        return [payload.encode("utf-8")]
+
+    def _context(self, environ, resource_path: str) -> dict:
+        return {"requestId": str(uuid.uuid4()), "error": {"validationErrorString": "", "messageString": ""},
+                "identity": {"sourceIp": environ.get("REMOTE_ADDR", "127.0.0.1"), "caller": None, "user": None},
+                "responseOverride": {"status": None}, "stage": self.stage, "resourcePath": resource_path,
+                "httpMethod": environ["REQUEST_METHOD"]}
+
+    def _answer(self, environ, resource_path: str, context: dict) -> tuple[int, dict, str]:
         for route in self.routes:
             params = route.match(environ["REQUEST_METHOD"], resource_path)
             if params is not None:
-                length = int(environ.get("CONTENT_LENGTH") or 0)
-                body = environ["wsgi.input"].read(length).decode("utf-8") if length else ""
-                request = {"path": resource_path, "params": params, "body": body, "headers": _headers(environ),
-                           "query": environ.get("QUERY_STRING", ""), "route": route,
-                           "source_ip": environ.get("REMOTE_ADDR", "127.0.0.1")}
-                status, headers, payload = route.handler(request)
-                start_response(f"{status} {_REASONS.get(status, 'Status')}", list(headers.items()))
-                return [payload.encode("utf-8")]
-        return None
+                break
+        else:  # API Gateway answers an unknown resource or method of an IAM-authorized API like this
+            return self._gateway_error("MISSING_AUTHENTICATION_TOKEN", context)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        if length > self.max_payload:
+            while environ["wsgi.input"].read(min(length, 1 << 20)):  # read it all, so the client hears the 413
+                length -= 1 << 20
+                if length <= 0:
+                    break
+            return self._gateway_error("REQUEST_TOO_LARGE", context)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        context.update(resourcePath=route.path, httpMethod=route.method)
+        request = {"path": resource_path, "params": params, "raw": raw, "headers": _headers(environ),
+                   "query": environ.get("QUERY_STRING", ""), "route": route, "context": context,
+                   "source_ip": environ.get("REMOTE_ADDR", "127.0.0.1")}
+        done: list = []
+        worker = threading.Thread(target=lambda: done.append(self._run(route, request)), daemon=True,
+                                  name="apigateway-integration")
+        worker.start()
+        worker.join(self.integration_timeout)
+        if not done:  # the integration goes on (as a Lambda does), the client gets API Gateway's 504
+            return self._gateway_error("INTEGRATION_TIMEOUT", context)
+        return done[0]
 
-    # --- AWS service integration --------------------------------------------------------------------
-    def _gateway_error(self, kind: str, status: int, message: str, context: dict) -> tuple[int, dict, str]:
-        spec = self.gateway_responses.get(kind, {})
-        template = spec.get("responseTemplates", {}).get("application/json")
-        body = render(template, "{}", context) if template else json.dumps({"message": message})
-        return int(spec.get("statusCode", status)), {"Content-Type": "application/json"}, body
+    def _run(self, route: Route, request: dict) -> tuple[int, dict, str]:
+        try:
+            request["body"] = request["raw"].decode("utf-8")
+        except UnicodeDecodeError:
+            request["body"] = None  # no JSON model accepts it; a Lambda proxy gets it base64-encoded
+        try:
+            return route.handler(request)
+        except Exception:  # noqa: BLE001 - whatever breaks in an integration is API Gateway's 5xx, not a crash
+            return self._gateway_error("INTEGRATION_FAILURE", request["context"])
 
-    def _service_integration(self, operation: dict, integration: dict):
-        service, action = re.match(r"arn:[^:]+:apigateway:[^:]+:([^:]+):action/(\w+)", integration["uri"]).groups()
+    def _body_validator(self, operation: dict) -> Callable[[dict], tuple[int, dict, str] | None]:
+        """The method's request validator for its body model: None when the body passes, else the
+        BAD_REQUEST_BODY answer (a body that is not UTF-8 JSON never passes a model)."""
         schema = None
         for parameter in operation.get("parameters", []):
             if parameter.get("in") == "body":
                 ref = parameter["schema"].get("$ref", "")
                 schema = {**self.definitions.get(ref.rsplit("/", 1)[-1], parameter["schema"]),
                           "definitions": self.definitions}
-        validate_body = self.validators.get(operation.get("x-amazon-apigateway-request-validator"), {}).get(
+        enabled = self.validators.get(operation.get("x-amazon-apigateway-request-validator"), {}).get(
             "validateRequestBody", False)
 
-        def handle(request):
-            context = {"requestId": str(uuid.uuid4()), "error": {"validationErrorString": "", "messageString": ""},
-                       "identity": {"sourceIp": request["source_ip"], "caller": None, "user": None},
-                       "responseOverride": {"status": None}, "stage": self.stage,
-                       "resourcePath": request["route"].path, "httpMethod": request["route"].method}
+        consumes = set(operation.get("consumes", ["application/json"]))
+
+        def validate(request: dict) -> tuple[int, dict, str] | None:
             content_type = request["headers"].get("content-type", "application/json").split(";")[0].strip()
-            template = integration.get("requestTemplates", {}).get(content_type)
-            if template is None:
-                return 415, {"Content-Type": "application/json"}, json.dumps({"message": "Unsupported Media Type"})
-            if validate_body and schema is not None:
-                try:
-                    jsonschema.Draft4Validator(schema).validate(json.loads(request["body"] or "null"))
-                except (ValueError, jsonschema.ValidationError) as exc:
-                    context["error"]["validationErrorString"] = f"[{getattr(exc, 'message', 'Invalid JSON')}]"
-                    context["error"]["messageString"] = json.dumps("Invalid request body")
-                    return self._gateway_error("BAD_REQUEST_BODY", 400, "Invalid request body", context)
+            if not enabled or schema is None or content_type.lower() not in consumes:
+                return None  # a model belongs to its content types; another one passes unchecked
+            context = request["context"]
             try:
-                parameters = json.loads(render(template, request["body"] or "{}", context))
-            except ValueError:  # the mapping template made no JSON of this body: API Gateway's 500
-                return 500, {"Content-Type": "application/json"}, json.dumps({"message": "Internal server error"})
-            status, response = self._call(service, action, parameters)
-            return self._integration_response(integration, status, response, context)
+                if request["body"] is None:
+                    raise ValueError("Invalid UTF-8")
+                jsonschema.Draft4Validator(schema).validate(json.loads(request["body"] or "null"))
+            except (ValueError, RecursionError, jsonschema.ValidationError) as exc:
+                context["error"]["validationErrorString"] = f"[{getattr(exc, 'message', 'Invalid JSON')}]"
+                context["error"]["messageString"] = json.dumps("Invalid request body")
+                return self._gateway_error("BAD_REQUEST_BODY", context)
+            return None
 
-        return handle
+        return validate
 
-    def _call(self, service: str, action: str, parameters: dict) -> tuple[int, str]:
-        client = self.stack.client({"states": "stepfunctions"}.get(service, service))
-        method = getattr(client, re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower())
-        try:
-            result = method(**parameters)
-        except ClientError as exc:
-            error = exc.response["Error"]
-            return exc.response["ResponseMetadata"]["HTTPStatusCode"], json.dumps(
-                {"__type": error["Code"], "message": error.get("Message", "")})
-        except ParamValidationError as exc:  # what the service would refuse with a 400
-            return 400, json.dumps({"__type": "ValidationException", "message": str(exc)})
-        result.pop("ResponseMetadata", None)
-        return 200, json.dumps(result, default=lambda v: v.timestamp() if isinstance(v, datetime) else str(v))
-
-    def _integration_response(self, integration: dict, status: int, body: str, context: dict):
-        responses = integration.get("responses", {})
-        chosen = responses.get("default", {"statusCode": "200"})
-        for pattern, response in responses.items():
-            if pattern != "default" and re.fullmatch(pattern, str(status)):
-                chosen = response
-                break
-        template = chosen.get("responseTemplates", {}).get("application/json")
-        payload = render(template, body, context) if template else body
-        final = context["responseOverride"].get("status") or chosen.get("statusCode", 200)
-        return int(final), {"Content-Type": "application/json"}, payload
+    # --- gateway responses ---------------------------------------------------------------------------
+    def _gateway_error(self, kind: str, context: dict) -> tuple[int, dict, str]:
+        """A gateway response: the definition's, else API Gateway's default for ``kind``."""
+        status, message = DEFAULT_RESPONSES[kind]
+        context["error"].setdefault("messageString", "")
+        context["error"]["messageString"] = context["error"]["messageString"] or json.dumps(message)
+        context["error"]["responseType"] = kind
+        spec = self.gateway_responses.get(kind, {})
+        template = spec.get("responseTemplates", {}).get("application/json")
+        body = render(template, "{}", context) if template else json.dumps({"message": message})
+        return int(spec.get("statusCode", status)), {"Content-Type": "application/json"}, body
 
     # --- Lambda proxy -------------------------------------------------------------------------------
-    def _lambda_proxy(self, function_id: str, resource: str):
+    def _lambda_proxy(self, function_id: str, resource: str, validate: Callable | None = None):
         def handle(request):
+            refused = validate(request) if validate else None
+            if refused is not None:
+                return refused
             query = parse_qs(request["query"], keep_blank_values=True)
+            binary = request["body"] is None  # not UTF-8: delivered base64-encoded, as binary data is
+            body = base64.b64encode(request["raw"]).decode("ascii") if binary else request["body"]
             event = {
                 "resource": resource,
-                "path": request["path"],
+                "path": request["path"],  # as the client sent it: a REST API does not decode it
                 "httpMethod": request["route"].method,
                 "headers": request["headers"],
                 "multiValueHeaders": {k: [v] for k, v in request["headers"].items()},
                 "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
                 "multiValueQueryStringParameters": query or None,
-                "pathParameters": request["params"] or None,
+                "pathParameters": request["params"] or None,  # decoded
                 "stageVariables": None,
                 "requestContext": {
                     "resourcePath": resource, "httpMethod": request["route"].method, "stage": self.stage,
-                    "path": f"/{self.stage}{request['path']}", "requestId": str(uuid.uuid4()),
+                    "path": f"/{self.stage}{request['path']}", "requestId": request["context"]["requestId"],
                     "identity": {"sourceIp": request["source_ip"]}, "accountId": "123456789012",
                 },
-                "body": request["body"] or None,
-                "isBase64Encoded": False,
+                "body": body or None,
+                "isBase64Encoded": binary,
             }
             function = self.stack.function(function_id)
             payload, failed = self.stack.lambdas.invoke(function, event)
@@ -251,5 +272,6 @@ def _headers(environ) -> dict[str, str]:
     return headers
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 409: "Conflict", 415: "Unsupported Media Type",
-            500: "Internal Server Error", 502: "Bad Gateway"}
+_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
+            413: "Payload Too Large", 415: "Unsupported Media Type", 429: "Too Many Requests",
+            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}

@@ -12,11 +12,21 @@ from typing import Any, Callable, Iterator
 import boto3
 from botocore.config import Config
 
-from changeflow_core import items, model, store
+from changeflow_core import items, model, store, wire
 
 from . import names
 
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
+# An Express execution's history is its execution log (DescribeExecution and GetExecutionHistory refuse
+# its ARN): the event that ends an execution, and the status it gives it.
+# https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
+TERMINAL_EVENTS = {"ExecutionSucceeded": "SUCCEEDED", "ExecutionFailed": "FAILED",
+                   "ExecutionTimedOut": "TIMED_OUT", "ExecutionAborted": "ABORTED"}
+
+
+def is_express(arn: str) -> bool:
+    """``arn:<partition>:states:<region>:<account>:express:<machine>:<name>:<id>``"""
+    return arn.split(":")[5:6] == ["express"]
 
 
 @dataclass
@@ -94,12 +104,12 @@ class Changeflow:
         The same change submitted again gets the same name; Step Functions refuses a second execution
         of a closed one (``ExecutionAlreadyExists``). With ``redeliver`` it is delivered again as a new
         execution (as an at-least-once source would), and the workflow reports it ``duplicate``."""
-        name = name or names.execution_name(request)
+        name = name or names.execution_name(_parsed(request))
         for delivery in range(1, 100):
             attempt = name if delivery == 1 else names.redelivery_name(name, delivery)
             try:
-                response = self.sfn.start_execution(
-                    stateMachineArn=self.state_machine_arn, name=attempt, input=json.dumps(request)
+                response = self.sfn.start_execution(  # numbers cross Step Functions inside the text: exact
+                    stateMachineArn=self.state_machine_arn, name=attempt, input=wire.execution_input(request)
                 )
                 return attempt, response["executionArn"]
             except self.sfn.exceptions.ExecutionAlreadyExists:
@@ -114,7 +124,7 @@ class Changeflow:
             self._wait_hook(arn, timeout)
         delay = 0.05
         while True:
-            description = self.sfn.describe_execution(executionArn=arn)
+            description = self.describe(arn)
             if description["status"] in TERMINAL:
                 return _execution(description)
             if time.monotonic() > deadline:
@@ -138,7 +148,7 @@ class Changeflow:
         if not self.api_url:
             raise RuntimeError("this stack has no REST API (no ChangeApiUrl output)")
         url = f"{self.api_url.rstrip('/')}/changes"
-        body = json.dumps(request).encode("utf-8")
+        body = (request if isinstance(request, str) else wire.dumps(request)).encode("utf-8")  # exact numbers
         signed = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
         credentials = (self.session or boto3.session.Session()).get_credentials()
         if credentials is not None:
@@ -146,7 +156,7 @@ class Changeflow:
         http = urllib.request.Request(url, data=body, method="POST", headers=dict(signed.headers.items()))
         try:
             with urllib.request.urlopen(http, timeout=60) as response:  # noqa: S310 - the stack's own API URL
-                answer = json.loads(response.read())
+                answer = wire.loads(response.read())
         except urllib.error.HTTPError as exc:
             return Execution(name="(not started)", arn="", status="REJECTED", input=request,
                              error=f"HTTP {exc.code}", cause=exc.read().decode("utf-8", "replace"))
@@ -157,7 +167,7 @@ class Changeflow:
         before = {e["executionArn"] for e in self.executions(limit=100)}  # a redelivery's earlier runs
         answer = self.make("events").put_events(Entries=[{
             "Source": self.outputs["ChangeEventSource"], "DetailType": "ChangeRequested",
-            "EventBusName": self.outputs["ChangeBusName"], "Detail": json.dumps(request)}])
+            "EventBusName": self.outputs["ChangeBusName"], "Detail": wire.execution_input(request)}])
         if answer.get("FailedEntryCount"):
             failed = answer["Entries"][0]
             raise RuntimeError(f"PutEvents refused the event: {failed.get('ErrorCode')}: {failed.get('ErrorMessage')}")
@@ -167,16 +177,62 @@ class Changeflow:
             for summary in self.executions(limit=50):
                 if summary["executionArn"] in seen:
                     continue
-                description = self.sfn.describe_execution(executionArn=summary["executionArn"])
-                if json.loads(description.get("input") or "null") == request:
+                description = self.describe(summary["executionArn"])
+                if json.loads(description.get("input") or "null") == json.loads(wire.execution_input(request)):
                     return self.wait(summary["executionArn"], max(1.0, deadline - time.monotonic()))
                 if description["status"] != "RUNNING":
                     seen.add(summary["executionArn"])
             time.sleep(0.1)
         raise TimeoutError("no execution was started for the event (see the dead-letter queue)")
 
+    def describe(self, arn: str) -> dict[str, Any]:
+        """DescribeExecution, or for an Express execution the same fields read from its execution log."""
+        if not is_express(arn):
+            return self.sfn.describe_execution(executionArn=arn)
+        records = self._log_records(arn)
+        started = next((r for r in records if r["type"] == "ExecutionStarted"), {})
+        ended = next((r for r in records if r["type"] in TERMINAL_EVENTS), None)
+        description = {"executionArn": arn, "name": arn.split(":")[-2], "stateMachineArn": self.state_machine_arn,
+                       "status": TERMINAL_EVENTS[ended["type"]] if ended else "RUNNING",
+                       "input": started.get("details", {}).get("input")}
+        if ended:
+            details = ended.get("details", {})
+            description.update({k: details[k] for k in ("output", "error", "cause") if k in details})
+        return description
+
+    def _log_group(self) -> str:
+        if not hasattr(self, "_execution_log_group"):
+            config = self.sfn.describe_state_machine(stateMachineArn=self.state_machine_arn).get(
+                "loggingConfiguration", {})
+            destinations = config.get("destinations") or []
+            if config.get("level") != "ALL" or not destinations:
+                raise RuntimeError("an Express execution's history is its execution log, which this state machine "
+                                   "does not keep whole: deploy with StateMachineLogLevel=ALL")
+            arn = destinations[0]["cloudWatchLogsLogGroup"]["logGroupArn"]
+            self._execution_log_group = arn.split(":log-group:", 1)[1].split(":")[0]
+        return self._execution_log_group
+
+    def _log_records(self, arn: str) -> list[dict[str, Any]]:
+        """The execution's log records, oldest first (CloudWatch Logs may deliver them late, or twice)."""
+        logs, group = self.make("logs"), self._log_group()
+        records: dict[int, dict[str, Any]] = {}
+        kwargs: dict[str, Any] = {"logGroupName": group, "filterPattern": f'{{ $.execution_arn = "{arn}" }}'}
+        while True:
+            page = logs.filter_log_events(**kwargs)
+            for event in page.get("events", []):
+                record = json.loads(event["message"])
+                if record.get("execution_arn") == arn:
+                    records[int(record["id"])] = record
+            if not page.get("nextToken"):
+                return [records[i] for i in sorted(records)]
+            kwargs["nextToken"] = page["nextToken"]
+
     def history(self, arn: str, page_size: int = 100) -> Iterator[dict[str, Any]]:
-        """Every history event, oldest first, following nextToken as AWS pages it."""
+        """Every history event, oldest first, following nextToken as AWS pages it (for an Express execution,
+        its execution log's records in GetExecutionHistory's shape)."""
+        if is_express(arn):
+            yield from (_history_event(record) for record in self._log_records(arn))
+            return
         token = None
         while True:
             kwargs = {"executionArn": arn, "maxResults": page_size}
@@ -189,6 +245,9 @@ class Changeflow:
                 return
 
     def executions(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Newest first. ListExecutions refuses an Express state machine: its executions come from the log."""
+        if self.state_machine_type() == "EXPRESS":
+            return self._express_executions(limit)
         found, token = [], None
         while len(found) < limit:
             kwargs = {"stateMachineArn": self.state_machine_arn, "maxResults": min(100, limit - len(found))}
@@ -201,6 +260,34 @@ class Changeflow:
                 break
         return found[:limit]
 
+    def state_machine_type(self) -> str:
+        if not hasattr(self, "_state_machine_type"):
+            self._state_machine_type = self.sfn.describe_state_machine(
+                stateMachineArn=self.state_machine_arn).get("type", "STANDARD")
+        return self._state_machine_type
+
+    def _express_executions(self, limit: int) -> list[dict[str, Any]]:
+        prefix = self.state_machine_arn.replace(":stateMachine:", ":express:", 1) + ":"
+        logs, kwargs = self.make("logs"), {"logGroupName": self._log_group(),
+                                            "filterPattern": '{ $.type = "ExecutionStarted" }'}
+        found: dict[str, dict[str, Any]] = {}
+        while True:
+            page = logs.filter_log_events(**kwargs)
+            for event in page.get("events", []):
+                record = json.loads(event["message"])
+                arn = record.get("execution_arn", "")
+                if record.get("type") == "ExecutionStarted" and arn.startswith(prefix):
+                    found[arn] = {"executionArn": arn, "name": arn.split(":")[-2],
+                                  "stateMachineArn": self.state_machine_arn,
+                                  "startDate": _log_time(record)}
+            if not page.get("nextToken"):
+                break
+            kwargs["nextToken"] = page["nextToken"]
+        newest = sorted(found.values(), key=lambda e: e["startDate"], reverse=True)[:limit]
+        for summary in newest:
+            summary["status"] = self.describe(summary["executionArn"])["status"]
+        return newest
+
     # --- data ---------------------------------------------------------------------------------------
     def entity(self, entity_id: str) -> dict[str, Any]:
         """``{"latest": VIEW|None, "versions": [VIEW...]}``: the raw v0 (a tombstone shows deleted) and
@@ -210,12 +297,22 @@ class Changeflow:
         return {"latest": items.view(latest), "versions": [items.view(i) for i in history]}
 
 
+def _parsed(request: Any) -> Any:
+    """A request given as its JSON text, parsed (exactly) to name its execution; anything else as it is."""
+    if isinstance(request, str):
+        try:
+            return wire.loads(request)
+        except ValueError:
+            return None
+    return request
+
+
 def _execution(description: dict[str, Any]) -> Execution:
     def parse(text):
         if text is None:
             return None
         try:
-            return json.loads(text)
+            return wire.loads(text)  # exact numbers
         except ValueError:
             return text
 
@@ -228,3 +325,25 @@ def _execution(description: dict[str, Any]) -> Execution:
         error=description.get("error"),
         cause=description.get("cause"),
     )
+
+
+def _log_time(record: dict[str, Any]):
+    import datetime
+
+    return datetime.datetime.fromtimestamp(int(record["event_timestamp"]) / 1000, tz=datetime.timezone.utc)
+
+
+def _history_event(record: dict[str, Any]) -> dict[str, Any]:
+    """An execution log record as GetExecutionHistory would have given the event."""
+    kind = record["type"]
+    if kind.endswith("StateEntered"):
+        key = "stateEnteredEventDetails"
+    elif kind.endswith("StateExited"):
+        key = "stateExitedEventDetails"
+    else:
+        key = kind[0].lower() + kind[1:] + "EventDetails"
+    event = {"id": int(record["id"]), "previousEventId": int(record.get("previous_event_id") or 0), "type": kind,
+             "timestamp": _log_time(record)}
+    if record.get("details"):
+        event[key] = record["details"]
+    return event

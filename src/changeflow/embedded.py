@@ -56,6 +56,7 @@ class EmbeddedStack:
         stack_name: str = "changeflow",
         function_env: dict[str, str] | None = None,
         caches: bool = True,
+        lambda_runtime: str | None = None,
     ):
         self.root = Path(root) if root else project_root()
         self.region = region
@@ -63,6 +64,10 @@ class EmbeddedStack:
         self.time_scale = time_scale
         self.function_env = {**EMBEDDED_FUNCTION_ENV, **(function_env or {})}
         self.caches = caches
+        # "in-process" (the default) or "emulator" (changeflow.runtime); CHANGEFLOW_LAMBDA_RUNTIME sets the default
+        self.lambda_runtime = lambda_runtime or os.environ.get("CHANGEFLOW_LAMBDA_RUNTIME") or "in-process"
+        if self.lambda_runtime not in ("in-process", "emulator"):
+            raise ValueError(f"Lambda runtime {self.lambda_runtime!r}: expected in-process or emulator")
         self._mock = None
         self.lambdas: LambdaService | None = None
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
@@ -91,8 +96,13 @@ class EmbeddedStack:
         self._mock.start()
         moto_patches.forget_terminations()
         try:
+            if self.lambda_runtime == "emulator":
+                from .runtime import EmulatorRuntime
+
+                self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
             self._create_tables()
             self._create_queues_and_buses()
+            self._create_log_groups()
             self._register_functions()
             self._create_state_machines()
             self._create_event_rules()
@@ -104,6 +114,9 @@ class EmbeddedStack:
         return self
 
     def stop(self) -> None:
+        if self.lambdas is not None and self.lambdas.runtime is not None:
+            self.lambdas.runtime.stop()
+            self.lambdas.runtime = None
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -151,6 +164,13 @@ class EmbeddedStack:
             self.client("sqs").create_queue(QueueName=self.template.physical_name(logical_id))
         for logical_id in self.template.of_type("AWS::Events::EventBus"):
             self.client("events").create_event_bus(Name=self.template.physical_name(logical_id))
+
+    def _create_log_groups(self) -> None:
+        """The template's log groups, so that a state machine's LoggingConfiguration has somewhere to deliver
+        its execution log (an Express execution's only history)."""
+        logs = self.client("logs")
+        for logical_id in self.template.of_type("AWS::Logs::LogGroup"):
+            logs.create_log_group(logGroupName=self.template.physical_name(logical_id))
 
     def _create_event_rules(self) -> None:
         """EventBridge rules: SAM ``EventBridgeRule`` events of state machines and functions, and plain
@@ -213,6 +233,7 @@ class EmbeddedStack:
                 roleArn=f"arn:aws:iam::{self.template.ref('AWS::AccountId')}:role/{logical_id}Role",
                 type=props.get("Type", "STANDARD"),
                 tracingConfiguration={"enabled": bool(props.get("Tracing", {}).get("Enabled", False))},
+                **logging_configuration(props.get("Logging")),
             )["stateMachineArn"]
             self.state_machines[logical_id] = arn
 
@@ -237,6 +258,18 @@ class EmbeddedStack:
         """Import every handler now (their cold starts) rather than on first invocation."""
         for function in self.lambdas.functions.values():
             self.lambdas.load(function)
+
+
+def logging_configuration(logging: dict[str, Any] | None) -> dict[str, Any]:
+    """SAM's ``Logging`` property as CreateStateMachine's ``loggingConfiguration`` argument (none if absent)."""
+    if not logging:
+        return {}
+    return {"loggingConfiguration": {
+        "level": logging.get("Level", "OFF"),
+        "includeExecutionData": str(logging.get("IncludeExecutionData", False)).lower() == "true",
+        "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": d["CloudWatchLogsLogGroup"]["LogGroupArn"]}}
+                         for d in logging.get("Destinations", [])],
+    }}
 
 
 def substitute(definition: str, substitutions: dict[str, Any]) -> str:

@@ -19,6 +19,8 @@ class Report:
     entity_id: str
     versions: list[int] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)  # versions that should be in history and are not
+    found: bool = True  # False: no v0 and no (unexpired) history item
 
     @property
     def ok(self) -> bool:
@@ -41,6 +43,9 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
                if not items.is_expired(h, now_s)]
     report.versions = [int(h[model.VERSION]) for h in history]
     by_version = {int(h[model.VERSION]): h for h in history}
+    if latest is None and not history:  # nothing to check: the CLI says "no such entity"
+        report.found = False
+        return report
 
     for h in history:
         if model.history_sk(int(h[model.VERSION])) != h[model.SK]:
@@ -49,6 +54,7 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
         first = report.versions[0] if client.history_expires else 1  # without retention nothing may expire
         expected = list(range(first, report.versions[-1] + 1))
         missing = sorted(set(expected) - set(report.versions))
+        report.missing.extend(missing)
         if missing:
             report.problems.append(f"versions missing from history: {missing}")
     for older, newer in zip(history, history[1:]):
@@ -59,11 +65,21 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
             report.problems.append(f"version {n} was recorded before version {older[model.VERSION]}")
         if newer[model.CHANGE_ID] == older[model.CHANGE_ID]:
             report.problems.append(f"change {newer[model.CHANGE_ID]!r} wrote versions {older[model.VERSION]} and {n}")
+    first_of: dict[str, int] = {}  # a change id reused after v0 forgot it: any two versions, not only neighbours
+    for h in history:
+        change_id, n = h[model.CHANGE_ID], int(h[model.VERSION])
+        if change_id in first_of and first_of[change_id] != n - 1:
+            report.problems.append(f"change {change_id!r} wrote versions {first_of[change_id]} and {n}")
+        first_of.setdefault(change_id, n)
     for h in history:
         source = h.get(model.SOURCE_VERSION)
         if source is not None and int(source) in by_version:
             if items.content_of(by_version[int(source)]) != items.content_of(h):
                 report.problems.append(f"rollback version {h[model.VERSION]} differs from its source {source}")
+
+    missed = untagged_versions(client, latest, history)
+    if missed:
+        report.problems.append(f"versions outside the retention window without an expiry: {missed}")
 
     from .audit import verify_chain
 
@@ -85,8 +101,25 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     else:
         newest = report.versions[-1] if report.versions else 0
         gap = list(range(newest + 1, current + 1))
+        report.missing.extend(gap)
         report.problems.append(f"versions missing from history: {gap} (v0 is at version {current})")
     return report
+
+
+def _retention(client) -> tuple[int, int]:
+    outputs = client.outputs or {}
+    return int(outputs.get("HistoryRetentionVersions") or 0), int(outputs.get("HistoryRetentionDays") or 0)
+
+
+def untagged_versions(client, latest: dict[str, Any] | None, history: list[dict[str, Any]]) -> list[int]:
+    """History versions the retention window has left that carry no expiry: a tag step that failed past
+    its retries (the next change heals one such miss; repair heals any)."""
+    keep_versions, keep_days = _retention(client)
+    if latest is None or not (keep_versions or keep_days):
+        return []
+    boundary = int(latest[model.VERSION]) - (keep_versions if keep_versions else 1)
+    return [int(h[model.VERSION]) for h in history
+            if int(h[model.VERSION]) <= boundary and h.get(model.EXPIRES_AT) is None]
 
 
 def entities(client) -> list[str]:
@@ -117,6 +150,12 @@ def repair(client, entity_id: str) -> tuple[list[str], list[str]]:
         outcome = store.ensure_history(client.dynamodb, client.table, client.history_table, entity_id, version)
         if outcome == "repaired":
             done.append(f"wrote history item of version {version} from v0")
+    history = store.all_history(client.dynamodb, client.history_table, entity_id)
+    keep_days = _retention(client)[1]
+    for version in untagged_versions(client, latest, history):
+        if store.tag_expiry(client.dynamodb, client.history_table, entity_id, version,
+                            int(time.time()) + keep_days * items.SECONDS_PER_DAY):
+            done.append(f"tagged version {version} for expiry")
     report = verify(client, entity_id)
     cannot.extend(report.problems)
     return done, cannot

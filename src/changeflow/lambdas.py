@@ -2,8 +2,8 @@
 the template gives it, invoked the way the Lambda service invokes it (JSON in, JSON out, an unhandled
 exception becomes ``FunctionError: Unhandled`` with ``errorType`` = the exception's class name).
 
-What a handler prints (Powertools' JSON logs and EMF metrics) goes to the function's log, like
-CloudWatch Logs, not to the terminal. Faults can be injected around the handler from the outside.
+What a handler prints (Powertools' JSON logs and EMF metrics), the warnings it raises and the traceback
+of an unhandled error go to the function's log, like CloudWatch Logs, not to the terminal. Faults can be injected around the handler from the outside.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 import threading
 import traceback
 import uuid
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,16 +130,58 @@ def _heal_log_streams() -> None:
         for handler in logger.handlers:
             stream = getattr(handler, "stream", None)
             if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
-                handler.setStream(_STDOUT)
+                _rebind(handler)
+
+
+def _rebind(handler: logging.StreamHandler) -> None:
+    """Point ``handler`` at the router without touching its old stream: ``StreamHandler.setStream``
+    flushes the old stream first, which raises ``ValueError`` when that stream is closed (a test's
+    capture that has ended), so the stream is replaced under the handler's lock instead."""
+    handler.acquire()
+    try:
+        handler.stream = _STDOUT
+    finally:
+        handler.release()
+
+
+_show_warning = warnings.showwarning
+
+
+def _routed_showwarning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning raised while a handler runs (Powertools' "No application metrics to publish") goes to
+    the function's log, as the Lambda runtime sends stderr to CloudWatch Logs; others as before."""
+    function = getattr(_STDOUT.local, "function", None)
+    if function is None or file is not None:
+        return _show_warning(message, category, filename, lineno, file, line)
+    function.logs.append(warnings.formatwarning(message, category, filename, lineno, line).rstrip("\n"))
+
+
+def _log_unhandled(function: "Function", exc: BaseException, frames: list[str]) -> None:
+    """What the Lambda Python runtime logs for an unhandled error: one log event with the error and its
+    traceback (the execution history's ``cause`` keeps the error message for people)."""
+    function.logs.append(f"[ERROR] {getattr(exc, 'error_type', type(exc).__name__)}: {exc}\n"
+                         "Traceback (most recent call last):\n" + "".join(frames).rstrip("\n"))
+
+
+def _handler_frames(exc: BaseException) -> list[str]:
+    """The traceback from the handler's code on, as the Lambda runtime reports it: without the frames
+    of this dispatcher, which has no counterpart on Lambda."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__]
+    return traceback.format_list(frames)
 
 
 def _route_stdout() -> _ThreadLocalStdout:
     """Put the router in place as sys.stdout (again, if something swapped it since): a handler's
-    logger binds the stream at import, and EMF metrics print to whatever sys.stdout is then."""
+    logger binds the stream at import, and EMF metrics print to whatever sys.stdout is then. Warnings
+    raised while a handler runs are routed to its log the same way."""
+    global _show_warning
     if sys.stdout is not _STDOUT:
         _STDOUT.terminal = sys.stdout
         sys.stdout = _STDOUT
         _heal_log_streams()  # whatever replaced stdout may have been closed since, under some logger
+    if warnings.showwarning is not _routed_showwarning:
+        _show_warning = warnings.showwarning  # whatever is in place now (a test's capture), for other warnings
+        warnings.showwarning = _routed_showwarning
     return _STDOUT
 
 
@@ -154,6 +197,8 @@ class LambdaService:
         # its own process), so in one process invocations take turns. Executions still interleave
         # between steps, and every DynamoDB request is atomic, which is what the guarantees rest on.
         self.invoke_lock = threading.RLock()
+        # ``--lambda-runtime emulator``: a changeflow.runtime.EmulatorRuntime runs every invocation instead
+        self.runtime = None
         for layer in layer_dirs:
             if str(layer) not in sys.path:
                 sys.path.insert(0, str(layer))
@@ -169,6 +214,8 @@ class LambdaService:
 
     def load(self, function: Function) -> None:
         """Import the handler's module (its cold start) with the function's environment in place."""
+        if self.runtime is not None:
+            return self.runtime.warm(function)
         if function.module is not None:
             return
         path = function.code_dir / (function.handler.rsplit(".", 1)[0].replace(".", "/") + ".py")
@@ -199,10 +246,12 @@ class LambdaService:
             if hasattr(type(value), "registered_handler") and isinstance(getattr(value, "service", None), str):
                 for handler in logging.getLogger(value.service).handlers:
                     if isinstance(handler, logging.StreamHandler):
-                        handler.setStream(_STDOUT)
+                        _rebind(handler)
 
     def invoke(self, function: Function, event: Any) -> tuple[Any, bool]:
         """Run the handler as Lambda would: ``(payload, function_error)``. Raises LambdaServiceError."""
+        if self.runtime is not None:
+            return self.runtime.invoke(function, event, self.fault_hook)
         self.load(function)
         context = LambdaContext(function.name, function.arn, function.memory_mb, function.timeout_s * 1000)
         with self.invoke_lock:
@@ -216,11 +265,13 @@ class LambdaService:
             except LambdaServiceError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the Lambda runtime reports every unhandled error
+                frames = _handler_frames(exc)
+                _log_unhandled(function, exc, frames)
                 return {
                     "errorMessage": str(exc),
                     "errorType": getattr(exc, "error_type", type(exc).__name__),
                     "requestId": context.aws_request_id,
-                    "stackTrace": traceback.format_tb(exc.__traceback__),
+                    "stackTrace": frames,
                 }, True
             finally:
                 self.stdout.local.function = None

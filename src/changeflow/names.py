@@ -1,41 +1,31 @@
-"""Execution names: valid for Step Functions (1-80 characters; no whitespace, brackets, wildcards,
-control characters or ``"#%\\^|~`$&,;:/``), derived deterministically from the entity id and change id so
-that a retried submission reuses the name (Standard workflows then start no second execution) and the
-console's execution list can be searched by entity."""
+"""Execution names for the CLI, by the one rule every entry point uses (``changeflow_core.names``, which
+the API's front function uses too): the same change gets the same name through the CLI and the API."""
 
 from __future__ import annotations
 
-import hashlib
-import re
+import json
 import uuid
 from typing import Any
 
-MAX_NAME = 80
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+from changeflow_core.names import MAX_NAME, execution_name as name_of  # noqa: F401 - re-exported
 
-
-def _safe(text: str) -> str:
-    return _UNSAFE.sub("-", text).strip("-") or "x"
+__all__ = ["MAX_NAME", "execution_name", "redelivery_name", "name_of"]
 
 
 def execution_name(request: Any) -> str:
-    """``<entity>--<change>--<hash>``, at most 80 characters. A request without a changeId gets a
-    fresh one (a new UUID) so the name is still unique; its changeId then defaults to this name."""
+    """The first attempt's name of ``request``'s change. A request without a string changeId gets a fresh
+    one (a new UUID) so that the name is still unique; its changeId then defaults to this name."""
     if not isinstance(request, dict):
         return f"invalid--{uuid.uuid4().hex}"
-    entity = request.get("entityId")
-    change = request.get("changeId")
+    entity, change = request.get("entityId"), request.get("changeId")
     if not isinstance(change, str) or not change:
         change = uuid.uuid4().hex
-    digest = hashlib.sha256(json_key(entity, change).encode("utf-8")).hexdigest()[:12]
-    head = f"{_safe(str(entity))[:28]}--{_safe(change)[:28]}"
-    return f"{head}--{digest}"  # at most 28 + 2 + 28 + 2 + 12 = 72: room for a redelivery suffix
+    if not isinstance(entity, str):  # validation refuses it by name; the name only has to be unique
+        entity = json.dumps(entity, sort_keys=True, default=str)
+    return name_of(entity, change)
 
 
 def redelivery_name(name: str, delivery: int) -> str:
-    """The name of the ``delivery``-th delivery (2, 3, ...) of the same change: a new execution."""
-    return f"{name[:MAX_NAME - 4]}-r{delivery}"[:MAX_NAME]
-
-
-def json_key(entity: Any, change: str) -> str:
-    return f"{entity!r}\x00{change}"
+    """The name of the ``delivery``-th delivery (2, 3, ...) of the change first named ``name``: the same
+    ``-r<n>`` suffix the API uses for the n-th attempt."""
+    return f"{name}-r{delivery}"

@@ -21,6 +21,7 @@ from typing import Any
 from .client import Changeflow, Execution
 from .faults import THROTTLE_CODES, Injector
 from .integrity import verify
+from changeflow_core.model import RECENT_CHANGE_IDS
 
 def _named_errors() -> set[str]:
     """The errors the workflow names, read from the ASL file."""
@@ -203,7 +204,8 @@ def history_outage(stack, cf: Changeflow) -> Tally:
 
 # --- 3. duplicates ----------------------------------------------------------------------------------
 def duplicates(cf: Changeflow, seed: int, changes: int = 6) -> Tally:
-    """Each change delivered again, right after itself or after other changes (as a new execution)."""
+    """Each change delivered again, right after itself or after other changes (as a new execution), and
+    again with a newer effectiveAt (a retry that took a new default time): never a second version."""
     rng = random.Random(seed)
     tally = Tally("3. duplicates")
     entity = f"dup-{seed}"
@@ -215,6 +217,8 @@ def duplicates(cf: Changeflow, seed: int, changes: int = 6) -> Tally:
         if rng.random() < 0.5:
             deliveries.append(request)  # right after
     deliveries += rng.sample(originals, k=len(originals) // 2)  # after other changes
+    # a client's retry that took a newer effectiveAt (a new default time): still the same change
+    deliveries += [{**r, "effectiveAt": r["effectiveAt"] + 100} for r in rng.sample(originals, k=2)]
     submitted = [(r, cf.submit(r)) for r in deliveries]
     tally.cases += 1
     check(cf, entity, submitted, tally)
@@ -287,13 +291,14 @@ class Model:
             return "SUCCEEDED", "duplicate"
         if latest and request["effectiveAt"] < latest["effectiveAt"]:
             return "SUCCEEDED", "stale"
-        same_time = latest is not None and latest["effectiveAt"] == request["effectiveAt"]
         version = len(self.versions) + 1
         deleted = request["operation"] == "delete"
+        remembered = {**(latest["changeIds"] if latest else {}), request["changeId"]: version}
         self.latest = {
             "version": version, "effectiveAt": request["effectiveAt"], "changeId": request["changeId"],
             "deleted": deleted, "attributes": {} if deleted else dict(content),
-            "changeIds": {**(latest["changeIds"] if same_time else {}), request["changeId"]: version},
+            # the ids of the last RECENT_CHANGE_IDS changes applied, whatever their effectiveAt
+            "changeIds": dict(sorted(remembered.items(), key=lambda kv: kv[1])[-RECENT_CHANGE_IDS:]),
         }
         self.versions.append({k: v for k, v in self.latest.items() if k != "changeIds"})
         return "SUCCEEDED", "applied"
@@ -365,3 +370,98 @@ def materialise(entity: str, raw: list) -> list[tuple[dict, tuple[str, str] | No
             made.append(request)
         steps.append((request, fault))
     return steps
+
+
+# --- 6. the API path: POST /changes on `changeflow serve` -----------------------------------------------
+API_FAILURES = ("ValidationError", "VersionConflict", "LambdaOutage")
+
+
+def api_entity_ids(rng: random.Random, count: int, run: int = 0) -> list[str]:
+    """Ids a user or an attacker would try: Unicode, ``/``, ``#``, spaces, ``%``, long shared prefixes
+    (distinct across runs ``run`` on one stack, so that each case's change is its entity's only one)."""
+    alphabet = "ab/#% ?+ユーザーデータü東京😀-_.1"
+    shared = "tenant#" + "x" * 70 + "/"
+    found: list[str] = []
+    while len(found) < count:
+        kind = len(found) % 3
+        tail = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+        entity = shared + f"{run}/" + tail if kind == 0 else (f"doc{run}:{tail}" if kind == 1 else f"{tail}~{run}")
+        if entity not in found:
+            found.append(entity)
+    return found
+
+
+def _post(api: str, request: dict) -> tuple[int, dict]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    http = urllib.request.Request(f"{api}/changes", data=json.dumps(request).encode("utf-8"), method="POST",
+                                  headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(http, timeout=60) as response:  # noqa: S310 - serve on 127.0.0.1
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def api_retries(server, seed: int, entities: int = 12) -> Tally:
+    """Every change through ``POST /changes``: a first attempt that fails (a named error or a Lambda
+    outage), the corrected retry with the same changeId (must run and apply), and a redelivery of it
+    (must answer the succeeded execution and start nothing). Violations: a change lost (not stored
+    exactly once with the corrected content) or answered wrongly (a status or execution that is not what
+    happened, or two entities' changes answered by one execution)."""
+    from .lambdas import LambdaServiceError, fault_hook
+    from .moto_patches import wait_for_termination
+
+    rng = random.Random(seed)
+    tally = Tally("6. API: retries and redeliveries (POST /changes)")
+    cf = Changeflow.for_aws_stack("changeflow", server.stack.region, endpoint_url=server.url)
+    api = f"{server.url}/{server.routes[0].stage}"
+    arns: set[str] = set()
+
+    def outage(function, event, invoke):
+        if function.logical_id == "FetchLatestFunction":
+            raise LambdaServiceError()
+        return invoke()
+
+    for number, entity in enumerate(api_entity_ids(rng, entities, run=seed)):
+        tally.cases += 1
+        failure = API_FAILURES[number % len(API_FAILURES)]
+        change = f"c{rng.randrange(10**6)}"
+        good = {"entityId": entity, "operation": "put", "changeId": change, "attributes": {"n": number}}
+        bad = {**good, "attributes": {"version": 1}} if failure == "ValidationError" else \
+            {**good, "expectedVersion": 7} if failure == "VersionConflict" else good
+        tally.faults[failure] += 1
+
+        def answered(status: int, answer: dict, expected_status: str, what: str) -> str | None:
+            if status != 200 or answer.get("status") != expected_status or not answer.get("executionArn"):
+                tally.violations.append(f"{entity!r} {what}: answered {status} {answer}")
+                return None
+            return answer["executionArn"]
+
+        if failure == "LambdaOutage":
+            with fault_hook(server.stack.lambdas, outage):
+                first = answered(*_post(api, bad), "RUNNING", "first attempt")
+                first and wait_for_termination(first, 60)
+        else:
+            first = answered(*_post(api, bad), "RUNNING", "first attempt")
+            first and wait_for_termination(first, 60)
+        retry = answered(*_post(api, good), "RUNNING", "retry after failure")
+        if retry is None:
+            continue
+        wait_for_termination(retry, 60)
+        tally.executions += 2
+        status, again = _post(api, good)
+        redelivered = answered(status, again, "SUCCEEDED", "redelivery")
+        if redelivered != retry or again.get("outcome") != "applied":
+            tally.violations.append(f"{entity!r} redelivery answered {again}, not the applied execution {retry}")
+        if {first, retry} & arns or first == retry:
+            tally.violations.append(f"{entity!r}: an execution answered for two changes")
+        arns.update({first, retry})
+        tally.outcomes[str(cf.wait(retry).output.get("outcome"))] += 1
+        stored = cf.entity(entity)
+        versions = [(v["version"], v["changeId"], v["attributes"]) for v in stored["versions"]]
+        if versions != [(1, change, {"n": number})] or (stored["latest"] or {}).get("attributes") != {"n": number}:
+            tally.violations.append(f"{entity!r}: change lost or altered; history {versions}")
+    return tally

@@ -7,6 +7,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from changeflow_core import wire
+
 from .client import Execution
 
 
@@ -21,19 +23,32 @@ def _cell(value: Any, max_width: int) -> str:
     if value is None:
         text = ""
     elif isinstance(value, (dict, list)):
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        text = wire.dumps(value, compact=True)  # numbers with every digit
     else:
         text = str(value)
     text = text.replace("\n", " ")
     return text if len(text) <= max_width else text[: max_width - 1] + "…"
 
 
+def ranges(numbers: Iterable[int]) -> str:
+    """``[1, 3, 4, 5, 9]`` -> ``"1, 3..5, 9"``: a list of versions with its gaps visible."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
+
+
 def error_message(cause: str | None) -> str | None:
-    """The ``errorMessage`` of a Lambda error cause (a JSON document), else the cause itself."""
+    """The ``errorMessage`` of a Lambda error cause (a JSON document; an API error body's ``message``),
+    else the cause itself."""
     if not cause:
         return cause
     try:
-        return json.loads(cause).get("errorMessage", cause)
+        document = json.loads(cause)
+        return document.get("errorMessage") or document.get("message") or cause
     except (ValueError, AttributeError):
         return cause
 
@@ -72,7 +87,7 @@ def versions(entity_id: str, entity: dict[str, Any]) -> str:
 
 def _json(text: Any) -> Any:
     try:
-        return json.loads(text)
+        return wire.loads(text)
     except (TypeError, ValueError):
         return text
 

@@ -45,7 +45,8 @@ CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandac
                           "stepfunctions")
 
 READ_API_PERMISSIONS = tuple(f"ReadApiFunction{event}PermissionStage"
-                             for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution"))
+                             for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution")) + (
+    "SubmitChangeApiPermission",)
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,8 @@ SKIPPED: tuple[Skip, ...] = (
     Skip(CONTROL_TOWER, "CT.SQS.PR.1", ("ChangeEventsDeadLetterQueue",), "The same finding as ES6000: the queue "
          "is the EventBridge target's dead-letter queue (RedriveAllowPolicy denyAll), not a work queue."),
     Skip(CONTROL_TOWER, "CT.LAMBDA.PR.2", READ_API_PERMISSIONS, "Not public: SAM's permissions for the read "
-         "routes name the API Gateway principal with a SourceArn on this API, built with Fn::Sub, which the "
-         "rule does not resolve (it accepts only a literal, Ref or GetAtt)."),
+         "routes, and SubmitChangeApiPermission for POST /changes, name the API Gateway principal with a SourceArn "
+         "on this API, built with Fn::Sub, which the rule does not resolve (it accepts only a literal, Ref or GetAtt)."),
     Skip(CONTROL_TOWER, "CT.STEPFUNCTIONS.PR.1", ("ChangeStateMachine",), "Logging is on: Level is the "
          "StateMachineLogLevel parameter, which allows only ALL or ERROR (rules/changeflow.guard enforces it), "
          "and the rule does not resolve a Ref."),
@@ -441,6 +442,20 @@ def skipped_table(skipped: tuple[Skip, ...] = SKIPPED) -> str:
     return "\n".join(lines)
 
 
+def step_status(step: "Step", unskipped: list[Finding]) -> str:
+    """What one step's line says: its findings, and whether the skip table covers all of them."""
+    if step.error:
+        return "ERROR"
+    total = len(step.findings)
+    if not total:
+        return "no findings"
+    noun = "finding" if total == 1 else "findings"
+    left = sum(1 for f in step.findings if any(f is u for u in unskipped))
+    if not left:
+        return f"{total} {noun}, all in the skip table" if total > 1 else "1 finding, in the skip table"
+    return f"{total} {noun}, {left} not in the skip table"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m changeflow.security", description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", type=Path, help="the SAM template (default: the project's template.yaml)")
@@ -458,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for step in result.steps:
-        status = "ERROR" if step.error else f"{len(step.findings)} finding(s)"
+        status = step_status(step, result.findings)
         print(f"{step.name:<36} {step.target:<24} {step.seconds:5.1f}s  {status}")
     counts: dict[tuple[str, str], int] = {}
     for finding, skip in result.skipped:

@@ -27,8 +27,8 @@ class EmbeddedServer:
     """The embedded stack and its endpoint, started and stopped together (tests use it directly)."""
 
     def __init__(self, port: int = 4566, parameters: dict[str, str] | None = None, time_scale: float = 1.0,
-                 host: str = "127.0.0.1"):
-        self.stack = EmbeddedStack(parameters=parameters, time_scale=time_scale)
+                 host: str = "127.0.0.1", lambda_runtime: str | None = None):
+        self.stack = EmbeddedStack(parameters=parameters, time_scale=time_scale, lambda_runtime=lambda_runtime)
         self.host, self.port = host, port
         self.routes: list[Route] = []  # the template's REST APIs, in front of moto
         self._server = None
@@ -46,10 +46,13 @@ class EmbeddedServer:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request on the terminal
         self.stack.start()
         self.routes = [RestApi(self.stack, api) for api in self.stack.template.of_type("AWS::Serverless::Api")]
+        from .console import for_embedded
+
+        console = for_embedded(self.stack)  # the audit console at /console
         moto_app = DomainDispatcherApplication(create_backend_app)
 
         def app(environ, start_response):
-            for route in self.routes:
+            for route in [console.route, *self.routes]:
                 answer = route(environ, start_response)
                 if answer is not None:
                     return answer
@@ -80,17 +83,20 @@ class EmbeddedServer:
         self.stop()
 
 
-def serve(port: int, parameters: dict[str, str], time_scale: float) -> None:
+def serve(port: int, parameters: dict[str, str], time_scale: float, lambda_runtime: str | None = None) -> None:
     """Serve until interrupted (Ctrl-C or SIGTERM)."""
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    with EmbeddedServer(port, parameters, time_scale) as server:
+    with EmbeddedServer(port, parameters, time_scale, lambda_runtime=lambda_runtime) as server:
         outputs = server.stack.outputs
-        print(f"changeflow serve: {server.url}  (stack {server.stack.template.stack_name}, time scale {time_scale})")
+        print(f"changeflow serve: {server.url}  (stack {server.stack.template.stack_name}, time scale {time_scale}, "
+              f"Lambda runtime {server.stack.lambda_runtime})")
         for name, value in outputs.items():
-            print(f"  {name}: {value}")
+            if ".execute-api." not in str(value):  # an API's AWS URL: its local URL is printed below
+                print(f"  {name}: {value}")
         for api in server.routes:
             print(f"  REST API {api.logical_id}: {server.url}/{api.stage}  (POST /changes, GET /entities/...)")
+        print(f"  console: {server.url}/console")
         print(f"  try: changeflow submit events/workflow/put.json --endpoint-url {server.url}")
         print(f"       aws --endpoint-url {server.url} stepfunctions list-executions "
               f"--state-machine-arn {outputs['ChangeStateMachineArn']}")

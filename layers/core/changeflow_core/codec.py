@@ -1,52 +1,92 @@
 """Plain JSON <-> DynamoDB attribute values, with DynamoDB's own limits checked on the way in,
 and DynamoDB's item-size arithmetic (the basis of capacity units).
 
-Numbers travel as ``int``/``float`` in JSON and as ``Decimal`` in DynamoDB. Floats are converted through
-``repr`` so ``0.1`` stays ``0.1``.
+Numbers are never floats: a request is read with ``wire.loads`` (``int`` and exact ``Decimal``), DynamoDB
+returns numbers as strings, and ``to_plain`` gives them back as ``int`` (integral) or ``Decimal``, which
+``wire.dumps`` writes with every digit. A float handed in by Python code (never by a request) is taken
+at its shortest ``repr``, so ``0.1`` stays ``0.1``. The limits are DynamoDB's ("Supported data types and
+naming rules in Amazon DynamoDB", Number): up to 38 significant digits, leading and trailing zeros
+trimmed; magnitudes from 1E-130 to 9.9999999999999999999999999999999999999E+125; zero.
 """
 
 from __future__ import annotations
 
 import math
-from decimal import Context, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from .errors import ValidationError
+from .wire import JsonNumber
 
 MAX_DEPTH = 32  # DynamoDB: 32 levels, the top-level attribute being level 1
 MAX_NAME_BYTES = 65_535  # DynamoDB: an attribute name is less than 64 KB
-EXACT = Context(prec=1_000)  # enough digits that normalising never rounds what a client sent
 MAX_NUMBER_DIGITS = 38
 MAX_EXPONENT = 125  # largest magnitude: 9.99...E+125
 MIN_EXPONENT = -130  # smallest magnitude: 1E-130
 MAX_ITEM_BYTES = 400 * 1024
+RANGE = "magnitudes 1E-130 to 9.9999999999999999999999999999999999999E+125, and 0"
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
+
+
+class _Serializer(TypeSerializer):
+    """boto3's serializer, but numbers exact: boto3 converts them in a context with Emin=-128
+    (boto3/dynamodb/types.py ``DYNAMODB_CONTEXT``), which refuses DynamoDB's own smallest magnitudes,
+    1E-130 to 1E-128, with ``Underflow``. ``check_number`` has already checked DynamoDB's limits."""
+
+    def _serialize_n(self, value):
+        number = Decimal(value) if not isinstance(value, Decimal) else value
+        if not number.is_finite():
+            raise TypeError("Infinity and NaN not supported")
+        return str(int(number)) if number == number.to_integral_value() and number.adjusted() < 40 else str(number)
+
+
+class _Deserializer(TypeDeserializer):
+    """boto3's deserializer, but a number is its exact Decimal (boto3's context refuses 1E-130..1E-128)."""
+
+    def _deserialize_n(self, value):
+        return Decimal(value)
+
+
+_serializer = _Serializer()
+_deserializer = _Deserializer()
+
+
+def _as_sent(value: Any) -> str:
+    """The number as the client wrote it, for error messages."""
+    if isinstance(value, JsonNumber):
+        return value.text
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def check_number(field: str, value: Any) -> Decimal:
-    """The Decimal DynamoDB would store for ``value``, or a ValidationError naming ``field``."""
+    """The Decimal DynamoDB would store for ``value`` (exact: no rounding, zeros trimmed), or a
+    ValidationError naming ``field`` and quoting the value as it was sent."""
+    sent = _as_sent(value)
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValidationError(field, f"{value} is not a number DynamoDB can store")
+        raise ValidationError(field, f"{sent} is not a number DynamoDB can store")
     try:
         number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     except (InvalidOperation, ValueError, TypeError) as exc:
-        raise ValidationError(field, f"{value!r} is not a number") from exc
-    if not number.is_finite():
-        raise ValidationError(field, f"{value} is not a number DynamoDB can store")
-    if number.is_zero():
+        raise ValidationError(field, f"{sent!r} is not a number") from exc
+    if number.is_nan():
+        raise ValidationError(field, f"{sent} is not a number DynamoDB can store")
+    if number.is_infinite():  # also a JsonNumber whose exponent is beyond any Decimal
+        raise ValidationError(field, f"{sent} is outside DynamoDB's range ({RANGE})")
+    sign, digits, exponent = number.as_tuple()
+    digits = list(digits)
+    while digits and digits[-1] == 0:  # DynamoDB trims trailing zeros: 1.50 and 10**38 are short numbers
+        digits.pop()
+        exponent += 1
+    if not digits:
         return Decimal(0)
-    number = number.normalize(EXACT)  # 10**38 is one significant digit, as DynamoDB counts them
-    digits = number.as_tuple().digits
     if len(digits) > MAX_NUMBER_DIGITS:
-        raise ValidationError(field, f"{value} has more than {MAX_NUMBER_DIGITS} significant digits")
-    magnitude = number.copy_abs().adjusted()
+        raise ValidationError(field, f"{sent} has {len(digits)} significant digits; DynamoDB keeps {MAX_NUMBER_DIGITS}")
+    magnitude = exponent + len(digits) - 1
     if magnitude > MAX_EXPONENT or magnitude < MIN_EXPONENT:
-        raise ValidationError(field, f"{value} is outside DynamoDB's range (1E-130 to 9.99E+125)")
-    return number
+        raise ValidationError(field, f"{sent} is outside DynamoDB's range ({RANGE})")
+    return Decimal((sign, tuple(digits), exponent))
 
 
 def check_text(field: str, text: str) -> str:
@@ -76,7 +116,7 @@ def to_dynamo_value(field: str, value: Any, depth: int = 1) -> Any:
         return value
     if isinstance(value, str):
         return check_text(field, value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float, Decimal)):
         return check_number(field, value)
     if isinstance(value, (list, dict)):
         if isinstance(value, list):
@@ -93,17 +133,24 @@ def serialize_item(item: dict[str, Any]) -> dict[str, dict]:
     return {name: _serializer.serialize(value) for name, value in item.items()}
 
 
+def deserialize_value(value: dict) -> Any:
+    """One attribute value in wire format -> its Python value (exact Decimals, sets, bytes), for every
+    number DynamoDB stores (boto3's own deserializer refuses the smallest: its context's Emin is -128)."""
+    return _deserializer.deserialize(value)
+
+
 def deserialize_item(item: dict[str, dict] | None) -> dict[str, Any] | None:
-    """DynamoDB wire format -> Python item with JSON-friendly numbers."""
+    """DynamoDB wire format -> Python item, numbers exact (``int`` or ``Decimal``: see ``to_plain``)."""
     if item is None:
         return None
     return {name: to_plain(_deserializer.deserialize(value)) for name, value in item.items()}
 
 
 def to_plain(value: Any) -> Any:
-    """Decimals -> int or float, sets -> sorted lists, recursively: the plain JSON of a stored value."""
+    """Integral Decimals -> int, others stay Decimal (never float), sets -> sorted lists, recursively:
+    the plain JSON of a stored value, written exactly by ``wire.dumps``."""
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        return int(value) if value == value.to_integral_value() else value
     if isinstance(value, dict):
         return {k: to_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -117,7 +164,9 @@ def to_plain(value: Any) -> Any:
 
 def _number_size(number: Any) -> int:
     value = Decimal(str(number))
-    digits = value.normalize(EXACT).as_tuple().digits if value != 0 else (0,)
+    digits = list(value.as_tuple().digits) if value != 0 else [0]
+    while len(digits) > 1 and digits[-1] == 0:
+        digits.pop()
     return (len(digits) + 1) // 2 + 1
 
 

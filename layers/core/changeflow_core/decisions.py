@@ -1,23 +1,55 @@
-"""What to do with a change, given the stored state: the rules of the ratchet in one function.
+"""What to do with a change, given the stored state: the rules of the ratchet in one function, and the
+signals that tell the state machine which way to go.
 
-Used twice: before the conditional write (from the consistent read), and after a failed condition
-(from the item DynamoDB returned with the failure), so both agree on stale / duplicate / conflict.
+``decide`` is used twice: by the fetch step (from the consistent read) and by the write step after a
+failed condition (from the item DynamoDB returned with the failure), so both agree on stale / duplicate /
+conflict. The state machine has no Choice states: an outcome that leaves the happy path is a named error
+that a ``Catch`` routes (``ChangeIsStale`` to the report, ``WriteConflict`` to the back-off).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from . import model
-from .errors import VersionConflict
+from .errors import ChangeflowError, VersionConflict
 from .validation import Change
 
 WRITE = "write"
+MAX_ATTEMPTS = 10  # conditional v0 writes per change before VersionConflict (the ASL's back-off table has 11)
+
+
+class ChangeIsStale(ChangeflowError):
+    """Not an error: the stored effectiveAt is newer, nothing is written. The message is the execution's
+    output (JSON), which the report step returns; the execution succeeds with outcome ``stale``."""
+
+    def __init__(self, result: dict[str, Any]):
+        self.result = result
+        super().__init__(json.dumps(result, separators=(",", ":")))
+
+
+class WriteConflict(ChangeflowError):
+    """Another writer changed ``v0`` between this change's read and its conditional write: the state
+    machine backs off and reads again."""
+
+
+class LatestWriteFailed(ChangeflowError):
+    """The ``v0`` write kept failing (Lambda errors, timeouts) through every attempt."""
+
+
+def report(change: Change, outcome: str, version: int) -> dict[str, Any]:
+    """The execution's output: the same six fields on every path."""
+    return {"entityId": change.entityId, "operation": change.operation, "outcome": outcome, "version": version,
+            "changeId": change.changeId, "effectiveAt": change.effectiveAt}
 
 
 def decide(change: Change, latest: dict[str, Any] | None) -> tuple[str, int]:
     """``(outcome, version)``: ``WRITE`` with the version to write, or ``duplicate``/``stale`` with the
-    version the entity already has. Raises ``VersionConflict`` when the caller's expectation fails."""
+    version the entity already has. Raises ``VersionConflict`` when the caller's expectation fails.
+
+    A change whose id is among the ids ``v0`` remembers (the last ``model.RECENT_CHANGE_IDS`` changes,
+    whatever their effectiveAt) is a duplicate: it reports the version it wrote and writes nothing."""
     current = latest["version"] if latest else 0
     if latest and change.changeId in latest["changeIds"]:
         return model.DUPLICATE, latest["changeIds"][change.changeId]

@@ -9,8 +9,10 @@ expires by the retention window only.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
+
 
 from . import chain, codec, model
 from .errors import ValidationError
@@ -34,16 +36,15 @@ def latest_state(item: dict[str, Any] | None, present: bool = True) -> dict[str,
 
 
 def next_change_ids(change: Change, latest: dict[str, Any] | None, version: int) -> dict[str, int]:
-    """The ids applied at the new effectiveAt: ties keep the earlier ones, a newer time starts afresh.
-
-    A redelivered change can only pass the ratchet if its effectiveAt equals the stored one, so this
-    map is exactly what is needed to recognise every duplicate that could otherwise add a version.
-    """
-    ids = {}
-    if latest and latest["effectiveAt"] == change.effectiveAt:
-        ids.update(latest["changeIds"])
+    """The ids ``v0`` remembers after this change: the last ``RECENT_CHANGE_IDS`` applied, whatever their
+    effectiveAt, so that a change delivered again (a redelivery, or a retry of a failed execution that got
+    a newer default effectiveAt) is recognised and never writes a second version. Bounded: a change id
+    reused after that many other changes is no longer recognised, and ``changeflow verify`` reports the
+    second version it writes."""
+    ids = dict(latest["changeIds"]) if latest else {}
     ids[change.changeId] = version
-    return ids
+    newest = sorted(ids.items(), key=lambda pair: pair[1])[-model.RECENT_CHANGE_IDS:]
+    return dict(newest)
 
 
 def build_latest(
@@ -56,7 +57,23 @@ def build_latest(
     tombstone_ttl_days: int = 0,
     source_version: int | None = None,
 ) -> dict[str, Any]:
-    """The ``v0`` item (Python values, Decimals for numbers) for an applied change."""
+    """The ``v0`` item (Python values, Decimals for numbers) for an applied change, from plain JSON content."""
+    values = validate_attributes(content or {}) if change.operation != model.DELETE else None
+    return latest_item(change, values, latest, version, recorded_at, execution_arn, tombstone_ttl_days,
+                       source_version)
+
+
+def latest_item(
+    change: Change,
+    values: dict[str, Any] | None,
+    latest: dict[str, Any] | None,
+    version: int,
+    recorded_at: int,
+    execution_arn: str,
+    tombstone_ttl_days: int = 0,
+    source_version: int | None = None,
+) -> dict[str, Any]:
+    """The ``v0`` item from content already in the serializer's form (``from_wire``): nothing re-parsed."""
     item: dict[str, Any] = {
         model.PK: change.entityId,
         model.SK: model.LATEST_SK,
@@ -78,7 +95,7 @@ def build_latest(
         item[model.DELETED] = True
         item[model.EXPIRES_AT] = recorded_at // 1000 + tombstone_ttl_days * SECONDS_PER_DAY
     else:
-        item.update(validate_attributes(content or {}))
+        item.update(values or {})
     return sealed(item, latest)
 
 
@@ -91,6 +108,25 @@ def sealed(item: dict[str, Any], latest: dict[str, Any] | None) -> dict[str, Any
     return item
 
 
+def to_wire(values: dict[str, Any]) -> dict[str, dict]:
+    """Content as DynamoDB's JSON (numbers as strings): the form the workflow carries it in between
+    steps, so that no JSON round trip (Step Functions, the Lambda runtime) can turn a number into a float."""
+    return codec.serialize_item(values)
+
+
+def from_wire(wire: dict[str, dict] | None) -> dict[str, Any]:
+    """Content carried as DynamoDB's JSON back to the serializer's values (exact Decimals, sets, bytes)."""
+    return {name: codec.deserialize_value(value) for name, value in (wire or {}).items()}
+
+
+def wire_size(wire: Any) -> int:
+    """Bytes a value adds to a state's input or output, counted the largest way a Step Functions engine
+    counts them: AWS documents UTF-8 bytes; moto and LocalStack count ``json.dumps`` with its default
+    separators (a space after each ``,`` and ``:``) and non-ASCII escaped (``\\u20ac``: 6 bytes for 3)."""
+    return max(len(json.dumps(wire).encode("ascii")),
+               len(json.dumps(wire, ensure_ascii=False).encode("utf-8", "surrogatepass")))
+
+
 def history_of(latest_item: dict[str, Any]) -> dict[str, Any]:
     """The history item that records ``latest_item``'s version."""
     item = {k: v for k, v in latest_item.items() if k != model.EXPIRES_AT}
@@ -100,7 +136,15 @@ def history_of(latest_item: dict[str, Any]) -> dict[str, Any]:
 
 def check_item_size(change: Change, content: dict[str, Any] | None) -> None:
     """Refuse a change whose item would exceed DynamoDB's 400 KB item limit, before anything is written."""
-    probe = build_latest(change, content, None, model.MAX_VERSION, int(time.time() * 1000), "arn:" + "x" * 200)
+    values = validate_attributes(content or {}) if change.operation != model.DELETE else None
+    check_item_size_of_values(change, values)
+
+
+def check_item_size_of_values(change: Change, values: dict[str, Any] | None) -> None:
+    """The same check for content in the serializer's form. The ids ``v0`` remembers (at most
+    ``RECENT_CHANGE_IDS`` x 128 characters, ~8.4 KB) are left out: the request limit (224 KiB) keeps every
+    item that far below 400 KB, so this check binds only for content that did not come from a request."""
+    probe = latest_item(change, values, None, model.MAX_VERSION, int(time.time() * 1000), "arn:" + "x" * 200)
     size = codec.item_size(codec.serialize_item(probe))
     if size > codec.MAX_ITEM_BYTES:
         raise ValidationError("attributes", f"the item would be {size} bytes, over DynamoDB's 400 KB item limit")

@@ -16,7 +16,7 @@ MAX_VERSION = 10**VERSION_DIGITS - 1
 VERSION = "version"
 EFFECTIVE_AT = "effectiveAt"
 CHANGE_ID = "changeId"
-CHANGE_IDS = "changeIds"  # {changeId: version} of the changes applied at the current effectiveAt
+CHANGE_IDS = "changeIds"  # {changeId: version} of the last RECENT_CHANGE_IDS changes applied, any effectiveAt
 OPERATION = "operation"
 ACTOR = "actor"
 REASON = "reason"
@@ -27,6 +27,10 @@ EXPIRES_AT = "expiresAt"  # the table's TTL attribute, epoch seconds
 SOURCE_VERSION = "sourceVersion"  # rollback: the version whose content was restored
 PREV_HASH = "prevHash"  # the hash chain (changeflow_core.chain): the previous version's chain hash
 CHAIN_HASH = "chainHash"  # and this version's
+
+# How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt
+# (a retry of a failed execution gets a new default effectiveAt). Bounded, so v0 and the state stay small.
+RECENT_CHANGE_IDS = 16
 
 RESERVED = frozenset(
     {

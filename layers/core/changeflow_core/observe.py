@@ -15,6 +15,7 @@ METRIC_OF_OUTCOME = {
 }
 CHANGES_RECEIVED = "ChangesReceived"
 CHANGES_REJECTED = "ChangesRejected"  # ValidationError: nothing written
+CHANGES_FETCHED_AGAIN = "ChangesFetchedAgain"  # reads after a back-off (a conflict or a failed write)
 HISTORY_PUT_RETRIES = "HistoryPutRetries"  # $$.State.RetryCount of each history put attempt
 HISTORY_REPAIRED = "HistoryRepaired"
 VERSIONS_EXPIRED = "VersionsTaggedForExpiry"

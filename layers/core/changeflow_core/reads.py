@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from . import items, model, store
@@ -16,15 +18,30 @@ MAX_PAGE = 100
 
 
 def latest(client, table: str, entity_id: str) -> dict[str, Any]:
-    """The live latest version; ``NotFound`` for nothing, a tombstone or an expired item alike."""
+    """The live latest version; ``NotFound`` for nothing, a tombstone or an expired item. A tombstone's
+    message says when the entity was deleted (its version and effective time), never its content."""
     item = store.get_item(client, table, entity_id, model.LATEST_SK)
-    if item is None or item.get(model.DELETED) or items.is_expired(item):
+    if item is None or items.is_expired(item):
         raise NotFound(f"entity {entity_id!r} does not exist")
+    if item.get(model.DELETED):
+        raise NotFound(f"entity {entity_id!r} was deleted at version {int(item[model.VERSION])} "
+                       f"on {_utc(int(item[model.EFFECTIVE_AT]))}")
     return items.view(item)
 
 
+def _utc(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC, e.g. ``2026-01-01T00:00:00.000Z``."""
+    moment = datetime.fromtimestamp(ms / 1000, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _digits(text: str | None) -> bool:
+    """ASCII digits only: str.isdigit() also accepts "²" and "١", which int() refuses or reads otherwise."""
+    return text is not None and re.fullmatch(r"[0-9]{1,12}", text) is not None
+
+
 def version_number(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= model.MAX_VERSION:
+    if not _digits(text) or not 1 <= int(text) <= model.MAX_VERSION:
         raise ValidationError("version", "must be a positive integer")
     return int(text)
 
@@ -32,7 +49,7 @@ def version_number(text: str) -> int:
 def page_limit(text: str | None) -> int:
     if text is None:
         return 20
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+    if not _digits(text) or not 1 <= int(text) <= MAX_PAGE:
         raise ValidationError("limit", f"must be between 1 and {MAX_PAGE}")
     return int(text)
 

@@ -1,60 +1,139 @@
 """The pieces each step Lambda strings together, shared so that the write step and the history step
-build the same item from the same state data."""
+build the same item from the same state data.
+
+What travels between steps is small and exact: the normalised change, the decision's view of ``v0``
+(never its content), and the change's own content once, as DynamoDB's JSON (numbers as strings), built by
+the fetch step. No later step reads the raw request again.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
-from . import items, model, store
-from .decisions import WRITE, classify_failed_write, decide
-from .validation import Change
+from . import items, model, store, wire
+from .decisions import (
+    MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, report,
+)
+from .errors import NotFound, ValidationError, VersionConflict
+from .validation import MAX_REQUEST_BYTES, Change, validate_attributes, validate_request
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def content_for(change: Change, request: dict[str, Any], fetched: dict[str, Any]) -> dict[str, Any] | None:
-    """The content the change writes: a put's attributes, a rollback's restored version, a delete's none."""
-    if change.operation == model.PUT:
-        return request["attributes"]
-    if change.operation == model.ROLLBACK:
-        return fetched["content"]
-    return None
+# --- step 1: fetch ------------------------------------------------------------------------------------
+def rollback_content(client, history_table: str, entity_id: str, version: int, now_s: float | None = None) -> dict:
+    """Version ``version``'s content exactly as stored (DynamoDB's JSON), or ``NotFound`` if it is missing,
+    expired or a tombstone."""
+    item = client.get_item(TableName=history_table, ConsistentRead=True,
+                           Key={model.PK: {"S": entity_id}, model.SK: {"S": model.history_sk(version)}}).get("Item")
+    expires = (item or {}).get(model.EXPIRES_AT, {}).get("N")
+    if item is None or (expires is not None and int(expires) <= (time.time() if now_s is None else now_s)):
+        raise NotFound(f"entity {entity_id!r} has no version {version}")
+    if item.get(model.DELETED, {}).get("BOOL"):
+        raise NotFound(f"version {version} of entity {entity_id!r} is a deletion; it has no content")
+    return {name: value for name, value in item.items() if name not in model.RESERVED}
 
 
+def check_carried_size(content: dict | None) -> None:
+    """The content travels in the state of every step up to the history put: refuse what would not fit
+    (Step Functions' 256 KiB per state) before anything is written."""
+    size = items.wire_size(content or {})
+    if size > MAX_REQUEST_BYTES:
+        raise ValidationError("attributes", f"{size} bytes as DynamoDB JSON (the form the workflow carries), "
+                                            f"over the {MAX_REQUEST_BYTES}-byte request limit")
+
+
+def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
+    """``(change, content, attempt)``: the request validated (first time), or the change the first fetch
+    validated, taken from the state after a back-off (``VersionConflict`` / ``LatestWriteFailed`` once the
+    attempts are spent). A put's content becomes DynamoDB JSON here, once."""
+    if "request" in event:
+        request = wire.read_request(event["request"])  # numbers exact: parsed here, never by a double parser
+        change = validate_request(request, event["execution"])
+        content = items.to_wire(validate_attributes(request["attributes"])) if change.operation == model.PUT else None
+        return change, content, 1
+    change, content, attempt = Change.from_json(event["change"]), event.get("content"), event["attempt"]
+    if attempt > MAX_ATTEMPTS:
+        last = event.get("error") or {}
+        if last.get("Error") == "WriteConflict":
+            raise VersionConflict(f"entity {change.entityId!r} kept changing through {MAX_ATTEMPTS} attempts")
+        raise LatestWriteFailed(f"the v0 write failed {MAX_ATTEMPTS} times; last: {last.get('Error')}: "
+                                f"{str(last.get('Cause'))[:1000]}")
+    return change, content, attempt
+
+
+def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,
+          writers: dict[str, str]) -> dict[str, Any]:
+    """Read ``v0`` consistently (and a rollback's source version) and decide. A stale change ends here
+    (``ChangeIsStale``); the result names the function that writes ``v0`` for this operation (the state
+    machine calls it by that name)."""
+    latest = store.fetch_latest_state(client, table, history_table, change.entityId)
+    if change.operation == model.ROLLBACK and content is None:
+        content = rollback_content(client, history_table, change.entityId, change.toVersion)
+    if attempt == 1:
+        check_carried_size(content)
+        items.check_item_size_of_values(change, items.from_wire(content) if content is not None else None)
+    outcome, version = decide(change, latest)
+    if outcome == model.STALE:
+        raise ChangeIsStale(report(change, model.STALE, version))
+    return {"change": change.to_json(), "latest": latest, "content": content, "writer": writers[change.operation],
+            "attempt": attempt}
+
+
+# --- step 2: the conditional v0 write -------------------------------------------------------------------
 def item_for(state: dict[str, Any], version: int, recorded_at: int, tombstone_ttl_days: int) -> dict[str, Any]:
-    """The ``v0`` item of this execution's change, rebuilt from the execution's state data."""
-    change = Change.from_json(state["fetched"]["change"])
-    return items.build_latest(
-        change,
-        content_for(change, state["request"], state["fetched"]),
-        state["fetched"]["latest"],
-        version,
-        recorded_at,
-        state["execution"]["id"],
-        tombstone_ttl_days=tombstone_ttl_days,
-        source_version=change.toVersion,
-    )
+    """The ``v0`` item of this execution's change, from the state data the fetch step made."""
+    change = Change.from_json(state["change"])
+    values = items.from_wire(state.get("content")) if change.operation != model.DELETE else None
+    return items.latest_item(change, values, state["latest"], version, recorded_at, state["execution"]["id"],
+                             tombstone_ttl_days=tombstone_ttl_days, source_version=change.toVersion)
 
 
 def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0) -> dict[str, Any]:
-    """Decide, then conditionally write ``v0``; a failed condition is classified from the old item."""
-    change = Change.from_json(state["fetched"]["change"])
-    outcome, version = decide(change, state["fetched"]["latest"])
+    """Conditionally write ``v0``; a failed condition is classified from the old item DynamoDB returns:
+    a duplicate is reported, a stale change raises ``ChangeIsStale``, another writer ``WriteConflict``
+    (``VersionConflict`` once the attempts are spent)."""
+    change = Change.from_json(state["change"])
+    outcome, version = decide(change, state["latest"])
+    if outcome == model.STALE:
+        raise ChangeIsStale(report(change, outcome, version))
     if outcome != WRITE:
         return {"outcome": outcome, "version": version, "recordedAt": None}
     recorded_at = now_ms()
-    item = item_for(state, version, recorded_at, tombstone_ttl_days)
     try:
-        store.write_latest(client, table, item, state["fetched"]["latest"])
+        store.write_latest(client, table, item_for(state, version, recorded_at, tombstone_ttl_days), state["latest"])
     except store.ConditionFailed as failed:
         outcome, version = classify_failed_write(change, items.latest_state(failed.old_item))
+        if outcome == model.STALE:
+            raise ChangeIsStale(report(change, outcome, version)) from None
+        if outcome == model.CONFLICT:
+            if state["attempt"] >= MAX_ATTEMPTS:
+                raise VersionConflict(f"entity {change.entityId!r} kept changing through {MAX_ATTEMPTS} attempts; "
+                                      f"it is at version {version}") from None
+            raise WriteConflict(f"entity {change.entityId!r} moved to version {version} after it was read "
+                                f"(attempt {state['attempt']})") from None
         return {"outcome": outcome, "version": version, "recordedAt": None}
     return {"outcome": model.APPLIED, "version": version, "recordedAt": recorded_at}
 
 
+# --- step 3: history --------------------------------------------------------------------------------------
+def record_history(client, table: str, history_table: str, state: dict[str, Any]) -> dict[str, Any]:
+    """Put version n's history item (the same item ``v0`` got), or make sure a duplicate's exists; return
+    the execution's output and what the history put did."""
+    change, written = Change.from_json(state["change"]), state["written"]
+    if written["outcome"] == model.APPLIED:
+        item = item_for(state, written["version"], written["recordedAt"], tombstone_ttl_days=0)
+        history = "written" if store.put_history(client, history_table, items.history_of(item)) else "present"
+    else:  # a duplicate: the first delivery may have stopped before its history put
+        history = store.ensure_history(client, table, history_table, change.entityId, written["version"])
+    return {**report(change, written["outcome"], written["version"]), "history": history}
+
+
+# --- step 4: expiry tags and the stale report --------------------------------------------------------------
 def retention_tag(version: int, keep_versions: int, keep_days: int, now_s: int) -> tuple[int, int] | None:
     """Which history version the write of ``version`` pushes out of the retention window, and its expiry.
 
@@ -70,3 +149,22 @@ def retention_tag(version: int, keep_versions: int, keep_days: int, now_s: int) 
     if target < 1:
         return None
     return target, now_s + keep_days * items.SECONDS_PER_DAY
+
+
+def retention_tags(version: int, keep_versions: int, keep_days: int, now_s: int) -> list[tuple[int, int]]:
+    """The tag of ``version`` and, to heal a tag an earlier execution missed, the one before it: two
+    conditional updates per change at most (O(1)); a version already tagged is left as it is."""
+    tag = retention_tag(version, keep_versions, keep_days, now_s)
+    if tag is None:
+        return []
+    target, expires_at = tag
+    return [(target, expires_at)] + ([(target - 1, expires_at)] if target > 1 else [])
+
+
+def stale_report(error: dict[str, Any]) -> dict[str, Any]:
+    """The output of a stale change, from the ``ChangeIsStale`` error the fetch or write step raised
+    (``errorMessage`` is the output as JSON)."""
+    result = json.loads(error["errorMessage"])
+    if result.get("outcome") != model.STALE:
+        raise ValueError(f"not a stale change's report: {error.get('errorType')}")
+    return result

@@ -6,16 +6,22 @@ anything is written.
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
-from . import codec, model
+from . import codec, model, wire
 from .errors import ValidationError
 
-MAX_REQUEST_BYTES = 256 * 1024  # Step Functions' payload limit
+# The one maximum request size (compact UTF-8 JSON), checked at every entry point before anything is
+# written. Below Step Functions' 256 KiB per state input/output (AWS: "Quotas related to state machine
+# executions") by the room the workflow's own state data needs around the content: the normalised change
+# (entityId, changeId, actor, reason: up to ~8 KB), the ids v0 remembers (up to ~8.5 KB), an error's Cause
+# on the back-off path and the Lambda integration's result envelope. The content itself travels as DynamoDB
+# JSON, which the fetch step also holds to this limit (steps.check_carried_size).
+MAX_REQUEST_BYTES = 224 * 1024
 MAX_ENTITY_ID_BYTES = 1024  # DynamoDB allows 2048 for a partition key; keep room for the prefixes
 MAX_CHANGE_ID_CHARS = 128
 MAX_ACTOR_CHARS = 256
@@ -51,17 +57,18 @@ class Change:
 
 
 def request_size(request: Any) -> int:
-    """Bytes of the request as Step Functions would receive it (compact UTF-8 JSON; a lone surrogate,
-    which validation rejects later by name, counts as its 3-byte encoding)."""
-    text = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
-    return len(text.encode("utf-8", "surrogatepass"))
+    """Bytes of the request as StartExecution receives it from every entry point: the execution input
+    ``{"request": "<its compact JSON text>"}`` (wire.execution_input), UTF-8. Escaping a quote or a
+    backslash inside that text doubles it, so this, not the request's own text, is what must fit
+    (a lone surrogate, which validation rejects later by name, counts as its 3-byte encoding)."""
+    return len(wire.execution_input(request).encode("utf-8", "surrogatepass"))
 
 
 def check_request_size(request: Any) -> None:
     size = request_size(request)
     if size > MAX_REQUEST_BYTES:
         raise ValidationError(
-            "request", f"{size} bytes is over the {MAX_REQUEST_BYTES}-byte Step Functions payload limit"
+            "request", f"{size} bytes is over the {MAX_REQUEST_BYTES}-byte request limit"
         )
 
 
@@ -82,11 +89,14 @@ def _text(field: str, value: Any, max_chars: int, required: bool) -> str | None:
 
 
 def _integer(field: str, value: Any, minimum: int, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         raise ValidationError(field, f"must be an integer, not {type(value).__name__}")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise ValidationError(field, f"must be an integer, not {value}")
+    if isinstance(value, (float, Decimal)):  # 2.0 or 1.767E+12 from JSON text: integral values are integers
+        sent = value.text if isinstance(value, wire.JsonNumber) else value
+        if not (value.is_integer() if isinstance(value, float) else value.is_finite() and value == value.to_integral_value()):
+            raise ValidationError(field, f"must be an integer, not {sent}")
+        if abs(value.adjusted() if isinstance(value, Decimal) else 0) > 30:
+            raise ValidationError(field, f"must be between {minimum} and {maximum}, not {sent}")
         value = int(value)
     if not minimum <= value <= maximum:
         raise ValidationError(field, f"must be between {minimum} and {maximum}, not {value}")

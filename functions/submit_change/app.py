@@ -1,0 +1,55 @@
+"""POST /changes (Lambda proxy): start the change's execution, or answer what became of it - still
+running (that execution), succeeded (its outcome), failed (a new attempt runs). See
+changeflow_core.submissions for the rules; this file is their table of contents."""
+
+import base64
+import os
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.config import Config
+from changeflow_core import observe, submissions
+from changeflow_core.submissions import Refused
+
+STATE_MACHINE_ARN = os.environ["STATE_MACHINE_ARN"]
+WORKFLOW_TYPE = os.environ["WORKFLOW_TYPE"]
+TABLE_NAME = os.environ["TABLE_NAME"]
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+retries = Config(retries={"mode": "standard", "max_attempts": 2})  # throttling is answered 429, not waited out
+sfn = boto3.client("stepfunctions", config=retries)
+dynamodb = boto3.client("dynamodb", config=retries)
+
+
+def respond(status: int, body: dict, headers: dict | None = None) -> dict:
+    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
+            "body": submissions.dumps(body)}
+
+
+@logger.inject_lambda_context(correlation_id_path="requestContext.requestId", log_event=False)
+@tracer.capture_lambda_handler
+@metrics.log_metrics(capture_cold_start_metric=True)
+def lambda_handler(event, context):
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    if headers.get("content-type", "application/json").split(";")[0].strip().lower() != "application/json":
+        return respond(415, {"message": "Unsupported Media Type"})
+    body = event.get("body") or ""
+    raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8", "surrogatepass")
+    try:
+        request = submissions.parse_body(raw)
+        logger.append_keys(entityId=request["entityId"], changeId=request["changeId"])
+        observe.annotate(tracer, request["entityId"])
+        answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request)
+    except Refused as refused:
+        logger.info("refused", extra={"status": refused.status, "reason": refused.message})
+        metrics.add_metric(name="ChangesRefused", unit=MetricUnit.Count, value=1)
+        return respond(refused.status, {"message": refused.message}, refused.headers)
+    metrics.add_metric(name="ChangesSubmitted", unit=MetricUnit.Count, value=1)
+    if attempt > 1:
+        metrics.add_metric(name="ChangesRetriedAfterFailure", unit=MetricUnit.Count, value=1)
+    logger.info("submitted", extra={"status": answer["status"], "attempt": attempt,
+                                    "executionArn": answer.get("executionArn")})
+    return respond(200, answer)

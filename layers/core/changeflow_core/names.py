@@ -1,0 +1,46 @@
+"""Execution names: one rule for every entry point that names an execution (the API's front function,
+the CLI), so the same change gets the same name wherever it is submitted.
+
+A name is a readable prefix plus a digest of the exact ``(entityId, changeId)`` pair:
+``<entity>--<change>--<32 hex digits of SHA-256>``, then ``-r<n>`` for the n-th attempt (n >= 2). The
+prefix is for people searching the console; the digest makes the name a one-to-one function of the pair
+(two pairs share a name only on a 128-bit SHA-256 collision), which no readable prefix cut to 80
+characters can be: ``doc#1`` / ``doc/1`` / ``doc 1``, ``ユーザー1`` / ``データー1``, two ids with a long
+shared prefix, ``a--b``+``c`` / ``a``+``b--c`` all differ in the digest.
+
+Only ``0-9A-Za-z-_`` is used: Step Functions accepts more in a name, but CloudWatch Logs logging of
+executions needs these (Step Functions API reference, StartExecution ``name``: "To enable logging with
+CloudWatch Logs, the name should only contain 0-9, A-Z, a-z, - and _"). At most 77 of the 80 characters
+(1-80, StartExecution ``name``) are used with attempt numbers up to 999.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+MAX_NAME = 80
+MAX_ATTEMPT = 999
+ENTITY_CHARS, CHANGE_CHARS, DIGEST_CHARS = 20, 16, 32
+ALLOWED = re.compile(r"[0-9A-Za-z_-]{1,80}")
+_UNSAFE = re.compile(r"[^0-9A-Za-z_]+")
+
+
+def readable(text: str, limit: int) -> str:
+    """``text`` with every run of other characters as one ``-``, cut to ``limit`` ("x" if nothing is left)."""
+    return _UNSAFE.sub("-", text).strip("-")[:limit].strip("-") or "x"
+
+
+def digest(entity_id: str, change_id: str) -> str:
+    """SHA-256 of the pair as a JSON array (unambiguous whatever either string holds), 128 bits in hex."""
+    key = json.dumps([entity_id, change_id], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+
+
+def execution_name(entity_id: str, change_id: str, attempt: int = 1) -> str:
+    """The name of the ``attempt``-th execution of change ``change_id`` of entity ``entity_id``."""
+    if not 1 <= attempt <= MAX_ATTEMPT:
+        raise ValueError(f"attempt must be between 1 and {MAX_ATTEMPT}, not {attempt}")
+    name = f"{readable(entity_id, ENTITY_CHARS)}--{readable(change_id, CHANGE_CHARS)}--{digest(entity_id, change_id)}"
+    return name if attempt == 1 else f"{name}-r{attempt}"

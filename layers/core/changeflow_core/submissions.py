@@ -1,0 +1,162 @@
+"""POST /changes: start a change's execution, or say what became of the change.
+
+The answer says what really happened to the change (issue 9):
+- nothing yet, or every earlier execution failed (``ValidationError``, ``VersionConflict``, a Lambda
+  outage...): a new execution starts; the n-th attempt is named ``names.execution_name(entity, change, n)``;
+- an execution of it is still running: that execution;
+- an execution of it succeeded: that execution and its outcome.
+
+A STANDARD state machine tells all three apart by name: StartExecution of a name already used answers
+``ExecutionAlreadyExists`` (unless it is still running with the same input, when it answers that
+execution), and DescribeExecution gives its status and output (Step Functions API reference,
+StartExecution, "idempotent"). An EXPRESS state machine does neither: names are not deduplicated and
+there is no DescribeExecution (Step Functions developer guide, "Standard vs. Express workflows",
+execution guarantees). There the data answers: a change whose id ``v0`` lists as applied at its current
+timestamp is answered ``duplicate`` without starting anything; otherwise a new execution starts, and
+the workflow's own duplicate check (``changeIds`` on ``v0``) keeps a concurrent twin from writing twice.
+
+Request bodies are parsed with ``Decimal`` for numbers and passed on without ever becoming ``float``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from . import model, store, wire
+from .names import MAX_ATTEMPT, execution_name
+from .validation import MAX_REQUEST_BYTES, request_size
+
+CHANGE_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,64}(?![\s\S])"  # same meaning in Python re, ECMA 262 and Java
+STANDARD, EXPRESS = "STANDARD", "EXPRESS"
+FAILED_STATUSES = {"FAILED", "TIMED_OUT", "ABORTED"}
+# StartExecution errors a client should retry (API reference, StartExecution "Errors"; common errors)
+RETRY_LATER = {"ThrottlingException": 429, "TooManyRequestsException": 429, "ExecutionLimitExceeded": 503}
+
+
+class Refused(Exception):
+    """The request is not started: an HTTP status and a message for the client."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    """The change request of a request body: UTF-8 JSON, an object, numbers as ``Decimal``, no larger
+    than ``MAX_REQUEST_BYTES`` once compact (what StartExecution receives). ``Refused`` otherwise."""
+    try:
+        text = body.decode("utf-8")
+        # numbers exact (wire.JsonNumber keeps each as it was sent); NaN/Infinity are not JSON: refused
+        request = json.loads(text, parse_float=wire.JsonNumber, parse_int=wire._integer, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise Refused(400, "Invalid request body: not UTF-8 JSON") from exc
+    if not isinstance(request, dict):
+        raise Refused(400, "Invalid request body: not a JSON object")
+    for field in ("entityId", "changeId"):
+        if not isinstance(request.get(field), str) or not request[field]:
+            raise Refused(400, f"Invalid request body: {field} must be a non-empty string")
+    if not re.match(CHANGE_ID_PATTERN, request["changeId"]):
+        raise Refused(400, "Invalid request body: changeId must match " + CHANGE_ID_PATTERN)
+    try:
+        json.dumps(request, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate (\\ud800): no UTF-8 input can carry it
+        raise Refused(400, "Invalid request body: a string holds a lone surrogate") from exc
+    size = request_size(request)  # the one measure every entry point and the workflow use
+    if size > MAX_REQUEST_BYTES:
+        raise Refused(413, f"Request too large: {size} bytes, over the {MAX_REQUEST_BYTES}-byte maximum")
+    return request
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON in which a ``Decimal`` is written as the number it is (never through ``float``)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{dumps(str(k))}:{dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(dumps(v) for v in value) + "]"
+    if isinstance(value, Decimal):
+        return str(value)  # a finite Decimal's str is a JSON number: "0.10", "1E+126", "-0"
+    if isinstance(value, datetime):
+        return json.dumps(value.timestamp())
+    return json.dumps(value, ensure_ascii=False)
+
+
+def execution_input(request: dict[str, Any]) -> str:
+    """The StartExecution input of a change request: ``{"request": "<its JSON text>"}`` with every digit
+    (wire.execution_input, the same for every entry point)."""
+    return wire.execution_input(request)
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """``arn:<partition>:states:<region>:<account>:execution:<machine>:<name>`` of a Standard execution."""
+    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+
+
+def _answer(description: dict[str, Any]) -> dict[str, Any]:
+    answer = {"executionArn": description["executionArn"], "status": description["status"],
+              "startDate": description["startDate"]}
+    if description["status"] == "SUCCEEDED":
+        output = json.loads(description.get("output") or "null", parse_float=Decimal)
+        answer["output"] = output
+        if isinstance(output, dict) and "outcome" in output:
+            answer["outcome"] = output["outcome"]
+    return answer
+
+
+def already_applied(dynamodb, table: str, request: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer for a change ``v0`` lists as applied (EXPRESS: nothing can describe its execution)."""
+    latest = store.get_item(dynamodb, table, request["entityId"], model.LATEST_SK)
+    applied = (latest or {}).get(model.CHANGE_IDS) or {}
+    if request["changeId"] not in applied:
+        return None
+    own = latest.get(model.CHANGE_ID) == request["changeId"]
+    return {"status": "SUCCEEDED", "outcome": model.DUPLICATE, "version": int(applied[request["changeId"]]),
+            "executionArn": latest.get(model.EXECUTION) if own else None}
+
+
+def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str,
+           request: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """``(answer, attempt)`` for a parsed change request; ``Refused`` when Step Functions refuses."""
+    if workflow_type == EXPRESS:
+        done = already_applied(dynamodb, table, request)
+        if done is not None:
+            return done, 0
+    payload = execution_input(request)
+    for attempt in range(1, MAX_ATTEMPT + 1):
+        name = execution_name(request["entityId"], request["changeId"], attempt)
+        try:
+            started = sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=payload)
+            return {"executionArn": started["executionArn"], "status": "RUNNING",
+                    "startDate": started["startDate"]}, attempt
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ExecutionAlreadyExists":
+                raise refusal(exc) from exc
+        if workflow_type == EXPRESS:  # AWS never answers this for Express; a stricter endpoint might
+            continue
+        description = sfn.describe_execution(executionArn=execution_arn(state_machine_arn, name))
+        if description["status"] not in FAILED_STATUSES:
+            return _answer(description), attempt
+    raise Refused(409, f"change {request['changeId']!r} of this entity failed {MAX_ATTEMPT} times; "
+                       "send it with a new changeId")
+
+
+def refusal(exc: ClientError) -> Refused:
+    """What a client is told when StartExecution fails: retry later (429/503) or a server error."""
+    code = exc.response["Error"]["Code"]
+    if code in RETRY_LATER:
+        return Refused(RETRY_LATER[code], f"Step Functions is busy ({code}); retry later", {"Retry-After": "1"})
+    if code == "InvalidExecutionInput":
+        return Refused(413, f"Step Functions refused the input ({exc.response['Error'].get('Message', '')})")
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)
+    if status >= 500:
+        return Refused(503, f"Step Functions is unavailable ({code}); retry later", {"Retry-After": "1"})
+    return Refused(500, f"Step Functions could not start the execution ({code})")

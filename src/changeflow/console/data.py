@@ -1,0 +1,233 @@
+"""What the console shows, read through the CLI's own client (``changeflow.client.Changeflow``) and
+``changeflow.integrity``: the same calls against the embedded stack, ``changeflow serve`` or AWS.
+
+Every call here is a read (ListExecutions, DescribeExecution, GetExecutionHistory, DescribeStateMachine,
+GetItem, Query, Scan) except ``repair``, which only the console's explicit POST reaches.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from changeflow_core import items, model, store
+
+from .. import integrity
+from ..client import TERMINAL, Changeflow
+
+PAGE = 50
+VERIFY_AT_ONCE = 200  # up to this many versions, an entity's page runs verify itself; above, a link does
+MAX_SCANNED = 1000  # executions examined for one page of an entity filter
+
+
+def parse_json(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def pretty(value: Any) -> str:
+    value = parse_json(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def compact(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+def ms_date(ms: Any) -> str:
+    """Epoch milliseconds as an ISO date (UTC)."""
+    if ms is None:
+        return ""
+    try:
+        return datetime.fromtimestamp(int(ms) / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    except (ValueError, OverflowError, OSError):
+        return str(ms)
+
+
+def s_date(seconds: Any) -> str:
+    """Epoch seconds (DynamoDB TTL) as an ISO date (UTC)."""
+    return ms_date(int(seconds) * 1000) if seconds is not None else ""
+
+
+def when(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return "" if value is None else str(value)
+
+
+def error_message(cause: Any) -> str | None:
+    parsed = parse_json(cause)
+    if isinstance(parsed, dict) and "errorMessage" in parsed:
+        return str(parsed["errorMessage"])
+    return None if cause is None else str(cause)
+
+
+@dataclass
+class Diff:
+    field: str
+    change: str  # added, removed, changed
+    before: Any = None
+    after: Any = None
+
+
+def diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[Diff]:
+    """Field by field, the content of ``after`` against ``before`` (a tombstone has no content)."""
+    old = {} if before is None or before.get("deleted") else before["attributes"]
+    new = {} if after.get("deleted") else after["attributes"]
+    found = []
+    for key in list(old) + [k for k in new if k not in old]:
+        if key not in new:
+            found.append(Diff(key, "removed", before=old[key]))
+        elif key not in old:
+            found.append(Diff(key, "added", after=new[key]))
+        elif old[key] != new[key]:
+            found.append(Diff(key, "changed", old[key], new[key]))
+    return found
+
+
+class Reader:
+    """The console's reads of one stack, with the descriptions of ended executions cached (they never change)."""
+
+    def __init__(self, client: Changeflow):
+        self.client = client
+        self._described: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._definitions: dict[str, dict[str, Any]] = {}
+
+    # --- executions ---------------------------------------------------------------------------------
+    def describe(self, arn: str) -> dict[str, Any] | None:
+        with self._lock:
+            if arn in self._described:
+                return self._described[arn]
+        try:
+            description = self.client.sfn.describe_execution(executionArn=arn)
+        except self.client.sfn.exceptions.ExecutionDoesNotExist:
+            with self._lock:  # gone (past its retention): it does not come back
+                self._described[arn] = None
+            return None
+        description.pop("ResponseMetadata", None)
+        if description["status"] in TERMINAL:
+            with self._lock:
+                if len(self._described) > 20_000:
+                    self._described.clear()
+                self._described[arn] = description
+        return description
+
+    def execution_arn(self, name: str) -> str:
+        if name.startswith("arn:"):
+            return name
+        return self.client.state_machine_arn.replace(":stateMachine:", ":execution:") + ":" + name
+
+    def list_executions(self, status: str = "", entity: str = "", since: datetime | None = None,
+                        until: datetime | None = None, token: str | None = None) -> tuple[list[dict], str | None, int]:
+        """One page of executions, newest first: ``(rows, next token, executions examined)``. Status is
+        ListExecutions' own ``statusFilter``; entity and time are checked on each execution (time first,
+        from the listing; the entity from the execution's input)."""
+        rows: list[dict] = []
+        examined = 0
+        while True:
+            kwargs: dict[str, Any] = {"stateMachineArn": self.client.state_machine_arn, "maxResults": 100}
+            if status:
+                kwargs["statusFilter"] = status
+            if token:
+                kwargs["nextToken"] = token
+            page = self.client.sfn.list_executions(**kwargs)
+            listed = sorted(page["executions"], key=lambda e: e["startDate"], reverse=True)
+            token = page.get("nextToken")
+            for summary in listed:
+                examined += 1
+                start = summary["startDate"]
+                if since and start < since or until and start > until:
+                    continue
+                description = self.describe(summary["executionArn"]) or {}
+                request = parse_json(description.get("input"))
+                entity_id = request.get("entityId") if isinstance(request, dict) else None
+                if entity and entity_id != entity:
+                    continue
+                output = parse_json(description.get("output"))
+                rows.append({
+                    "name": summary["name"], "arn": summary["executionArn"], "status": summary["status"],
+                    "start": start, "stop": summary.get("stopDate"),
+                    "entity": entity_id, "operation": request.get("operation") if isinstance(request, dict) else None,
+                    "outcome": output.get("outcome") if isinstance(output, dict) else None,
+                    "version": output.get("version") if isinstance(output, dict) else None,
+                    "error": description.get("error"),
+                })
+            if not token or len(rows) >= PAGE or examined >= MAX_SCANNED:
+                return rows, token, examined
+
+    def definition(self, state_machine_arn: str) -> dict[str, Any]:
+        """The deployed definition (DescribeStateMachine), as the execution ran it."""
+        if state_machine_arn not in self._definitions:
+            text = self.client.sfn.describe_state_machine(stateMachineArn=state_machine_arn)["definition"]
+            self._definitions[state_machine_arn] = json.loads(text)
+        return self._definitions[state_machine_arn]
+
+    def history(self, arn: str) -> list[dict[str, Any]]:
+        return list(self.client.history(arn))
+
+    # --- entities -----------------------------------------------------------------------------------
+    def latest(self, entity_id: str) -> dict[str, Any] | None:
+        return items.view(store.get_item(self.client.dynamodb, self.client.table, entity_id, model.LATEST_SK))
+
+    def versions_page(self, entity_id: str, before: int | None = None, size: int = PAGE) -> tuple[list[dict], int | None]:
+        """One page of versions, newest first, each with its diff against the version before it:
+        ``(rows, the version to continue before)``. One Query of ``size + 1`` items (the extra one is the
+        oldest row's predecessor, for its diff), continuing from the key of version ``before``."""
+        start = {model.PK: {"S": entity_id}, model.SK: {"S": model.history_sk(before)}} if before else None
+        found, _ = store.query_history(self.client.dynamodb, self.client.history_table, entity_id,
+                                              newest_first=True, limit=size + 1, start_key=start)
+        views = [items.view(i) for i in found]
+        shown = views[:size]
+        rows = []
+        for i, v in enumerate(shown):
+            previous = views[i + 1] if i + 1 < len(views) else None
+            if previous is not None and previous["version"] != v["version"] - 1:
+                previous = None  # a gap (expired or missing): no diff against an unrelated version
+            rows.append({"view": v, "previous": previous, "diff": diff(previous, v) if previous or v["version"] == 1 else None})
+        more = len(views) > size  # the extra item exists: there is an older page
+        return rows, (shown[-1]["version"] if more else None)
+
+    def outcome(self, execution_arn: str | None) -> tuple[str | None, str | None]:
+        """``(outcome, status)`` of the execution that wrote a version (None once it is no longer kept)."""
+        if not execution_arn:
+            return None, None
+        try:
+            description = self.describe(execution_arn)
+        except Exception:  # noqa: BLE001 - another account's or an expired execution: shown as unknown
+            return None, None
+        if description is None:
+            return None, None
+        output = parse_json(description.get("output"))
+        return (output.get("outcome") if isinstance(output, dict) else None), description["status"]
+
+    def verify(self, entity_id: str) -> integrity.Report:
+        return integrity.verify(self.client, entity_id)
+
+    def repair_can_act(self, entity_id: str) -> bool:
+        """Repair writes v0's history item when it is missing, and nothing else."""
+        latest = store.get_item(self.client.dynamodb, self.client.table, entity_id, model.LATEST_SK)
+        if latest is None:
+            return False
+        version = int(latest[model.VERSION])
+        return store.get_item(self.client.dynamodb, self.client.history_table, entity_id,
+                              model.history_sk(version)) is None
+
+    def repair(self, entity_id: str) -> tuple[list[str], list[str]]:
+        return integrity.repair(self.client, entity_id)
+
+    def search(self, text: str, limit: int = 100) -> tuple[list[str], bool]:
+        """Entity ids containing ``text`` (a scan of the tables, as ``verify --all`` does)."""
+        ids = [e for e in integrity.entities(self.client) if text in e]
+        return ids[:limit], len(ids) > limit

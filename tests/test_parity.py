@@ -1,0 +1,456 @@
+"""Parity with AWS: each limit or semantic of AWS that the workflow can meet holds on the embedded stack
+too (moto_patches makes moto as strict as AWS's documentation), and the template's deploy-time settings
+that only AWS can exercise are pinned here. Each test names the AWS page it follows."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import socket
+import struct
+import subprocess
+import time
+
+import pytest
+from botocore.exceptions import ClientError
+
+from changeflow import moto_patches
+from changeflow.client import Changeflow
+from changeflow.template import Template
+from conftest import ROOT
+
+LAYER = ROOT / "layers" / "core"
+
+
+# --- deploy-time settings (section 3 of issue 10) -------------------------------------------------------
+def test_tables_are_retained_when_the_stack_is_deleted_or_the_table_replaced():
+    # https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html
+    template = Template(ROOT / "template.yaml", overrides={"SeparateHistoryTable": "true"})
+    tables = template.of_type("AWS::DynamoDB::Table")
+    assert set(tables) == {"ChangeTable", "HistoryTable"}
+    for logical_id, spec in tables.items():
+        assert spec.get("DeletionPolicy") == "Retain", logical_id
+        assert spec.get("UpdateReplacePolicy") == "Retain", logical_id
+
+
+def test_each_stack_publishes_its_own_layer():
+    # a LayerName shared by two stacks would interleave their versions of one layer
+    names = set()
+    for stack_name in ("changeflow", "changeflow-staging"):
+        template = Template(ROOT / "template.yaml", stack_name=stack_name)
+        props = template.resolve(template.resources["CoreLayer"]["Properties"])
+        assert "LayerName" in props
+        names.add(props["LayerName"])
+    assert len(names) == 2
+
+
+def test_tracer_does_not_capture_responses_anywhere(stack):
+    # https://docs.powertools.aws.dev/lambda/python/latest/core/tracer/ (POWERTOOLS_TRACER_CAPTURE_RESPONSE)
+    template = Template(ROOT / "template.yaml")
+    for logical_id in template.of_type("AWS::Serverless::Function"):
+        variables = template.function_properties(logical_id)["Environment"]["Variables"]
+        assert str(variables.get("POWERTOOLS_TRACER_CAPTURE_RESPONSE")).lower() == "false", logical_id
+        assert stack.function(logical_id).environment["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"
+
+
+def _python313() -> str | None:
+    env = {**os.environ, "PYENV_VERSION": "3.13.0"}
+    for command in (["python3.13"], ["pyenv", "exec", "python"]):
+        try:
+            found = subprocess.run([*command, "-c", "import sys; print(sys.executable)"], capture_output=True,
+                                   text=True, env=env if command[0] == "pyenv" else None, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if found.returncode == 0 and found.stdout.strip():
+            return found.stdout.strip()
+    return None
+
+
+@pytest.fixture(scope="module")
+def built_layer(tmp_path_factory):
+    """The layer exactly as `sam build` makes it (its Makefile's build-CoreLayer target)."""
+    if shutil.which("make") is None or _python313() is None:
+        pytest.skip("make or python3.13 is missing: the layer cannot be built for Lambda here")
+    out = tmp_path_factory.mktemp("layer")
+    subprocess.run(["make", "--no-print-directory", "build-CoreLayer", f"ARTIFACTS_DIR={out}"], cwd=LAYER,
+                   check=True, capture_output=True, timeout=600)
+    return out / "python"
+
+
+def test_the_layer_ships_python313_bytecode_valid_on_a_read_only_opt(built_layer):
+    # /opt is read-only on Lambda: a module without a usable .pyc is compiled again on every cold start
+    sources = [p for p in built_layer.rglob("*.py") if "__pycache__" not in p.parts]
+    assert any(p.parts[-2:] == ("tracing", "tracer.py") for p in sources)  # Powertools is in the layer
+    missing = [p for p in sources if not (p.parent / "__pycache__" / f"{p.stem}.cpython-313.pyc").exists()]
+    assert not missing, missing[:5]
+    for source in sources[:50]:
+        header = (source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc").read_bytes()[:8]
+        flags = struct.unpack("<I", header[4:8])[0]
+        # PEP 552: hash-based (bit 0) and unchecked (bit 1 clear): valid whatever mtimes the zip keeps
+        assert flags == 0b01, (source, flags)
+
+
+def test_python313_imports_the_layer_from_its_bytecode_alone(built_layer, tmp_path):
+    # the proof that the shipped .pyc is what runs: replace a module's source with one that refuses to
+    # run, and python3.13 (which may not write bytecode, as on /opt) still imports the compiled module
+    layer = tmp_path / "python"
+    shutil.copytree(built_layer, layer, symlinks=True)
+    (layer / "changeflow_core" / "model.py").write_text("raise SystemExit('the source was compiled again')\n")
+    done = subprocess.run([_python313(), "-s", "-c", "import changeflow_core.model as m; print(m.LATEST_SK)"],
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(layer), "PYTHONDONTWRITEBYTECODE": "1"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "v0"
+
+
+def test_the_layer_accepts_manylinux_2_28_wheels():
+    # python3.13 on Lambda runs on Amazon Linux 2023 (glibc 2.34): manylinux_2_28 wheels load there
+    # https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "build-CoreLayer", "ARTIFACTS_DIR=/nonexistent",
+                          "BYTECODE_PYTHON=python3.13"], cwd=LAYER, capture_output=True, text=True, check=True)
+    pip_line = next(line for line in dry.stdout.splitlines() if "pip install" in line or "--platform" in line)
+    pip_command = " ".join(line for line in dry.stdout.splitlines() if "--platform" in line or "pip install" in line)
+    assert "--platform manylinux_2_28_x86_64" in pip_command, pip_line
+    assert "--platform manylinux2014_x86_64" in pip_command
+
+
+# --- Step Functions (section 2 of issue 10) ---------------------------------------------------------------
+T0 = 1_767_225_600_000
+ROLE = "arn:aws:iam::123456789012:role/parity"
+LOG_GROUP = "/aws/vendedlogs/states/changeflow-change"
+
+
+def put(entity="e", **attributes):
+    return {"entityId": entity, "operation": "put", "attributes": attributes or {"a": 1}, "effectiveAt": T0}
+
+
+def machine(stack, definition: dict, kind: str = "STANDARD", level: str = "ALL", data: bool = True) -> str:
+    """A small state machine of our own on the embedded stack, logging to the stack's execution log."""
+    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
+    log_arn = f"arn:aws:logs:us-east-1:123456789012:log-group:{LOG_GROUP}:*"
+    return stack.client("stepfunctions").create_state_machine(
+        name=f"parity-{len(stack.client('stepfunctions').list_state_machines()['stateMachines'])}",
+        definition=json.dumps(definition), roleArn=ROLE, type=kind,
+        loggingConfiguration={"level": level, "includeExecutionData": data,
+                              "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": log_arn}}]},
+    )["stateMachineArn"]
+
+
+def log_records(stack, execution_arn: str) -> list[dict]:
+    events = stack.client("logs").filter_log_events(logGroupName=LOG_GROUP)["events"]
+    records = [json.loads(e["message"]) for e in events]
+    return sorted((r for r in records if r["execution_arn"] == execution_arn), key=lambda r: int(r["id"]))
+
+
+def run(stack, arn: str, payload=None, name: str = "run") -> str:
+    execution_arn = stack.client("stepfunctions").start_execution(
+        stateMachineArn=arn, name=name, input=json.dumps(payload or {}))["executionArn"]
+    assert moto_patches.wait_for_termination(execution_arn, 30)
+    return execution_arn
+
+
+def error_code(call) -> str:
+    with pytest.raises(ClientError) as caught:
+        call()
+    return caught.value.response["Error"]["Code"]
+
+
+# Names AWS refuses: https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html
+REFUSED_NAMES = ["a b", "tab\tname", "nbsp\u00a0name", "a:b", "a/b", "a*", "a?", "<a>", "{a}", "[a]", "a#1",
+                 "50%", "a\\b", "a^b", "a|b", "a~b", "a`b", "a$b", "a&b", "a,b", "a;b", 'a"b', "bell\u0007",
+                 "c1\u0085", "x" * 81]
+
+
+@pytest.mark.parametrize("name", REFUSED_NAMES, ids=[repr(n)[:20] for n in REFUSED_NAMES])
+def test_start_execution_refuses_a_name_aws_refuses_and_writes_nothing(cf, name):
+    start = lambda: cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name=name,  # noqa: E731
+                                           input=json.dumps(put()))
+    assert error_code(start) in {"InvalidName", "ValidationException"}
+    assert cf.sfn.list_executions(stateMachineArn=cf.state_machine_arn)["executions"] == []
+    assert cf.dynamodb.scan(TableName=cf.table)["Items"] == []
+
+
+def test_start_execution_accepts_every_name_aws_accepts(cf):
+    for name in ("x" * 80, "ünïcode-名前", "a.b-c_d+e=f@g!h'(i)"):
+        assert cf.submit(put(), name=name, redeliver=False).status == "SUCCEEDED", name
+
+
+def test_start_execution_refuses_input_over_256_kib_in_utf8_bytes(cf):
+    # 2-byte characters: under 256 Ki characters, over 256 KiB of UTF-8 - the limit is in bytes
+    request = put(text="é" * (128 * 1024))
+    assert len(json.dumps(request, ensure_ascii=False)) < 256 * 1024 < len(json.dumps(request, ensure_ascii=False).encode())
+    start = lambda: cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="big",  # noqa: E731
+                                           input=json.dumps(request, ensure_ascii=False))
+    assert error_code(start) == "ValidationException"
+    assert cf.sfn.list_executions(stateMachineArn=cf.state_machine_arn)["executions"] == []
+
+
+def test_a_state_output_over_256_kib_is_terminal_even_under_a_states_all_catch(stack):
+    # https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html: States.ALL does not
+    # catch States.DataLimitExceeded. (Enforced by stock moto 5.2.5 too: pinned here.)
+    big = "x" * (150 * 1024)
+    arn = machine(stack, {"StartAt": "Grow", "States": {
+        "Grow": {"Type": "Parallel", "Branches": [{"StartAt": "Half", "States": {"Half": {
+            "Type": "Pass", "Result": big, "End": True}}}] * 2,
+            "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}], "End": True},
+        "Caught": {"Type": "Pass", "Result": "caught", "End": True}}})
+    execution = run(stack, arn)
+    records = log_records(stack, execution)
+    assert records[-1]["type"] == "ExecutionFailed"
+    assert records[-1]["details"]["error"] == "States.DataLimitExceeded"
+    assert not any(r["type"] == "PassStateEntered" and r["details"].get("name") == "Caught" for r in records)
+
+
+def test_a_lambda_result_over_256_kib_fails_the_task_with_data_limit_exceeded(stack):
+    # AWS reports it as the task's failure, States.DataLimitExceeded (recorded from AWS: LocalStack's
+    # tests/aws/services/stepfunctions/v2/error_handling/test_states_errors.snapshot.json). Stock moto too.
+    from changeflow.lambdas import fault_hook
+
+    fetch = stack.function("FetchLatestFunction").arn
+    arn = machine(stack, {"StartAt": "Fetch", "States": {"Fetch": {
+        "Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+        "Parameters": {"FunctionName": fetch, "Payload.$": "$"}, "End": True}}})
+    with fault_hook(stack.lambdas, lambda function, event, invoke: {"blob": "y" * (257 * 1024)}):
+        execution = run(stack, arn, put())
+    records = log_records(stack, execution)
+    failed = next(r for r in records if r["type"] == "TaskFailed")
+    assert failed["details"]["error"] == "States.DataLimitExceeded"
+    assert records[-1]["type"] == "ExecutionFailed"
+
+
+# --- Express ----------------------------------------------------------------------------------------------
+@pytest.fixture
+def express(make_stack):
+    stack = make_stack(WorkflowType="EXPRESS")
+    return stack, Changeflow.for_embedded(stack)
+
+
+def test_express_does_not_dedupe_execution_names(express):
+    # https://docs.aws.amazon.com/step-functions/latest/dg/choosing-workflow-type.html (Express: at-least-once)
+    stack, cf = express
+    request = put()
+    first = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same", input=json.dumps(request))
+    second = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same", input=json.dumps(request))
+    assert first["executionArn"] != second["executionArn"]
+    assert ":express:" in first["executionArn"] and first["executionArn"].split(":")[-2] == "same"
+    outcomes = sorted(cf.wait(arn).output["outcome"] for arn in (first["executionArn"], second["executionArn"]))
+    assert outcomes == ["applied", "duplicate"]  # both ran; the workflow's own idempotency held
+
+
+def test_standard_refuses_a_closed_execution_s_name(cf):
+    # the contrast: https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html
+    # (a name is unique for 90 days; a closed execution's name gives ExecutionAlreadyExists). Stock moto too.
+    cf.submit(put(), name="once", redeliver=False)
+    again = lambda: cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="once",  # noqa: E731
+                                           input=json.dumps(put()))
+    assert error_code(again) == "ExecutionAlreadyExists"
+
+
+def test_express_executions_are_not_described_listed_stopped_or_given_a_history(express):
+    # Witness: LocalStack's recorded AWS responses, tests/aws/services/stepfunctions/v2/test_sfn_api_express.snapshot.json
+    stack, cf = express
+    _, arn = cf.start(put())
+    assert error_code(lambda: cf.sfn.describe_execution(executionArn=arn)) == "InvalidArn"
+    assert error_code(lambda: cf.sfn.get_execution_history(executionArn=arn)) == "InvalidArn"
+    assert error_code(lambda: cf.sfn.stop_execution(executionArn=arn)) == "InvalidArn"
+    assert error_code(lambda: cf.sfn.list_executions(stateMachineArn=cf.state_machine_arn)) == \
+        "StateMachineTypeNotSupported"
+
+
+def test_the_client_reads_an_express_execution_from_its_execution_log(make_stack):
+    # the same change on Standard and on Express: the client gives the same result and the same history
+    standard_stack = make_stack()
+    standard = Changeflow.for_embedded(standard_stack)
+    reference = standard.submit(put(), name="from-the-log")
+    expected = list(standard.history(reference.arn))
+    standard_stack.stop()  # one embedded stack at a time in a process
+    cf = Changeflow.for_embedded(make_stack(WorkflowType="EXPRESS"))
+    execution = cf.submit(put(), name="from-the-log")
+    assert (execution.status, execution.output, execution.input) == (reference.status, reference.output,
+                                                                      reference.input)
+    events = list(cf.history(execution.arn))
+    assert [e["type"] for e in events] == [e["type"] for e in expected]
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+    key = "executionSucceededEventDetails"
+    assert json.loads(events[-1][key]["output"]) == json.loads(expected[-1][key]["output"])
+    assert [e["name"] for e in cf.executions()] == ["from-the-log"]
+
+
+def test_the_execution_log_follows_the_logging_configuration(stack):
+    # https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html: record fields, level, execution data
+    definition = {"StartAt": "Say", "States": {"Say": {"Type": "Pass", "Result": {"secret": "audit"}, "End": True}}}
+    everything = run(stack, machine(stack, definition, "EXPRESS", level="ALL", data=True), {"in": 1})
+    records = log_records(stack, everything)
+    assert [r["type"] for r in records] == ["ExecutionStarted", "PassStateEntered", "PassStateExited",
+                                            "ExecutionSucceeded"]
+    assert set(records[0]) >= {"id", "type", "details", "previous_event_id", "event_timestamp", "execution_arn"}
+    assert json.loads(records[-1]["details"]["output"]) == {"secret": "audit"}
+    without_data = run(stack, machine(stack, definition, "EXPRESS", level="ALL", data=False), {"in": 1})
+    assert "audit" not in json.dumps(log_records(stack, without_data))
+    errors_only = run(stack, machine(stack, definition, "EXPRESS", level="ERROR"), {"in": 1})
+    assert log_records(stack, errors_only) == []  # nothing failed
+
+
+def test_an_express_execution_past_five_minutes_ends_timed_out(stack):
+    # https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html (Express: 5 minutes); the
+    # embedded clock is compressed, and the limit counts the seconds the definition asked for
+    def waiting(seconds):
+        return {"StartAt": "Wait", "States": {"Wait": {"Type": "Wait", "Seconds": seconds, "End": True}}}
+
+    over = run(stack, machine(stack, waiting(301), "EXPRESS"))
+    assert log_records(stack, over)[-1]["type"] == "ExecutionTimedOut"
+    under = run(stack, machine(stack, waiting(290), "EXPRESS"))
+    assert log_records(stack, under)[-1]["type"] == "ExecutionSucceeded"
+    standard = run(stack, machine(stack, waiting(301), "STANDARD"))
+    assert stack.client("stepfunctions").describe_execution(executionArn=standard)["status"] == "SUCCEEDED"
+
+
+def test_states_math_random_excludes_its_end_value(stack):
+    # https://docs.aws.amazon.com/step-functions/latest/dg/intrinsic-functions.html#asl-intrsc-func-math-operation
+    fields = {f"r{seed}.$": f"States.MathRandom(0, 2, {seed})" for seed in range(60)}
+    arn = machine(stack, {"StartAt": "Draw", "States": {"Draw": {"Type": "Pass", "Parameters": fields, "End": True}}})
+    execution = run(stack, arn)
+    drawn = json.loads(stack.client("stepfunctions").describe_execution(executionArn=execution)["output"])
+    assert set(drawn.values()) == {0, 1}
+
+
+# --- DynamoDB (section 2 of issue 10) ---------------------------------------------------------------------
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html and
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html
+def key(pk="e", sk="v0"):
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+def refused(call) -> str:
+    with pytest.raises(ClientError) as caught:
+        call()
+    assert caught.value.response["Error"]["Code"] == "ValidationException"
+    return caught.value.response["Error"]["Message"]
+
+
+@pytest.mark.parametrize("number, reason", [
+    ("1" * 39, "38 significant digits"),
+    ("-1.23456789012345678901234567890123456789", "38 significant digits"),
+    ("1E+126", "overflow"),
+    ("-1E+126", "overflow"),
+    ("1E-131", "underflow"),
+])
+def test_dynamodb_refuses_numbers_outside_its_range_or_precision_in_every_write(stack, number, reason):
+    client, table = stack.client("dynamodb"), stack.outputs["ChangeTableName"]
+    assert reason in refused(lambda: client.put_item(TableName=table, Item={**key(), "n": {"N": number}}))
+    assert reason in refused(lambda: client.put_item(TableName=table, Item={**key(), "m": {"M": {"n": {"N": number}}}}))
+    assert reason in refused(lambda: client.put_item(TableName=table, Item={**key(), "s": {"NS": ["1", number]}}))
+    assert reason in refused(lambda: client.update_item(TableName=table, Key=key(), UpdateExpression="SET n = :n",
+                                                        ExpressionAttributeValues={":n": {"N": number}}))
+    assert client.scan(TableName=table)["Items"] == []  # nothing written
+
+
+def test_dynamodb_accepts_the_numbers_it_documents(stack):
+    client, table = stack.client("dynamodb"), stack.outputs["ChangeTableName"]
+    for number in ("9.9999999999999999999999999999999999999E+125", "-9.9999999999999999999999999999999999999E+125",
+                   "1E-130", "1" * 38, "1" + "0" * 100, "0.000" + "1" * 38 + "000", "0"):
+        client.put_item(TableName=table, Item={**key(), "n": {"N": number}})
+        stored = client.get_item(TableName=table, Key=key())["Item"]["n"]["N"]
+        assert float(stored) == float(number), number
+
+
+def test_dynamodb_refuses_an_expression_over_4_kb(stack):
+    client, table = stack.client("dynamodb"), stack.outputs["ChangeTableName"]
+    clause = "attribute_not_exists(pk)"
+    fits = " OR ".join([clause] * 146)
+    fits += " " * (4096 - len(fits))
+    assert len(fits.encode()) == 4096
+    client.put_item(TableName=table, Item=key("fits"), ConditionExpression=fits)
+    too_long = fits + " OR " + clause
+    assert "Expression size has exceeded" in refused(
+        lambda: client.put_item(TableName=table, Item=key("long"), ConditionExpression=too_long))
+    assert "Expression size has exceeded" in refused(
+        lambda: client.update_item(TableName=table, Key=key("fits"),
+                                   UpdateExpression="SET " + ", ".join(f"a{i} = :v" for i in range(600)),
+                                   ExpressionAttributeValues={":v": {"N": "1"}}))
+    assert [i["pk"]["S"] for i in client.scan(TableName=table)["Items"]] == ["fits"]
+
+
+def test_dynamodb_refuses_an_oversized_key_in_reads_too(stack):
+    # GetItem/DeleteItem with a partition key over 2,048 bytes or a sort key over 1,024 bytes are refused,
+    # not answered "no such item"; the sizes are UTF-8 bytes (multibyte characters count double)
+    client, table = stack.client("dynamodb"), stack.outputs["ChangeTableName"]
+    for oversized in (key(pk="é" * 1025), key(sk="é" * 513), key(pk="p" * 2049)):
+        assert "size" in refused(lambda: client.get_item(TableName=table, Key=oversized)).lower()
+        assert "size" in refused(lambda: client.delete_item(TableName=table, Key=oversized)).lower()
+        assert "size" in refused(lambda: client.put_item(TableName=table, Item=oversized)).lower()
+    assert "Item" not in client.get_item(TableName=table, Key=key(pk="p" * 2048, sk="s" * 1024))
+
+
+def test_dynamodb_item_size_counts_attribute_names(stack):
+    # values that fit in 400 KB, names that push the item over: refused (stock moto 5.2.5 counts names too,
+    # and refuses from 405,000 bytes where AWS refuses above 409,600: stricter, so not patched)
+    client, table = stack.client("dynamodb"), stack.outputs["ChangeTableName"]
+    values = {f"a{i}": {"S": "v" * 1000} for i in range(390)}
+    client.put_item(TableName=table, Item={**key("values"), **values})
+    named = {f"{'n' * 255}{i:04d}": {"S": "v" * 1000} for i in range(390)}
+    assert "size" in refused(lambda: client.put_item(TableName=table, Item={**key("names"), **named})).lower()
+
+
+# --- X-Ray (section 2 of issue 10) ------------------------------------------------------------------------
+def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(tmp_path):
+    # X-Ray takes a segment document of at most 64 KB, sent to the daemon in one UDP datagram
+    # (https://docs.aws.amazon.com/xray/latest/devguide/xray-api-segmentdocuments.html); a larger one is
+    # lost. Offline it is lost the same way: the datagram cannot be sent. The read API's response carries
+    # whole versions (audit data), which Powertools' Tracer would copy into the handler's subsegment.
+    from test_observability import XRAY_PACKET_HEADER, _child_env, _report, _start, _tables, _traced_steps
+
+    template = Template(ROOT / "template.yaml")
+    steps = _traced_steps(template)
+    for name in ("fetch_latest", "update_latest", "put_history"):  # a version whose content is 80 KB
+        steps[name]["event"]["request"]["attributes"]["notes"] = "n" * (80 * 1024)
+    step = steps["read_api"]
+    layer = str(ROOT / template.resolve(template.resources["CoreLayer"]["Properties"]["ContentUri"]))
+    seeding = _start({"mode": "seed", "layer": layer, "tables": _tables(template), "seed": [],
+                      "steps": [steps[n] for n in ("fetch_latest", "update_latest", "put_history", "read_api")]},
+                     _child_env({"POWERTOOLS_TRACE_DISABLED": "true", "AWS_XRAY_SDK_ENABLED": "false"}),
+                     tmp_path, "seed")
+    seeded = _report(seeding)["before"][-1]
+    daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    daemon.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+    daemon.bind(("127.0.0.1", 0))
+    daemon.settimeout(0.2)
+    received: dict[str, list[tuple[int, dict]]] = {}
+    try:
+        runs = {}
+        for case, capture in (("template", step["env"]["POWERTOOLS_TRACER_CAPTURE_RESPONSE"]), ("captured", "true")):
+            trace_id = f"1-{int(time.time()):08x}-{secrets.token_hex(12)}"
+            env = _child_env({**step["env"], "POWERTOOLS_TRACER_CAPTURE_RESPONSE": capture,
+                              "_X_AMZN_TRACE_ID": f"Root={trace_id};Parent={secrets.token_hex(8)};Sampled=1",
+                              "AWS_XRAY_DAEMON_ADDRESS": f"127.0.0.1:{daemon.getsockname()[1]}",
+                              "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR"})
+            traced = {**step, "env": {**step["env"], "POWERTOOLS_TRACER_CAPTURE_RESPONSE": capture}}
+            job = {"mode": "trace", "layer": layer, "tables": _tables(template), "seed": seeded, "steps": [traced]}
+            report = _report(_start(job, env, tmp_path, case))
+            assert "error" not in report and len(json.dumps(report["result"])) > 64 * 1024, report.get("error")
+            runs[trace_id] = case
+            received[case] = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                packet = daemon.recv(65_535)
+            except socket.timeout:
+                if any(doc.get("name") == "## lambda_handler" for _, doc in received["template"]):
+                    break
+                continue
+            header, _, body = packet.decode("utf-8").partition("\n")
+            assert json.loads(header) == XRAY_PACKET_HEADER
+            document = json.loads(body)
+            received[runs[document["trace_id"]]].append((len(packet), document))
+    finally:
+        daemon.close()
+    # the template's setting: the handler's subsegment arrives, under 64 KB, without the response
+    handler = [(size, doc) for size, doc in received["template"] if doc.get("name") == "## lambda_handler"]
+    assert len(handler) == 1 and handler[0][0] < 64 * 1024
+    assert "notes" not in json.dumps(handler[0][1]) and "nnnnnnnn" not in json.dumps(received["template"])
+    # capturing the response: the DynamoDB subsegments arrive, the handler's (over 64 KB) never does
+    assert any(doc.get("namespace") == "aws" for _, doc in received["captured"])
+    assert not any(doc.get("name") == "## lambda_handler" for _, doc in received["captured"])

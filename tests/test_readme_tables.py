@@ -1,0 +1,119 @@
+"""The README's measured tables come from the benchmarks' output (benchmarks/readme_tables.py): the README
+has a marked block for each, and what the generator renders from a benchmark's JSON is a table with the
+README's columns, dated, that replaces only its own block."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "benchmarks" / "readme_tables.py")
+readme_tables = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(readme_tables)
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCKS = {"cost-units", "cold-start", "embedded-vs-direct"}
+PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback"]
+HANDLERS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
+            "TagTtlFunction", "ReadApiFunction"]
+
+
+def cost_output() -> dict:
+    """What ``benchmarks/cost.py --json`` prints (sizes keyed by strings, as JSON writes them)."""
+    def path(read, write, trans):
+        return {"outcome": "applied", "read_units": read, "write_units": write, "requests": [], "seconds": 0.1,
+                "state_transitions": 8, "lambda_invocations": 4, "transactional_write_units": trans}
+
+    sizes = {str(size): {p: path(1, 2 * factor, None if p == "stale" else 4) for p in PATHS}
+             for size, factor in ((1000, 1), (4000, 4), (100_000, 98))}
+    for p in PATHS:
+        sizes["1000"][p]["cost_per_million"] = {"standard": 202.26, "express": 3.36}
+    return {"prices": {}, "sizes": sizes,
+            "cold_start": {"bare_boto3_dynamodb_client": 0.259,
+                           "handlers": {h: {"seconds": 0.266, "ratio": 1.03} for h in HANDLERS}},
+            "package_bytes": {**{h: 1946 for h in HANDLERS}, "CoreLayer": 5_065_908}}
+
+
+def bench_output() -> dict:
+    """What ``benchmarks/embedded_vs_direct.py --json`` prints."""
+    return {mode: {"changes": 210, "per_second": rate, "outcomes": {}, "slowdown_vs_direct": slowdown}
+            for mode, rate, slowdown in (("direct", 225.8, 1.0), ("embedded", 80.0, 2.82), ("stock", 11.5, 19.66))}
+
+
+def test_the_readme_has_a_marked_block_for_every_measured_table_and_each_holds_one_table():
+    blocks = readme_tables.blocks_in(README)
+    assert set(blocks) == BLOCKS
+    for name, body in blocks.items():
+        rows = readme_tables.parse_table(body)
+        assert len(rows) > 2, name
+
+
+@pytest.mark.parametrize("output, names", [(cost_output, {"cost-units", "cold-start"}),
+                                           (bench_output, {"embedded-vs-direct"})])
+def test_the_generator_renders_dated_tables_with_the_readmes_columns(tmp_path, output, names):
+    # GIVEN a benchmark's JSON output, written on a known day
+    result = tmp_path / "result.json"
+    result.write_text(json.dumps(output()))
+    os.utime(result, (1_795_305_600, 1_795_305_600))  # 2026-11-22 UTC
+    # WHEN the generator renders it
+    blocks = readme_tables.blocks_of(result)
+    assert set(blocks) == names
+    readme = readme_tables.blocks_in(README)
+    for name, body in blocks.items():
+        # THEN each block says when it was measured and holds a table with the README's columns
+        assert body.startswith("Measured on 2026-11-22 (`make ")
+        rows = readme_tables.parse_table(body)
+        assert rows[0] == readme_tables.parse_table(readme[name])[0]
+        assert len(rows) == len(readme_tables.parse_table(readme[name]))
+
+
+def test_from_the_figures_in_the_readme_the_generator_renders_the_readmes_table(tmp_path):
+    result = tmp_path / "bench.json"
+    result.write_text(json.dumps(bench_output()))
+    day, blank, rendered = readme_tables.blocks_of(result)["embedded-vs-direct"].split("\n", 2)
+    assert rendered == readme_tables.blocks_in(README)["embedded-vs-direct"]
+
+
+def test_the_cold_start_table_gives_the_layer_size_sam_build_measured(tmp_path):
+    # the sum of the layer's file sizes (what Lambda's unzipped-size quota counts), in KiB; `du --apparent-size`
+    # says more because it also counts 4 KiB per directory
+    result = tmp_path / "cost.json"
+    result.write_text(json.dumps(cost_output()))
+    rows = readme_tables.parse_table(readme_tables.blocks_of(result)["cold-start"])
+    assert rows[0] == ["function", "cold start", "× bare boto3 client (259 ms)", "package (sam build)"]
+    assert rows[-1] == ["CoreLayer (changeflow_core, Powertools, X-Ray SDK)", "", "", "4,947 KiB"]
+    assert rows[1] == ["FetchLatestFunction", "266 ms", "1.03", "1.9 KiB"]
+
+
+def test_replacing_changes_only_the_named_block_and_a_missing_marker_is_an_error(tmp_path):
+    result = tmp_path / "bench.json"
+    result.write_text(json.dumps({**bench_output(), "measured_on": "2026-11-23"}))
+    blocks = readme_tables.blocks_of(result)
+    updated = readme_tables.replace_blocks(README, blocks)
+    after = readme_tables.blocks_in(updated)
+    assert after["embedded-vs-direct"] == blocks["embedded-vs-direct"]
+    assert after["cost-units"] == readme_tables.blocks_in(README)["cost-units"]
+    assert updated.replace(after["embedded-vs-direct"], "") == README.replace(
+        readme_tables.blocks_in(README)["embedded-vs-direct"], "")
+    with pytest.raises(ValueError, match="no block for embedded-vs-direct"):
+        readme_tables.replace_blocks("# a README without markers\n", blocks)
+
+
+def test_a_table_with_a_missing_cell_does_not_parse():
+    with pytest.raises(ValueError):
+        readme_tables.parse_table("| a | b |\n|---|---|\n| 1 |")
+    with pytest.raises(ValueError):
+        readme_tables.parse_table("no table here")
+
+
+
+def test_a_json_file_that_is_no_benchmarks_output_is_refused(tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"executions": []}))
+    with pytest.raises(ValueError, match="neither"):
+        readme_tables.blocks_of(other)
