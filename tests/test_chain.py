@@ -123,6 +123,8 @@ def test_with_a_retention_window_the_oldest_kept_version_anchors_the_chain():
     assert chain.verify_chain(ENTITY, history[2:], latest, anchored=True) == ([], 3)
     problems, _ = chain.verify_chain(ENTITY, history[2:], latest, anchored=False)
     assert problems == ["version 3: follows version 0; versions 1..2 are missing from the chain"]
+    problems, _ = chain.verify_chain(ENTITY, history[1:], latest, anchored=False)
+    assert problems == ["version 2: follows version 0; version 1 is missing from the chain"]
 
 
 def _mutations(history: list[dict], latest: dict, rng: random.Random):

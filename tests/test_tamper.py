@@ -173,3 +173,46 @@ def test_a_forged_version_with_a_correct_hash_is_caught_by_its_execution(recorde
 
 def test_every_version_the_workflow_wrote_is_vouched_for_by_its_execution(recorded):
     assert audit.check_executions(recorded, ENTITY) == []
+
+
+def test_on_the_command_line_a_digest_kept_elsewhere_proves_what_changed_since(recorded, tmp_path, capsys, monkeypatch):
+    """What an auditor runs: `changeflow digest --all --output FILE`, the file kept outside the account,
+    then `changeflow verify --all --since-digest FILE` (exit 1 and the entity named once anything changed)."""
+    from changeflow import cli
+
+    monkeypatch.setattr(cli, "target", lambda args: recorded)
+    kept = tmp_path / "digest.json"
+    assert cli.main(["digest", "--all", "--output", str(kept)]) == 0
+    taken = json.loads(kept.read_text(encoding="utf-8"))
+    assert taken["format"] == chain.DIGEST_FORMAT and taken["entities"][0]["entityId"] == ENTITY
+    assert taken["root"] == chain.merkle_root(taken["entities"]) and taken["takenAt"]
+    capsys.readouterr()
+    assert cli.main(["verify", "--all", "--since-digest", str(kept)]) == 0
+    assert "nothing recorded before it has changed" in capsys.readouterr().out
+    # a new change after the digest is not a change to what the digest recorded
+    recorded.submit(put(T0 + 10, "c5", title="five", n=5))
+    assert cli.main(["verify", "--all", "--since-digest", str(kept)]) == 0
+    capsys.readouterr()
+    set_attribute("title", {"S": "altered"})(recorded)
+    recompute_chain_from(recorded, 2)
+    assert cli.main(["verify", ENTITY, "--since-digest", str(kept), "--json"]) == 1
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["ok"] is False and answer["problems"][ENTITY][0].startswith("version 4 no longer has the hash")
+    assert cli.main(["verify", ENTITY, "--executions"]) == 0  # the chain and executions hold: only the digest knows
+
+
+def test_on_the_command_line_verify_executions_names_a_forged_version(recorded, capsys, monkeypatch):
+    from changeflow import cli
+
+    monkeypatch.setattr(cli, "target", lambda args: recorded)
+    latest = item(recorded, None)
+    body = {k: v for k, v in latest.items() if k != model.SOURCE_VERSION}
+    forged = chain.seal({**body, model.SK: {"S": model.history_sk(5)}, model.VERSION: {"N": "5"},
+                         model.OPERATION: {"S": "put"}, model.CHANGE_ID: {"S": "c-forged"},
+                         model.RECORDED_AT: {"N": str(2 * 10**12)}}, latest[chain.CHAIN_HASH]["S"])
+    write(recorded, 5, forged)
+    write(recorded, None, {**forged, model.SK: {"S": model.LATEST_SK}})
+    assert cli.main(["verify", ENTITY]) == 0
+    capsys.readouterr()
+    assert cli.main(["verify", ENTITY, "--executions"]) == 1
+    assert "version 5: its execution reports" in capsys.readouterr().out

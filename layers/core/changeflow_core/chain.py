@@ -159,8 +159,9 @@ def verify_chain(entity_id: str, history: Iterable[dict[str, dict]], latest: dic
                             "attributes were removed)")
             return problems, position
         if version != previous_version + 1:
-            problems.append(f"version {version}: follows version {previous_version}; versions "
-                            f"{previous_version + 1}..{version - 1} are missing from the chain")
+            gap = (f"version {previous_version + 1} is" if version - previous_version == 2
+                   else f"versions {previous_version + 1}..{version - 1} are")
+            problems.append(f"version {version}: follows version {previous_version}; {gap} missing from the chain")
             return problems, position
         if prev != expected_prev:
             problems.append(f"version {version}: does not follow version {previous_version} "
