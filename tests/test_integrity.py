@@ -51,7 +51,8 @@ def test_repair_writes_v0s_missing_history_item_and_says_what_it_cannot(cf):
     assert verify(cf, "e").ok
     cf.dynamodb.delete_item(TableName=cf.history_table, Key=key(1))
     done, cannot = repair(cf, "e")
-    assert done == [] and cannot == ["versions missing from history: [1]"]
+    assert done == [] and cannot == ["versions missing from history: [1]",
+                                     "version 2: follows version 0; version 1 is missing from the chain"]
 
 
 def test_with_a_retention_window_the_oldest_versions_may_be_gone(make_stack):

@@ -283,10 +283,17 @@ def cmd_verify(args) -> int:
     from . import integrity
 
     client = target(args)
+    if args.since_digest:
+        return _verify_since_digest(client, args)
     ids = integrity.entities(client) if args.all else [args.entity]
     reports = [integrity.verify(client, entity_id) for entity_id in ids]
     if not args.all and not reports[0].found:
         raise _no_such_entity(args.entity)
+    if args.executions:
+        from . import audit
+
+        for r in reports:
+            r.problems.extend(audit.check_executions(client, r.entity_id))
     if args.json:
         _dump([{"entityId": r.entity_id, "ok": r.ok, "versions": r.versions, "missing": r.missing,
                 "problems": r.problems} for r in reports])
@@ -296,6 +303,54 @@ def cmd_verify(args) -> int:
             for problem in r.problems:
                 print(f"  - {problem}")
     return OK if all(r.ok for r in reports) else REJECTED
+
+
+def _verify_since_digest(client: Changeflow, args) -> int:
+    """Prove that nothing recorded before a digest has changed since (every entity the digest names)."""
+    from changeflow_core import chain
+
+    from . import audit
+
+    try:
+        taken = wire.loads(Path(args.since_digest).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{args.since_digest}: cannot read it ({exc.strerror or exc})") from exc
+    except ValueError as exc:
+        raise UsageError(f"{args.since_digest}: not a JSON digest ({exc})") from exc
+    if not isinstance(taken, dict) or not isinstance(taken.get("entities"), list):
+        raise UsageError(f"{args.since_digest}: not a changeflow digest (`changeflow digest --all` makes one)")
+    wanted = None if args.all or not args.entity else {args.entity}
+    if wanted is not None:
+        taken = {**taken, "entities": [h for h in taken["entities"] if h["entityId"] in wanted]}
+        taken["root"] = chain.merkle_root(taken["entities"])  # the proof is of these entities' heads
+    problems = audit.verify_since(client, taken)
+    if args.json:
+        _dump({"digest": args.since_digest, "takenAt": taken.get("takenAt"), "entities": len(taken["entities"]),
+               "ok": not problems, "problems": problems})
+    else:
+        print(f"since the digest of {taken.get('takenAt')}: {len(taken['entities'])} entities, "
+              f"{'nothing recorded before it has changed' if not problems else 'CHANGED'}")
+        for entity_id, found in problems.items():
+            for problem in found:
+                print(f"  {entity_id}: {problem}")
+    return OK if not problems else REJECTED
+
+
+def cmd_digest(args) -> int:
+    from . import audit, integrity
+
+    client = target(args)
+    ids = integrity.entities(client) if args.all else [args.entity]
+    taken = audit.digest(client, ids)
+    if not args.all and not taken["entities"]:
+        raise _no_such_entity(args.entity)
+    text = wire.dumps(taken)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        print(f"digest of {len(taken['entities'])} entities, root {taken['root']}, written to {args.output}")
+    else:
+        print(text)
+    return OK
 
 
 def cmd_repair(args) -> int:
@@ -392,10 +447,13 @@ EXIT_HELP = {
                         "1  it could not be run", "2  bad command line"),
     "console": _exit_help("0  stopped with Ctrl-C or SIGTERM", EXIT_2, "3  the port is taken, or the endpoint or "
                           "stack cannot be reached"),
+    "digest": _exit_help("0  the digest was printed or written", "1  no such entity", EXIT_2, EXIT_3_REMOTE),
     "versions": _exit_help("0  the entity's versions were printed", "1  no such entity", EXIT_2, EXIT_3_REMOTE),
     "history": _exit_help("0  the history was printed", "1  no such execution", EXIT_2, EXIT_3_REMOTE),
     "executions": _exit_help("0  the executions were printed (none is not an error)", EXIT_2, EXIT_3_REMOTE),
-    "verify": _exit_help("0  every entity checked is consistent", "1  problems found, or no such entity",
+    "verify": _exit_help("0  every entity checked is consistent (and unchanged since --since-digest)",
+                         "1  problems found (a gap, a broken hash chain, a change since the digest, a version "
+                         "no execution wrote), or no such entity",
                          EXIT_2, EXIT_3_REMOTE),
     "repair": _exit_help("0  repaired, or nothing to repair", "1  something cannot be repaired (listed), or no such "
                          "entity", EXIT_2, EXIT_3_REMOTE),
@@ -490,7 +548,22 @@ def build_parser() -> argparse.ArgumentParser:
     which = verify.add_mutually_exclusive_group(required=True)
     which.add_argument("entity", nargs="?", help="entity id")
     which.add_argument("--all", action="store_true", help="every entity (scans the tables)")
+    verify.add_argument("--since-digest", metavar="FILE",
+                        help="prove that nothing recorded before this digest (changeflow digest) has changed since")
+    verify.add_argument("--executions", action="store_true",
+                        help="also check that each version's executionArn names the execution that wrote it "
+                             "(one DescribeExecution per version)")
     verify.set_defaults(func=cmd_verify)
+    digest = remote("digest", "each entity's head version and chain hash, with a Merkle root: keep it elsewhere",
+                    "Print a digest: per entity, its head version and that version's chain hash; with --all, a "
+                    "Merkle root over every entity's head and the time it was taken. Keep it outside the account "
+                    "(another account, an S3 bucket with Object Lock); `changeflow verify --since-digest FILE` "
+                    "later proves that nothing recorded before it has changed.")
+    which = digest.add_mutually_exclusive_group(required=True)
+    which.add_argument("entity", nargs="?", help="entity id")
+    which.add_argument("--all", action="store_true", help="every entity (scans the tables)")
+    digest.add_argument("--output", metavar="FILE", help="write the digest to FILE instead of standard output")
+    digest.set_defaults(func=cmd_digest)
     repair = remote("repair", "write v0's missing history item; say what cannot be repaired")
     repair.add_argument("entity", help="entity id")
     repair.set_defaults(func=cmd_repair)

@@ -188,11 +188,16 @@ class Changeflow:
     def describe(self, arn: str) -> dict[str, Any]:
         """DescribeExecution, or for an Express execution the same fields read from its execution log."""
         if not is_express(arn):
-            return self.sfn.describe_execution(executionArn=arn)
+            try:
+                return self.sfn.describe_execution(executionArn=arn)
+            except self.sfn.exceptions.ExecutionDoesNotExist:
+                if not self._archived(arn):  # aged out of Step Functions (90 days): the execution log keeps it
+                    raise
         records = self._log_records(arn)
         started = next((r for r in records if r["type"] == "ExecutionStarted"), {})
         ended = next((r for r in records if r["type"] in TERMINAL_EVENTS), None)
-        description = {"executionArn": arn, "name": arn.split(":")[-2], "stateMachineArn": self.state_machine_arn,
+        name = arn.split(":")[-2] if is_express(arn) else arn.split(":")[-1]
+        description = {"executionArn": arn, "name": name, "stateMachineArn": self.state_machine_arn,
                        "status": TERMINAL_EVENTS[ended["type"]] if ended else "RUNNING",
                        "input": started.get("details", {}).get("input")}
         if ended:
@@ -211,6 +216,13 @@ class Changeflow:
             arn = destinations[0]["cloudWatchLogsLogGroup"]["logGroupArn"]
             self._execution_log_group = arn.split(":log-group:", 1)[1].split(":")[0]
         return self._execution_log_group
+
+    def _archived(self, arn: str) -> bool:
+        """Whether the execution log holds this execution (the state machine logs at ALL)."""
+        try:
+            return bool(self._log_records(arn))
+        except RuntimeError:  # the state machine does not log at ALL: there is no archive to read
+            return False
 
     def _log_records(self, arn: str) -> list[dict[str, Any]]:
         """The execution's log records, oldest first (CloudWatch Logs may deliver them late, or twice)."""
@@ -238,7 +250,15 @@ class Changeflow:
             kwargs = {"executionArn": arn, "maxResults": page_size}
             if token:
                 kwargs["nextToken"] = token
-            page = self.sfn.get_execution_history(**kwargs)
+            try:
+                page = self.sfn.get_execution_history(**kwargs)
+            except self.sfn.exceptions.ExecutionDoesNotExist:
+                # Step Functions keeps a closed Standard execution 90 days; its execution log (level ALL, with
+                # execution data, kept ExecutionLogRetentionDays) is the archive after that
+                if token or not self._archived(arn):
+                    raise
+                yield from (_history_event(record) for record in self._log_records(arn))
+                return
             yield from page["events"]
             token = page.get("nextToken")
             if not token:

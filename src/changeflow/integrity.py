@@ -80,6 +80,10 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     missed = untagged_versions(client, latest, history)
     if missed:
         report.problems.append(f"versions outside the retention window without an expiry: {missed}")
+
+    from .audit import verify_chain
+
+    report.problems.extend(verify_chain(client, entity_id, now_s))  # the hash chain: names the first altered version
     if latest is None:
         if history and not history[-1].get(model.DELETED):
             report.problems.append("no v0, but the newest version is not a deletion")

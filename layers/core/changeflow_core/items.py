@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 
-from . import codec, model
+from . import chain, codec, model
 from .errors import ValidationError
 from .validation import Change, validate_attributes
 
@@ -31,6 +31,7 @@ def latest_state(item: dict[str, Any] | None, present: bool = True) -> dict[str,
         "effectiveAt": int(item[model.EFFECTIVE_AT]),
         "changeIds": {k: int(v) for k, v in (item.get(model.CHANGE_IDS) or {}).items()},
         "deleted": bool(item.get(model.DELETED, False)),
+        "chainHash": item.get(model.CHAIN_HASH),
     }
 
 
@@ -95,6 +96,15 @@ def latest_item(
         item[model.EXPIRES_AT] = recorded_at // 1000 + tombstone_ttl_days * SECONDS_PER_DAY
     else:
         item.update(values or {})
+    return sealed(item, latest)
+
+
+def sealed(item: dict[str, Any], latest: dict[str, Any] | None) -> dict[str, Any]:
+    """``item`` with its link of the hash chain: the fetched version's hash (or the entity's genesis
+    value) and this version's, computed from data the write step already has."""
+    prev = (latest or {}).get("chainHash") or chain.genesis(item[model.PK])
+    item[model.PREV_HASH] = prev
+    item[model.CHAIN_HASH] = chain.link(prev, codec.serialize_item(item))
     return item
 
 

@@ -25,6 +25,8 @@ RECORDED_AT = "recordedAt"
 DELETED = "deleted"
 EXPIRES_AT = "expiresAt"  # the table's TTL attribute, epoch seconds
 SOURCE_VERSION = "sourceVersion"  # rollback: the version whose content was restored
+PREV_HASH = "prevHash"  # the hash chain (changeflow_core.chain): the previous version's chain hash
+CHAIN_HASH = "chainHash"  # and this version's
 
 # How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt
 # (a retry of a failed execution gets a new default effectiveAt). Bounded, so v0 and the state stay small.
@@ -33,7 +35,7 @@ RECENT_CHANGE_IDS = 16
 RESERVED = frozenset(
     {
         PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, REASON,
-        EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION,
+        EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH,
     }
 )
 

@@ -1,0 +1,94 @@
+"""Execution histories past Step Functions' 90 days: the state machine's execution log (level ALL, with
+execution data, in a log group kept ExecutionLogRetentionDays) is the archive. Once Step Functions no
+longer has an execution, ``changeflow history``, the client and so the console read it from the log, and
+what they read is the history the execution had."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from botocore.exceptions import ClientError
+
+from changeflow.faults import Injector
+
+T0 = 1_767_225_600_000
+
+
+def put(at: int, change: str, **attributes) -> dict:
+    return {"entityId": "doc#archive", "operation": "put", "attributes": attributes or {"n": 1}, "effectiveAt": at,
+            "changeId": change}
+
+
+def comparable(events: list[dict]) -> list[tuple]:
+    """An event as an auditor reads it: its type and its details (state, input, output, error, cause)."""
+    out = []
+    for event in events:
+        details = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
+        out.append((event["type"], event["id"], json.dumps(details, sort_keys=True)))
+    return out
+
+
+class AgedOut:
+    """Step Functions after 90 days: the execution is gone from DescribeExecution and GetExecutionHistory."""
+
+    def __init__(self, sfn, gone: set[str]):
+        self._sfn, self._gone = sfn, gone
+        self.exceptions = sfn.exceptions
+
+    def __getattr__(self, name):
+        return getattr(self._sfn, name)
+
+    def _refuse(self, arn):
+        raise self._sfn.exceptions.ExecutionDoesNotExist(
+            {"Error": {"Code": "ExecutionDoesNotExist", "Message": f"Execution Does Not Exist: '{arn}'"}},
+            "GetExecutionHistory")
+
+    def get_execution_history(self, **kwargs):
+        if kwargs["executionArn"] in self._gone:
+            self._refuse(kwargs["executionArn"])
+        return self._sfn.get_execution_history(**kwargs)
+
+    def describe_execution(self, **kwargs):
+        if kwargs["executionArn"] in self._gone:
+            self._refuse(kwargs["executionArn"])
+        return self._sfn.describe_execution(**kwargs)
+
+
+def test_an_aged_out_execution_with_retries_and_a_failure_is_read_back_from_the_execution_log(stack, cf):
+    # GIVEN an execution whose history put was retried twice, and one that failed by name
+    with Injector().around(stack.lambdas, [("PutHistoryFunction", "service", 2)]):
+        retried = cf.submit(put(T0, "c1"))
+    failed = cf.submit({"entityId": "doc#archive", "operation": "rollback", "toVersion": 9, "changeId": "c2"})
+    assert retried.status == "SUCCEEDED" and failed.error == "NotFound"
+    before = {e.arn: list(cf.history(e.arn)) for e in (retried, failed)}
+    assert sum(1 for e in before[retried.arn] if e["type"] == "TaskFailed") == 2
+    # WHEN Step Functions no longer has them
+    cf.sfn = AgedOut(cf.sfn, set(before))
+    with pytest.raises(ClientError):
+        cf.sfn.get_execution_history(executionArn=retried.arn)
+    # THEN the client reads each history from the execution log: the same events, in order
+    for arn, events in before.items():
+        assert comparable(list(cf.history(arn))) == comparable(events)
+    assert cf.describe(failed.arn)["error"] == "NotFound" and cf.describe(retried.arn)["status"] == "SUCCEEDED"
+
+
+def test_history_of_an_execution_that_never_existed_is_still_not_found(stack, cf):
+    cf.sfn = AgedOut(cf.sfn, set())
+    arn = cf.state_machine_arn.replace(":stateMachine:", ":execution:") + ":never"
+    with pytest.raises(ClientError):
+        list(cf.history(arn))
+
+
+def test_the_execution_log_is_kept_longer_than_step_functions_keeps_histories():
+    from changeflow.template import Template
+
+    from conftest import ROOT
+
+    template = Template(ROOT / "template.yaml")
+    group = template.resources["ChangeStateMachineLogGroup"]["Properties"]
+    assert group["RetentionInDays"] == {"Ref": "ExecutionLogRetentionDays"}
+    parameter = template.body["Parameters"]["ExecutionLogRetentionDays"]
+    assert int(parameter["Default"]) > 90 and min(int(v) for v in parameter["AllowedValues"]) >= 90
+    logging = template.resources["ChangeStateMachine"]["Properties"]["Logging"]
+    assert logging["IncludeExecutionData"] == {"Ref": "StateMachineIncludeExecutionData"}
