@@ -163,6 +163,7 @@ cost: $(STAMP)
 	$(BIN)/python benchmarks/cost.py --json > build/bench/cost.json.tmp
 	mv build/bench/cost.json.tmp build/bench/cost.json
 	$(BIN)/python benchmarks/readme_tables.py build/bench/cost.json
+	$(BIN)/python benchmarks/archive.py
 
 reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100

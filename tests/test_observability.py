@@ -600,8 +600,10 @@ def test_template_every_function_has_its_own_log_group_with_retention(template):
         assert props["LogGroupName"] == {"Fn::Sub": f"/aws/lambda/${{{function}}}"}
         assert props["RetentionInDays"] == {"Ref": "LogRetentionDays"}
     shorter = Template(ROOT / "template.yaml", overrides={"LogRetentionDays": "7"})
-    for spec in log_groups(shorter).values():
-        assert shorter.resolve(spec["Properties"])["RetentionInDays"] == "7"
+    for logical_id, spec in log_groups(shorter).items():
+        # the execution log is the audit trail past Step Functions' 90 days: its own, longer retention
+        expected = "731" if logical_id == "ChangeStateMachineLogGroup" else "7"
+        assert shorter.resolve(spec["Properties"])["RetentionInDays"] == expected
 
 
 def test_template_state_machine_logs_executions_at_the_configured_level_to_a_retained_group(template):
@@ -617,7 +619,8 @@ def test_template_state_machine_logs_executions_at_the_configured_level_to_a_ret
     destination, = logging_["Destinations"]
     group, attribute = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"]
     assert attribute == "Arn" and group in log_groups(template)
-    assert template.resources[group]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    assert template.resources[group]["Properties"]["RetentionInDays"] == {"Ref": "ExecutionLogRetentionDays"}
+    assert int(template.resolve(template.resources[group]["Properties"])["RetentionInDays"]) > 90
     assert template.resolve(destination)["CloudWatchLogsLogGroup"]["LogGroupArn"].endswith(":*")
 
 

@@ -260,6 +260,19 @@ def test_express_executions_are_not_described_listed_stopped_or_given_a_history(
         "StateMachineTypeNotSupported"
 
 
+def test_an_express_execution_never_inherits_the_time_an_earlier_execution_waited(stack):
+    # Threads' idents are reused once a thread ends. Standard executions that waited long (compressed) ran
+    # on threads whose idents later Express executions get: each must count only its own time.
+    def waiting(seconds):
+        return {"StartAt": "Wait", "States": {"Wait": {"Type": "Wait", "Seconds": seconds, "End": True}}}
+
+    standard, express = machine(stack, waiting(400)), machine(stack, waiting(1), "EXPRESS")
+    for i in range(6):
+        run(stack, standard, name=f"long-{i}")
+    endings = [log_records(stack, run(stack, express, name=f"short-{i}"))[-1]["type"] for i in range(12)]
+    assert endings == ["ExecutionSucceeded"] * 12
+
+
 def test_the_client_reads_an_express_execution_from_its_execution_log(make_stack):
     # the same change on Standard and on Express: the client gives the same result and the same history
     standard_stack = make_stack()

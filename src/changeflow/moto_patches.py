@@ -660,11 +660,21 @@ def _patch_express_duration_limit() -> None:
             if _is_express_arn(execution_arn):
                 limit = min(limit or EXPRESS_MAX_SECONDS, EXPRESS_MAX_SECONDS)
         env.next_state_name = self.start_at.start_at_name
-        worker = threading.Thread(target=super(cls, self).eval, args=(env,), daemon=True)
+
+        def run():
+            # a thread's ident is reused once it ends: forget what an earlier thread with this ident was
+            # spared, or a new execution would start with another's virtual time (and time out at once)
+            _Virtual.pop(threading.get_ident(), keep=False)
+            super(cls, self).eval(env)
+
+        worker = threading.Thread(target=run, daemon=True)
         TMP_THREADS.append(worker)
         worker.start()
         if limit is None:
-            worker.join()
+            try:
+                worker.join()
+            finally:
+                _Virtual.pop(worker.ident, keep=False)
             return
         started = time.monotonic()
         try:

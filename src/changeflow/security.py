@@ -103,8 +103,8 @@ SKIPPED: tuple[Skip, ...] = (
          "parameter's topic when one is given (Fn::If); without one the alarms still change state, visible in "
          "CloudWatch and to EventBridge."),
     Skip(CONTROL_TOWER, "CT.CLOUDWATCH.PR.2", (), "Every log group has a retention: the LogRetentionDays "
-         "parameter (default 30 days; a deployment that must keep a year sets it). The audit record is the "
-         "DynamoDB history, not the logs; the rule also does not resolve a Ref."),
+         "parameter (default 30 days), and for the state machine's execution log, the audit trail past Step "
+         "Functions' 90 days, ExecutionLogRetentionDays (default 731); the rule does not resolve a Ref."),
     Skip(CONTROL_TOWER, "CT.CLOUDWATCH.PR.3", (), "CloudWatch Logs encrypts every log group at rest; a "
          "customer-managed key is the LogKmsKeyArn parameter (Fn::If on every log group, enforced by "
          "rules/changeflow.guard), which the rule does not resolve."),

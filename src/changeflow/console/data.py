@@ -123,9 +123,9 @@ class Reader:
             if arn in self._described:
                 return self._described[arn]
         try:
-            description = self.client.sfn.describe_execution(executionArn=arn)
+            description = dict(self.client.describe(arn))  # past 90 days: read from the execution log
         except self.client.sfn.exceptions.ExecutionDoesNotExist:
-            with self._lock:  # gone (past its retention): it does not come back
+            with self._lock:  # gone, and not in the execution log either: it does not come back
                 self._described[arn] = None
             return None
         description.pop("ResponseMetadata", None)
