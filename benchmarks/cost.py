@@ -43,21 +43,32 @@ LAMBDA_MEMORY_GB = 0.25  # MemorySize 256 in the template's Globals
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback"]
 
 
-def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict) -> tuple[float, float]:
+CHAIN = ("prevHash", "chainHash")  # the hash chain's attributes (changeflow_core.chain)
+
+
+def item_size(item: dict, chain: bool = True) -> int:
+    """DynamoDB's size of an item; ``chain=False``: as if it carried no hash chain (its cost, shown apart)."""
+    from changeflow_core.codec import item_size as size
+
+    return size(item if chain else {k: v for k, v in item.items() if k not in CHAIN})
+
+
+def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
+                  chain: bool = True) -> tuple[float, float]:
     """(read units, write units) of one request, DynamoDB's rounding: reads per 4 KB (strongly
     consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item."""
-    from changeflow_core.codec import item_size
+    item_size_ = lambda item: item_size(item, chain)  # noqa: E731
 
     if operation in ("GetItem", "Query"):
         found = [response["Item"]] if response.get("Item") else response.get("Items", [])
-        size = sum(item_size(i) for i in found)
+        size = sum(item_size_(i) for i in found)
         units = max(1, math.ceil(size / 4096))
         return (units if params.get("ConsistentRead") else units / 2), 0.0
     key = (params["TableName"], json.dumps(params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")},
                                            sort_keys=True))
     old = old_sizes.get(key, 0)
     if operation == "PutItem":
-        new = item_size(params["Item"])
+        new = item_size_(params["Item"])
     elif operation == "UpdateItem":  # SET of one numeric attribute (the TTL tag)
         new = old + len("expiresAt") + 6
     else:
@@ -65,14 +76,12 @@ def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict)
     return 0.0, float(max(1, math.ceil(max(old, new) / 1024)))
 
 
-def table_sizes(client, table: str) -> dict:
-    from changeflow_core.codec import item_size
-
+def table_sizes(client, table: str, chain: bool = True) -> dict:
     sizes, start = {}, None
     while True:
         page = client.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
         for item in page["Items"]:
-            sizes[(table, json.dumps({"pk": item["pk"], "sk": item["sk"]}, sort_keys=True))] = item_size(item)
+            sizes[(table, json.dumps({"pk": item["pk"], "sk": item["sk"]}, sort_keys=True))] = item_size(item, chain)
         start = page.get("LastEvaluatedKey")
         if not start:
             return sizes
@@ -114,18 +123,22 @@ def measure_paths(item_bytes: int) -> dict:
         stack.warm()
         for path, request in plan:
             old = {**table_sizes(cf.dynamodb, cf.table), **table_sizes(cf.dynamodb, cf.history_table)}
+            old_unchained = {**table_sizes(cf.dynamodb, cf.table, chain=False),
+                             **table_sizes(cf.dynamodb, cf.history_table, chain=False)}
             for function in stack.lambdas.functions.values():
                 function.api_calls.clear()
             started = time.perf_counter()
             execution = cf.submit(request)
             seconds = time.perf_counter() - started
             assert execution.status == "SUCCEEDED", (path, execution.error, execution.cause)
-            reads = writes = 0.0
+            reads = writes = reads_unchained = writes_unchained = 0.0
             calls = []
             for function in stack.lambdas.functions.values():
                 for _, operation, params, response in function.api_calls:
                     r, w = units_of_call(operation, params, response, old)
                     reads, writes = reads + r, writes + w
+                    r, w = units_of_call(operation, params, response, old_unchained, chain=False)
+                    reads_unchained, writes_unchained = reads_unchained + r, writes_unchained + w
                     calls.append(operation)
             events = list(cf.history(execution.arn))
             entered, invocations = billed_transitions(events), lambda_invocations(events)
@@ -135,6 +148,7 @@ def measure_paths(item_bytes: int) -> dict:
             transactional_writes = 2 * sum(units_of_call(op, p, r, old)[1] for _, op, p, r in v0_writes + history_writes)
             results[path] = {
                 "outcome": execution.output["outcome"], "read_units": reads, "write_units": writes,
+                "read_units_without_chain": reads_unchained, "write_units_without_chain": writes_unchained,
                 "requests": sorted(calls), "state_transitions": entered, "lambda_invocations": invocations,
                 "seconds": seconds, "transactional_write_units": transactional_writes if v0_writes else None,
             }
@@ -377,6 +391,13 @@ def main() -> None:
         trans = row["transactional_write_units"]
         print(f"{path:<10}{row['outcome']:<10}{cells}{('' if trans is None else f'{trans:g}'):>20}"
               f"{row['state_transitions']:>13}{row['lambda_invocations']:>13}")
+    print("\nThe hash chain's share (prevHash + chainHash: 145 bytes per item): units without it -> with it")
+    for path in PATHS:
+        cells = "".join(
+            f"{report['sizes'][s][path]['read_units_without_chain']:>5g}/{report['sizes'][s][path]['write_units_without_chain']:<4g}"
+            f"-> {report['sizes'][s][path]['read_units']:g}/{report['sizes'][s][path]['write_units']:<6g}"
+            for s in report["sizes"])
+        print(f"{path:<10}{cells}")
     print(f"\nCost per million changes at 1 KB (USD; Lambda {int(LAMBDA_MEMORY_GB * 1024)} MB x {handler_ms:g} ms "
           "per invocation assumed; Express: 64 MB, 100 ms)")
     for path in PATHS:

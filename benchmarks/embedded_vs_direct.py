@@ -42,6 +42,7 @@ def sequence(entities: int) -> list[dict]:
 def direct(stack, changes) -> list[str]:
     """The handlers called in workflow order, as plain function calls."""
     from changeflow.lambdas import LambdaContext
+    from changeflow_core import wire
 
     stack.warm()
     fn = {f.logical_id: f.entry_point() for f in stack.lambdas.functions.values()}
@@ -50,15 +51,17 @@ def direct(stack, changes) -> list[str]:
     for i, request in enumerate(changes):
         execution = {"id": f"arn:direct:{i}", "name": f"direct-{i}", "startTime": "2026-01-01T00:00:00.000Z"}
         try:
-            state = {**fn["FetchLatestFunction"]({"request": request, "execution": execution}, ctx), "execution": execution}
+            # the execution input every entry point sends: {"request": "<its JSON text>"}
+            carried = json.loads(wire.execution_input(request))
+            state = {**fn["FetchLatestFunction"]({"request": carried, "execution": execution}, ctx), "execution": execution}
         except Exception as exc:  # noqa: BLE001 - ChangeIsStale: the report step's outcome
             outcomes.append(json.loads(str(exc))["outcome"])
             continue
         step = "DeleteTombstoneFunction" if request["operation"] == "delete" else "UpdateLatestFunction"
         state["written"] = fn[step](state, ctx)
         result = fn["PutHistoryFunction"]({**state, "retryCount": 0}, ctx)
-        fn["TagTtlFunction"]({k: result[k] for k in ("entityId", "operation", "outcome", "version", "changeId",
-                                                     "effectiveAt")}, ctx)
+        fn["TagTtlFunction"]({**{k: result[k] for k in ("entityId", "operation", "version", "changeId")},
+                              "execution": {"name": execution["name"]}}, ctx)
         outcomes.append(state["written"]["outcome"])
     return outcomes
 

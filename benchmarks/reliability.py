@@ -28,7 +28,7 @@ def main() -> int:
 
     started = time.perf_counter()
     tallies = []
-    with EmbeddedStack(ROOT, time_scale=0.02) as stack:
+    with EmbeddedStack(ROOT, time_scale=0.1) as stack:  # as tests/test_guarantees.py: back-offs longer than a step
         cf = Changeflow.for_embedded(stack)
         hot = r.Tally("1. hot key (K=10, 25, 50)")
         for k in (10, 25, 50):
