@@ -23,6 +23,21 @@ from .embedded import EmbeddedStack
 Route = Callable[[dict, Callable], "list[bytes] | None"]
 
 
+class Serving:
+    """A WSGI app served on a background thread (werkzeug, threaded), until ``stop``; port 0 picks one."""
+
+    def __init__(self, host: str, port: int, app, name: str, **options):
+        self._server = make_server(host, port, app, threaded=True, **options)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
 class EmbeddedServer:
     """The embedded stack and its endpoint, started and stopped together (tests use it directly)."""
 
@@ -31,8 +46,7 @@ class EmbeddedServer:
         self.stack = EmbeddedStack(parameters=parameters, time_scale=time_scale, lambda_runtime=lambda_runtime)
         self.host, self.port = host, port
         self.routes: list[Route] = []  # the template's REST APIs, in front of moto
-        self._server = None
-        self._thread: threading.Thread | None = None
+        self._serving: Serving | None = None
 
     @property
     def url(self) -> str:
@@ -59,21 +73,17 @@ class EmbeddedServer:
             return moto_app(environ, start_response)
 
         try:
-            self._server = make_server(self.host, self.port, app, threaded=True, request_handler=MotoRequestHandler)
+            self._serving = Serving(self.host, self.port, app, "changeflow-serve", request_handler=MotoRequestHandler)
         except BaseException:  # werkzeug exits (SystemExit) when the port is taken
             self.stack.stop()
             raise
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="changeflow-serve", daemon=True)
-        self._thread.start()
+        self.port = self._serving.port
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join()
-            self._server = None
+        if self._serving is not None:
+            self._serving.stop()
+            self._serving = None
         self.stack.stop()
 
     def __enter__(self) -> "EmbeddedServer":

@@ -35,8 +35,7 @@ class ConsoleServer:
 
     def __init__(self, console: Console, port: int = DEFAULT_PORT, host: str = "127.0.0.1"):
         self.console, self.host, self.port = console, host, port
-        self._server = None
-        self._thread: threading.Thread | None = None
+        self._serving = None
 
     @property
     def url(self) -> str:
@@ -45,21 +44,17 @@ class ConsoleServer:
     def start(self) -> "ConsoleServer":
         import logging
 
-        from werkzeug.serving import make_server
+        from ..server import Serving
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        self._server = make_server(self.host, self.port, self.console, threaded=True)
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="changeflow-console", daemon=True)
-        self._thread.start()
+        self._serving = Serving(self.host, self.port, self.console, "changeflow-console")
+        self.port = self._serving.port
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join()
-            self._server = None
+        if self._serving is not None:
+            self._serving.stop()
+            self._serving = None
 
     def __enter__(self) -> "ConsoleServer":
         return self.start()
