@@ -27,7 +27,7 @@ def a_run() -> diffasl.Run:
     ]
     execution = {"status": "SUCCEEDED", "output": {"outcome": "applied", "version": 1}, "error": None,
                  "cause": None, "events": events, "invocations": {"FetchLatestFunction": 1}}
-    table = [{"pk": "doc#1", "sk": "v0", "version": 1, "recordedAt": 1763770000000}]
+    table = [{"pk": "doc#1", "sk": "v0", "version": 1, "recordedAt": 1763770000000, "chainHash": "ab12"}]
     return diffasl.Run([execution], table)
 
 
@@ -48,6 +48,7 @@ def test_every_named_error_of_the_state_machine_and_every_operation_has_a_path()
 def test_identical_runs_show_no_difference_and_volatile_values_are_ignored():
     first, second = a_run(), a_run()
     second.table[0]["recordedAt"] += 5
+    second.table[0]["chainHash"] = "cd34"  # the chain covers recordedAt: it differs whenever that does
     second.executions[0]["events"][1]["stateExitedEventDetails"]["output"] = json.dumps(
         {"fetched": {"version": 1}, "recordedAt": 1763770009999})
     assert diffasl.compare(diffasl.scenarios()[0], first, second) == []
