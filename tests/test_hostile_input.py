@@ -44,6 +44,12 @@ def rollback(**overrides):
     return {"entityId": "doc#1", "operation": "rollback", "toVersion": 1, "effectiveAt": T0 + 1, **overrides}
 
 
+def patch(**overrides):
+    """A patch of the seeded entity (it exists, so only validation can stop it)."""
+    return {"entityId": "doc#1", "operation": "patch", "set": {"color": "blue"}, "effectiveAt": T0 + 1,
+            **overrides}
+
+
 
 
 def snapshot(cf) -> bytes:
@@ -118,6 +124,36 @@ HOSTILE = [
     pytest.param(put(attributes={"x": 10**126}), "attributes.x", id="integer-10^126"),
     pytest.param(put(attributes={"x": 123456789012345678901234567890123456789}), "attributes.x",
                  id="number-39-significant-digits"),
+    # --- a patch's set and remove (issue 15) -----------------------------------------------------
+    pytest.param(without(patch(), "set"), "set", id="patch-empty-no-set-no-remove"),
+    pytest.param(patch(set={}), "set", id="patch-empty-set"),
+    pytest.param(patch(set={}, remove=[]), "set", id="patch-empty-set-and-remove"),
+    pytest.param(patch(remove=["color"]), "remove[0]", id="patch-field-in-set-and-remove"),
+    pytest.param(patch(remove=["n", "shape", "n"]), "remove[2]", id="patch-field-removed-twice"),
+    pytest.param(patch(set=[["color", "blue"]]), "set", id="patch-set-list"),
+    pytest.param(patch(set=None), "set", id="patch-set-null"),
+    pytest.param(patch(remove="n"), "remove", id="patch-remove-string"),
+    pytest.param(patch(remove={"n": True}), "remove", id="patch-remove-object"),
+    pytest.param(patch(remove=[1]), "remove[0]", id="patch-remove-number"),
+    pytest.param(patch(remove=[""]), "remove[0]", id="patch-remove-empty-name"),
+    pytest.param(patch(remove=[None]), "remove[0]", id="patch-remove-null-name"),
+    pytest.param(patch(set={"": 1}), "set", id="patch-set-empty-name"),
+    pytest.param(patch(set={"x": math.nan}), "set.x", id="patch-set-nan"),
+    pytest.param(patch(set={"deep": wrapped(33)}), "set.deep" + ".n" * 32, id="patch-set-nesting-33"),
+    pytest.param(patch(set={"x": 10**126}), "set.x", id="patch-set-number-10^126"),
+    pytest.param(patch(attributes={"color": "blue"}), "attributes", id="attributes-on-patch"),
+    pytest.param(patch(toVersion=1), "toVersion", id="toVersion-on-patch"),
+    pytest.param(put(set={"color": "blue"}), "set", id="set-on-put"),
+    pytest.param(delete(remove=["color"]), "remove", id="remove-on-delete"),
+    pytest.param(rollback(set={"color": "blue"}), "set", id="set-on-rollback"),
+    *[
+        pytest.param(patch(set={"color": "blue", name: 99}), f"set.{name}", id=f"patch-set-reserved-{name}")
+        for name in sorted(model.RESERVED)
+    ],
+    *[
+        pytest.param(patch(remove=["n", name]), "remove[1]", id=f"patch-remove-reserved-{name}")
+        for name in sorted(model.RESERVED)
+    ],
     # --- toVersion ------------------------------------------------------------------------------
     pytest.param(rollback(toVersion=0), "toVersion", id="toVersion-0"),
     pytest.param(rollback(toVersion=-1), "toVersion", id="toVersion-negative"),

@@ -18,8 +18,8 @@ from changeflow_core.errors import ValidationError, VersionConflict
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
-WRITERS = {model.PUT: os.environ["UPDATE_LATEST_FUNCTION_ARN"], model.ROLLBACK: os.environ["UPDATE_LATEST_FUNCTION_ARN"],
-           model.DELETE: os.environ["DELETE_TOMBSTONE_FUNCTION_ARN"]}
+UPDATE, TOMBSTONE = os.environ["UPDATE_LATEST_FUNCTION_ARN"], os.environ["DELETE_TOMBSTONE_FUNCTION_ARN"]
+WRITERS = {model.PUT: UPDATE, model.PATCH: UPDATE, model.ROLLBACK: UPDATE, model.DELETE: TOMBSTONE}
 
 logger = Logger()
 tracer = Tracer()

@@ -76,6 +76,7 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
         if source is not None and int(source) in by_version:
             if items.content_of(by_version[int(source)]) != items.content_of(h):
                 report.problems.append(f"rollback version {h[model.VERSION]} differs from its source {source}")
+    report.problems.extend(patch_problems(history, by_version))
 
     missed = untagged_versions(client, latest, history)
     if missed:
@@ -104,6 +105,25 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
         report.missing.extend(gap)
         report.problems.append(f"versions missing from history: {gap} (v0 is at version {current})")
     return report
+
+
+def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str, Any]]) -> list[str]:
+    """Each patch version must be its predecessor's content with its recorded patch applied (a patch
+    whose predecessor has expired cannot be checked, and is not)."""
+    problems = []
+    for h in history:
+        if h.get(model.OPERATION) != model.PATCH:
+            continue
+        n, record = int(h[model.VERSION]), h.get(model.PATCH_RECORD)
+        before = by_version.get(n - 1)
+        if not isinstance(record, dict):
+            problems.append(f"patch version {n} does not record its patch")
+        elif n == 1 or (before is not None and before.get(model.DELETED)):
+            problems.append(f"patch version {n} has no live version before it to patch")
+        elif before is not None and items.content_of(h) != items.apply_patch(
+                items.content_of(before), record.get("set") or {}, record.get("remove") or []):
+            problems.append(f"patch version {n} is not version {n - 1} with its patch applied")
+    return problems
 
 
 def _retention(client) -> tuple[int, int]:

@@ -96,7 +96,23 @@ def latest_item(
         item[model.EXPIRES_AT] = recorded_at // 1000 + tombstone_ttl_days * SECONDS_PER_DAY
     else:
         item.update(values or {})
+    if change.operation == model.PATCH:  # the audit answers "who changed this field" from the item itself
+        item[model.PATCH_RECORD] = {"set": from_wire(change.set), "remove": list(change.remove or [])}
     return sealed(item, latest)
+
+
+def patched(item: dict[str, Any], change: Change) -> dict[str, Any]:
+    """A patch's new content: ``item``'s content (the fetched ``v0``) with the change's patch applied."""
+    return apply_patch(content_of(item), from_wire(change.set), change.remove or [])
+
+
+def apply_patch(content: dict[str, Any], set_values: dict[str, Any], remove: list[str]) -> dict[str, Any]:
+    """``content`` with ``set_values`` added or replacing (top-level fields, values replaced whole) and
+    the ``remove`` fields dropped (one that is not there is dropped already)."""
+    result = {**content, **set_values}
+    for name in remove:
+        result.pop(name, None)
+    return result
 
 
 def sealed(item: dict[str, Any], latest: dict[str, Any] | None) -> dict[str, Any]:
@@ -178,5 +194,6 @@ def view(item: dict[str, Any] | None) -> dict[str, Any] | None:
         "recordedAt": item.get(model.RECORDED_AT),
         "executionArn": item.get(model.EXECUTION),
         "sourceVersion": item.get(model.SOURCE_VERSION),
+        "patch": item.get(model.PATCH_RECORD),
         "attributes": content_of(item),
     }

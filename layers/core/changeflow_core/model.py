@@ -27,6 +27,7 @@ EXPIRES_AT = "expiresAt"  # the table's TTL attribute, epoch seconds
 SOURCE_VERSION = "sourceVersion"  # rollback: the version whose content was restored
 PREV_HASH = "prevHash"  # the hash chain (changeflow_core.chain): the previous version's chain hash
 CHAIN_HASH = "chainHash"  # and this version's
+PATCH_RECORD = "patch"  # a patch: what it set and removed ({"set": {...}, "remove": [...]}), beside the full content
 
 # How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt
 # (a retry of a failed execution gets a new default effectiveAt). Bounded, so v0 and the state stay small.
@@ -35,12 +36,12 @@ RECENT_CHANGE_IDS = 16
 RESERVED = frozenset(
     {
         PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, REASON,
-        EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH,
+        EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH, PATCH_RECORD,
     }
 )
 
-PUT, DELETE, ROLLBACK = "put", "delete", "rollback"
-OPERATIONS = (PUT, DELETE, ROLLBACK)
+PUT, PATCH, DELETE, ROLLBACK = "put", "patch", "delete", "rollback"
+OPERATIONS = (PUT, PATCH, DELETE, ROLLBACK)
 
 APPLIED, STALE, DUPLICATE, CONFLICT = "applied", "stale", "duplicate", "conflict"
 

@@ -38,13 +38,15 @@ def rollback_content(client, history_table: str, entity_id: str, version: int, n
     return {name: value for name, value in item.items() if name not in model.RESERVED}
 
 
-def check_carried_size(content: dict | None) -> None:
-    """The content travels in the state of every step up to the history put: refuse what would not fit
-    (Step Functions' 256 KiB per state) before anything is written."""
-    size = items.wire_size(content or {})
+def check_carried_size(content: dict | None, patch_set: dict | None = None) -> None:
+    """The content (and a patch's ``set``, carried in the change) travels in the state of every step up to
+    the history put: refuse what would not fit (Step Functions' 256 KiB per state) before anything is
+    written."""
+    size = items.wire_size(content or {}) + (items.wire_size(patch_set) if patch_set else 0)
     if size > MAX_REQUEST_BYTES:
-        raise ValidationError("attributes", f"{size} bytes as DynamoDB JSON (the form the workflow carries), "
-                                            f"over the {MAX_REQUEST_BYTES}-byte request limit")
+        field, what = ("set", "the patched content and the patch are") if patch_set else ("attributes", "")
+        raise ValidationError(field, f"{what} {size} bytes as DynamoDB JSON (the form the workflow carries), "
+                                     f"over the {MAX_REQUEST_BYTES}-byte request limit".lstrip())
 
 
 def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
@@ -71,17 +73,33 @@ def fetch(client, table: str, history_table: str, change: Change, content: dict 
     """Read ``v0`` consistently (and a rollback's source version) and decide. A stale change ends here
     (``ChangeIsStale``); the result names the function that writes ``v0`` for this operation (the state
     machine calls it by that name)."""
-    latest = store.fetch_latest_state(client, table, history_table, change.entityId)
+    item, latest = store.fetch_latest(client, table, history_table, change.entityId)
     if change.operation == model.ROLLBACK and content is None:
         content = rollback_content(client, history_table, change.entityId, change.toVersion)
-    if attempt == 1:
+    if attempt == 1 and change.operation != model.PATCH:
         check_carried_size(content)
         items.check_item_size_of_values(change, items.from_wire(content) if content is not None else None)
     outcome, version = decide(change, latest)
     if outcome == model.STALE:
         raise ChangeIsStale(report(change, model.STALE, version))
+    if change.operation == model.PATCH:  # applied to the version just read, on every attempt
+        content = patch_content(item, change) if outcome == WRITE else None
     return {"change": change.to_json(), "latest": latest, "content": content, "writer": writers[change.operation],
             "attempt": attempt}
+
+
+def patch_content(item: dict | None, change: Change) -> dict:
+    """A patch's new content as DynamoDB JSON, from the ``v0`` item just read: ``NotFound`` if there is no
+    live entity to patch (never written, deleted, or its tombstone expired), ``ValidationError`` if the
+    result would not fit the state or the item."""
+    if item is None or item.get(model.DELETED):
+        state = "was deleted" if item is not None else "does not exist"
+        raise NotFound(f"entity {change.entityId!r} {state}: a patch changes a live entity (create it with a put)")
+    values = items.patched(item, change)
+    content = items.to_wire(values)
+    check_carried_size(content, change.set)
+    items.check_item_size_of_values(change, values)
+    return content
 
 
 # --- step 2: the conditional v0 write -------------------------------------------------------------------

@@ -45,10 +45,16 @@ def newest_history(client, history_table: str, entity_id: str) -> dict[str, Any]
 def fetch_latest_state(client, table: str, history_table: str, entity_id: str) -> dict[str, Any] | None:
     """What a decision needs about the entity: ``v0`` read consistently, or when no ``v0`` exists (never
     written, or its tombstone expired) the newest history version, so numbering and the ratchet go on."""
+    return fetch_latest(client, table, history_table, entity_id)[1]
+
+
+def fetch_latest(client, table: str, history_table: str, entity_id: str) -> tuple[dict | None, dict | None]:
+    """``(v0 item or None, the decision's state)`` from one consistent read of ``v0`` (a patch applies
+    itself to that item's content: no second read)."""
     latest = get_item(client, table, entity_id, model.LATEST_SK)
     if latest is not None:
-        return items.latest_state(latest)
-    return items.latest_state(newest_history(client, history_table, entity_id), present=False)
+        return latest, items.latest_state(latest)
+    return None, items.latest_state(newest_history(client, history_table, entity_id), present=False)
 
 
 def rollback_content(client, history_table: str, entity_id: str, version: int) -> dict[str, Any]:

@@ -30,7 +30,7 @@ MAX_EFFECTIVE_AT = 2**53 - 1  # epoch ms that survive a JSON round trip through 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 FIELDS = {
-    "entityId", "operation", "attributes", "toVersion", "effectiveAt", "changeId",
+    "entityId", "operation", "attributes", "set", "remove", "toVersion", "effectiveAt", "changeId",
     "expectedVersion", "actor", "reason",
 }
 
@@ -47,6 +47,8 @@ class Change:
     toVersion: int | None = None
     actor: str | None = None
     reason: str | None = None
+    set: dict[str, Any] | None = None  # a patch: the fields it sets, as DynamoDB JSON (exact numbers)
+    remove: list[str] | None = None  # a patch: the fields it removes
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,18 +111,42 @@ def epoch_ms(timestamp: str) -> int:
     return (moment - EPOCH) // timedelta(milliseconds=1)
 
 
-def validate_attributes(attributes: Any) -> dict[str, Any]:
-    """The change's own attributes as DynamoDB values: an object, no reserved names, storable values."""
+def validate_attributes(attributes: Any, field: str = "attributes") -> dict[str, Any]:
+    """The change's own attributes (a put's ``attributes``, a patch's ``set``) as DynamoDB values: an
+    object, no reserved names, storable values."""
     if not isinstance(attributes, dict):
-        raise ValidationError("attributes", f"must be an object, not {type(attributes).__name__}")
+        raise ValidationError(field, f"must be an object, not {type(attributes).__name__}")
     clash = sorted(set(attributes) & model.RESERVED)
     if clash:
-        raise ValidationError(f"attributes.{clash[0]}", "is a name the item model reserves")
+        raise ValidationError(f"{field}.{clash[0]}", "is a name the item model reserves")
     values = {}
     for name, value in attributes.items():
-        codec.check_name("attributes", name)
-        values[name] = codec.to_dynamo_value(f"attributes.{name}", value)
+        codec.check_name(field, name)
+        values[name] = codec.to_dynamo_value(f"{field}.{name}", value)
     return values
+
+
+def validate_patch(request: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A patch's ``(set, remove)``: top-level field names, taken literally (``a.b`` is the field named
+    ``a.b``, never a path: a nested value changes by setting its whole top-level field); at least one
+    field in all; a field in one of the two only; no reserved names."""
+    values = validate_attributes(request["set"], "set") if "set" in request else {}
+    remove = request.get("remove", [])
+    if not isinstance(remove, list):
+        raise ValidationError("remove", f"must be an array of field names, not {type(remove).__name__}")
+    seen: set[str] = set()
+    for i, name in enumerate(remove):
+        codec.check_name(f"remove[{i}]", name)
+        if name in model.RESERVED:
+            raise ValidationError(f"remove[{i}]", f"{name!r} is a name the item model reserves")
+        if name in values:
+            raise ValidationError(f"remove[{i}]", f"{name!r} is also in set: a patch sets a field or removes it")
+        if name in seen:
+            raise ValidationError(f"remove[{i}]", f"{name!r} is named twice")
+        seen.add(name)
+    if not values and not remove:
+        raise ValidationError("set", "a patch needs at least one field to set or to remove")
+    return values, list(remove)
 
 
 def validate_request(request: Any, execution: dict[str, Any]) -> Change:
@@ -151,6 +177,15 @@ def validate_request(request: Any, execution: dict[str, Any]) -> Change:
     elif "attributes" in request:
         raise ValidationError("attributes", f"is only for a put, not a {operation}")
 
+    patch_set = patch_remove = None
+    if operation == model.PATCH:
+        values, patch_remove = validate_patch(request)
+        patch_set = codec.serialize_item(values)  # DynamoDB JSON: carried between steps with exact numbers
+    else:
+        for field in ("set", "remove"):
+            if field in request:
+                raise ValidationError(field, f"is only for a patch, not a {operation}")
+
     to_version = None
     if operation == model.ROLLBACK:
         if request.get("toVersion") is None:
@@ -180,4 +215,6 @@ def validate_request(request: Any, execution: dict[str, Any]) -> Change:
         toVersion=to_version,
         actor=_text("actor", request.get("actor"), MAX_ACTOR_CHARS, required=False),
         reason=_text("reason", request.get("reason"), MAX_REASON_CHARS, required=False),
+        set=patch_set,
+        remove=patch_remove,
     )
