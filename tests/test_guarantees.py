@@ -34,6 +34,20 @@ def test_hot_key_with_one_shared_effective_at_every_change_applies(make_stack, k
     assert tally.outcomes == {"applied": k}
 
 
+@pytest.mark.parametrize("k", [10, 50])
+def test_hot_key_patches_to_different_fields_at_one_effective_at_all_land(make_stack, k):
+    # GIVEN an entity, then K concurrent patches each setting a field of its own, all at one effectiveAt
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(make_stack(time_scale=0.1))
+    tally = reliability.hot_key(cf, k, shared_time=True, seed=k, patches=True)
+    # THEN all K apply (versions 2..K+1, each its predecessor with its patch applied) and the final
+    # content has every field: the lost update of K concurrent read-modify-write puts does not happen
+    no_violations(tally)
+    assert tally.outcomes == {"applied": k + 1}
+    assert len(cf.entity(f"hot-{k}-{k}-True-patch")["latest"]["attributes"]) == k + 1
+
+
 def test_hot_key_with_random_times_ends_applied_or_stale(make_stack):
     from changeflow.client import Changeflow
 

@@ -1,4 +1,4 @@
-"""Model-based testing (hypothesis): random sequences of put/delete/rollback with random timestamps,
+"""Model-based testing (hypothesis): random sequences of put/patch/delete/rollback with random timestamps,
 redeliveries and injected faults run through the embedded workflow and through the reference model in
 changeflow.reliability; after every sequence the table must equal the model and the invariants hold.
 The default budget keeps CI fast; CHANGEFLOW_LONG=1 runs 200 sequences."""
@@ -48,3 +48,18 @@ def test_the_model_itself_follows_the_rules():
     assert model.apply({"operation": "rollback", "effectiveAt": 7, "changeId": "r", "toVersion": 3}) == ("FAILED", "NotFound")
     assert model.apply({"operation": "rollback", "effectiveAt": 7, "changeId": "r", "toVersion": 1}) == ("SUCCEEDED", "applied")
     assert [v["attributes"] for v in model.versions] == [{"v": 1}, {"v": 3}, {}, {"v": 1}]
+
+
+def test_the_model_patches_the_latest_version_and_nothing_else():
+    model = reliability.Model()
+    patch = lambda at, cid, **kw: {"operation": "patch", "effectiveAt": at, "changeId": cid, **kw}  # noqa: E731
+    assert model.apply(patch(1, "p0", set={"a": 1})) == ("FAILED", "NotFound")  # nothing to patch
+    model.apply({"operation": "put", "effectiveAt": 5, "changeId": "a", "attributes": {"v": 1, "a": 0}})
+    assert model.apply(patch(4, "p1", set={"a": 9})) == ("SUCCEEDED", "stale")
+    assert model.apply(patch(5, "p2", set={"b": 2}, remove=["v"])) == ("SUCCEEDED", "applied")
+    assert model.apply(patch(6, "p2", set={"b": 3})) == ("SUCCEEDED", "duplicate")
+    assert model.versions[-1]["attributes"] == {"a": 0, "b": 2}
+    model.apply({"operation": "delete", "effectiveAt": 7, "changeId": "d"})
+    assert model.apply(patch(6, "p3", set={"a": 1})) == ("SUCCEEDED", "stale")  # older than the delete
+    assert model.apply(patch(8, "p4", set={"a": 1})) == ("FAILED", "NotFound")  # of a tombstone
+    assert len(model.versions) == 3

@@ -5,7 +5,8 @@ and require zero violations; ``benchmarks/reliability.py`` runs them longer and 
 Invariants checked after every case (``violations``):
 - every execution ended ``applied``/``stale``/``duplicate``, or FAILED with one of the workflow's names;
 - versions are contiguous from 1, no change wrote two versions, ``v0`` is the highest version;
-- each version's content is exactly the change that produced it (a rollback: its source's content);
+- each version's content is exactly the change that produced it (a rollback: its source's content; a
+  patch: the version before it with the patch applied);
 - every change reported applied is in history; a change reported only stale is not;
 - ``changeflow verify`` finds nothing wrong.
 """
@@ -97,6 +98,10 @@ def check(cf: Changeflow, entity: str, submitted: list[tuple[dict, Execution]], 
             continue
         if request["operation"] == "put":
             expected = request["attributes"]
+        elif request["operation"] == "patch":  # its predecessor's content with the patch applied
+            before = by_number.get(v["version"] - 1)
+            expected = apply_patch(before["attributes"], request.get("set", {}), request.get("remove", [])) \
+                if before else None
         elif request["operation"] == "rollback":
             source = by_number.get(request["toVersion"])
             expected = source["attributes"] if source else None
@@ -123,19 +128,34 @@ def submit_all(cf: Changeflow, requests: list[dict], concurrency: int) -> list[t
 
 
 # --- 1. hot key -------------------------------------------------------------------------------------
-def hot_key(cf: Changeflow, k: int, shared_time: bool, seed: int, name: str | None = None) -> Tally:
-    """K concurrent changes to one entity; with one shared effectiveAt every one of them must apply."""
+def hot_key(cf: Changeflow, k: int, shared_time: bool, seed: int, name: str | None = None,
+            patches: bool = False) -> Tally:
+    """K concurrent changes to one entity; with one shared effectiveAt every one of them must apply.
+    ``patches``: the entity is created first, then K patches each set a field of their own: every field
+    must be in the final content (no lost update)."""
     rng = random.Random(seed)
-    tally = Tally("1. hot key")
-    entity = name or f"hot-{seed}-{k}-{shared_time}"
-    requests = [put(entity, T0 if shared_time else T0 + rng.randrange(k), f"{entity}-c{i}", n=i) for i in range(k)]
-    submitted = submit_all(cf, requests, concurrency=k)
+    tally = Tally("1. hot key" + (", patches" if patches else ""))
+    entity = name or f"hot-{seed}-{k}-{shared_time}{'-patch' if patches else ''}"
+    submitted = []
+    if patches:
+        base = put(entity, T0, f"{entity}-base", base=True)
+        submitted.append((base, cf.submit(base)))
+        requests = [{"entityId": entity, "operation": "patch", "set": {f"f{i}": i}, "changeId": f"{entity}-p{i}",
+                     "effectiveAt": T0 if shared_time else T0 + rng.randrange(k)} for i in range(k)]
+    else:
+        requests = [put(entity, T0 if shared_time else T0 + rng.randrange(k), f"{entity}-c{i}", n=i) for i in range(k)]
+    submitted += submit_all(cf, requests, concurrency=k)
     tally.cases += 1
     check(cf, entity, submitted, tally)
     if shared_time:
         not_applied = [e.name for _, e in submitted if (e.output or {}).get("outcome") != "applied"]
         if not_applied:
             tally.violations.append(f"hot key [{entity}]: with one shared effectiveAt, {len(not_applied)} did not apply")
+    if patches and shared_time:
+        latest = (cf.entity(entity)["latest"] or {}).get("attributes") or {}
+        lost = [f"f{i}" for i in range(k) if latest.get(f"f{i}") != i]
+        if lost or latest.get("base") is not True:
+            tally.violations.append(f"hot key [{entity}]: fields lost from the final content: {lost or ['base']}")
     return tally
 
 
@@ -291,6 +311,10 @@ class Model:
             return "SUCCEEDED", "duplicate"
         if latest and request["effectiveAt"] < latest["effectiveAt"]:
             return "SUCCEEDED", "stale"
+        if request["operation"] == "patch":  # of the latest version; nothing live to patch: NotFound
+            if latest is None or latest["deleted"]:
+                return "FAILED", "NotFound"
+            content = apply_patch(latest["attributes"], request.get("set", {}), request.get("remove", []))
         version = len(self.versions) + 1
         deleted = request["operation"] == "delete"
         remembered = {**(latest["changeIds"] if latest else {}), request["changeId"]: version}
@@ -338,14 +362,29 @@ def model_case(stack, cf: Changeflow, entity: str, steps: list[tuple[dict, tuple
         tally.violations.append(f"model [{entity}]: v0 {latest} != model {model.latest}")
 
 
+def apply_patch(content: dict[str, Any], set_: dict[str, Any], remove: list[str]) -> dict[str, Any]:
+    """The model's patch rule, written apart from the code under test: set replaces or adds top-level
+    fields, remove drops them."""
+    return {name: value for name, value in {**content, **set_}.items() if name not in remove}
+
+
 def change_sequences():
-    """Hypothesis strategy: up to 10 changes to one entity (puts, deletes, rollbacks) with timestamps from
-    a small range (so ties and stale writes are common), redeliveries of earlier changes, and faults."""
+    """Hypothesis strategy: up to 10 changes to one entity (puts, patches, deletes, rollbacks) with
+    timestamps from a small range (so ties and stale writes are common), redeliveries of earlier changes,
+    and faults."""
     from hypothesis import strategies as st
 
+    fields = st.sampled_from(["v", "a", "b"])
+    patch = st.builds(
+        lambda at, set_, remove: {"operation": "patch", "effectiveAt": T0 + at,
+                                  **({"set": set_} if set_ else {}),
+                                  **({"remove": sorted(set(remove) - set(set_))} if set(remove) - set(set_) else {})},
+        st.integers(0, 5), st.dictionaries(fields, st.integers(0, 3), max_size=2), st.lists(fields, max_size=2),
+    ).filter(lambda request: "set" in request or "remove" in request)
     operation = st.one_of(
         st.builds(lambda at, v: {"operation": "put", "effectiveAt": T0 + at, "attributes": {"v": v}},
                   st.integers(0, 5), st.integers(0, 3)),
+        patch,
         st.builds(lambda at: {"operation": "delete", "effectiveAt": T0 + at}, st.integers(0, 5)),
         st.builds(lambda at, k: {"operation": "rollback", "effectiveAt": T0 + at, "toVersion": k},
                   st.integers(0, 5), st.integers(1, 4)),
