@@ -43,7 +43,7 @@ def run_json(capsys, *args):
 
 
 def test_run_json_reports_executions_and_entity_versions(capsys):
-    files = [WORKFLOW / n for n in ("01-create.json", "02-update.json", "03-stale.json", "06-delete.json")]
+    files = [WORKFLOW / n for n in ("01-create.json", "02-update.json", "03-stale.json", "07-delete.json")]
     status, doc = run_json(capsys, *files)
     assert status == 0
     assert set(doc) == {"executions", "entities"}
@@ -67,7 +67,7 @@ def test_run_accepts_arrays_and_runs_them_concurrently(capsys):
 
 
 def test_run_with_a_named_failure_exits_one_and_its_cause_is_the_message(stack_logs, capsys):
-    status, doc = run_json(capsys, WORKFLOW / "01-create.json", WORKFLOW / "10-invalid.json")
+    status, doc = run_json(capsys, WORKFLOW / "01-create.json", WORKFLOW / "11-invalid.json")
     assert status == 1  # the same rule as submit: a change the workflow rejected
     failed = doc["executions"][1]
     assert failed["status"] == "FAILED" and failed["error"] == "ValidationError"
@@ -80,7 +80,7 @@ def test_run_with_a_named_failure_exits_one_and_its_cause_is_the_message(stack_l
 
 
 def test_run_param_overrides_a_template_parameter(capsys):
-    files = [WORKFLOW / n for n in ("01-create.json", "02-update.json", "08-revive.json")]
+    files = [WORKFLOW / n for n in ("01-create.json", "02-update.json", "09-revive.json")]
     status, doc = run_json(capsys, *files, "--param", "HistoryRetentionVersions=1")
     assert status == 0
     expiries = [v["expiresAt"] for v in doc["entities"]["doc#42"]["versions"]]

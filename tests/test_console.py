@@ -181,7 +181,7 @@ def test_the_demo_entity_shows_every_version_with_its_audit_fields_and_diffs(pag
     versions = page.page.locator("#versions tbody tr")
     shown = [int(v) for v in versions.evaluate_all("rows => rows.map(r => r.dataset.version)")]
     entity_view = served["cf"].entity(entity)
-    assert shown == sorted((v["version"] for v in entity_view["versions"]), reverse=True) == [7, 6, 5, 4, 3, 2, 1]
+    assert shown == sorted((v["version"] for v in entity_view["versions"]), reverse=True) == list(range(9, 0, -1))
 
     v1 = cells(page.page.locator("#v1"))
     assert v1[1] == "put" and v1[2] == "applied"
@@ -202,12 +202,20 @@ def test_the_demo_entity_shows_every_version_with_its_audit_fields_and_diffs(pag
         assert json.dumps(before["status"]) in status_change.inner_text()
         assert json.dumps(after["status"]) in status_change.inner_text()
 
+    # the two concurrent patches: each names the fields it set, and the diff shows only those changed
+    for number in (5, 6):
+        version = entity_view["versions"][number - 1]
+        assert cells(page.page.locator(f"#v{number}"))[1].startswith("patch")
+        named = {li.get_attribute("data-field") for li in page.page.locator(f"#v{number} ul.patch li").all()}
+        assert named == set(version["patch"]["set"]) | set(version["patch"]["remove"]) and named
+        diff = {li.get_attribute("data-field") for li in page.page.locator(f"#v{number} td.diff li").all()}
+        assert diff <= named  # a patch changes nothing it does not name
     # the delete: a tombstone with its expiry, every field removed
-    v5 = page.page.locator("#v5")
-    assert "tombstone" in v5.get_attribute("class") and "tombstone" in v5.inner_text()
-    assert page.page.locator("#v5 td.diff li.removed").count() == len(entity_view["versions"][3]["attributes"])
+    v7 = page.page.locator("#v7")
+    assert "tombstone" in v7.get_attribute("class") and "tombstone" in v7.inner_text()
+    assert page.page.locator("#v7 td.diff li.removed").count() == len(entity_view["versions"][5]["attributes"])
     # the rollback names its source version
-    assert "rollback of v2" in cells(page.page.locator("#v7"))[1]
+    assert "rollback of v2" in cells(page.page.locator("#v9"))[1]
     assert page.page.locator("#verify h2").inner_text() == "Verify: ok"
     assert page.page.locator("#repair").count() == 0  # nothing for repair to do
     page.shot("entity")

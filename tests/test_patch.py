@@ -268,3 +268,96 @@ def test_the_patch_check_refuses_a_patch_with_nothing_live_before_it_and_skips_w
     assert patch_problems([item(2, "patch", a=1)], {}) == ["patch version 2 does not record its patch"]
     # a predecessor that has expired cannot be checked, and is not reported
     assert patch_problems([item(5, "patch", a=1, patch=record)], {}) == []
+
+
+# --- every entry point: POST /changes, EventBridge, the CLI ---------------------------------------------
+@pytest.fixture
+def server():
+    from changeflow.server import EmbeddedServer
+
+    with EmbeddedServer(port=0, time_scale=0.001) as running:
+        yield running
+
+
+def http(method, url, body=None):
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_patch_posted_to_the_api_applies_and_the_read_api_shows_what_it_changed(server):
+    from changeflow import moto_patches
+
+    status, answer = http("POST", f"{server.url}/v1/changes", put(change="c1", title="Q3", status="draft"))
+    assert status == 200 and moto_patches.wait_for_termination(answer["executionArn"], 60)
+    # WHEN a patch is posted (the API's request model knows set and remove)
+    status, answer = http("POST", f"{server.url}/v1/changes",
+                          patch(change="c2", set={"status": "approved"}, remove=["title"], actor="carol"))
+    assert status == 200, answer
+    assert moto_patches.wait_for_termination(answer["executionArn"], 60)
+    # THEN the read API's latest, version list and version show the patch
+    _, latest = http("GET", f"{server.url}/v1/entities/doc%2342")
+    assert latest["attributes"] == {"status": "approved"} and latest["patch"] == {
+        "set": {"status": "approved"}, "remove": ["title"]}
+    _, page = http("GET", f"{server.url}/v1/entities/doc%2342/versions")
+    assert [v["patch"] for v in page["items"]] == [{"set": {"status": "approved"}, "remove": ["title"]}, None]
+
+
+@pytest.mark.parametrize("body", [
+    patch(change="c1", set={"a": 1}, remove="a"),
+    patch(change="c1", set=["a"]),
+    patch(change="c1", remove=[1]),
+    patch(change="c1", remove=["a", "a"]),
+], ids=["remove-a-string", "set-a-list", "remove-a-number", "remove-twice"])
+def test_the_api_request_model_refuses_a_malformed_patch_with_400_and_starts_nothing(server, body):
+    status, answer = http("POST", f"{server.url}/v1/changes", body)
+    assert (status, answer) == (400, {"message": "Invalid request body"})
+    sfn = boto3_client(server, "stepfunctions")
+    assert sfn.list_executions(stateMachineArn=server.stack.outputs["ChangeStateMachineArn"])["executions"] == []
+
+
+def test_a_put_with_a_patch_field_passes_the_model_and_the_workflow_names_the_field(server):
+    from changeflow import moto_patches
+
+    status, answer = http("POST", f"{server.url}/v1/changes", put(change="c1", a=1) | {"set": {"a": 2}})
+    assert status == 200 and moto_patches.wait_for_termination(answer["executionArn"], 60)
+    description = boto3_client(server, "stepfunctions").describe_execution(executionArn=answer["executionArn"])
+    assert description["status"] == "FAILED" and description["error"] == "ValidationError"
+    assert json.loads(description["cause"])["errorMessage"].startswith("set: is only for a patch")
+
+
+def boto3_client(server, service):
+    import boto3
+
+    return boto3.client(service, endpoint_url=server.url, region_name="us-east-1")
+
+
+def test_a_patch_sent_as_an_eventbridge_event_applies(server):
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_aws_stack("changeflow", "us-east-1", endpoint_url=server.url)
+    assert cf.submit(put(change="c1", a=1, b=2)).status == "SUCCEEDED"
+    execution = cf.submit_via_events(json.dumps(patch(change="c2", set={"b": 3}, remove=["a"])), timeout=60)
+    assert execution.status == "SUCCEEDED", execution.cause
+    assert cf.entity("doc#42")["latest"]["attributes"] == {"b": 3}
+
+
+def test_the_cli_submits_a_patch_file_and_versions_shows_what_each_patch_changed(server, tmp_path, capsys):
+    from changeflow.cli import main
+
+    first, second = tmp_path / "put.json", tmp_path / "patch.json"
+    first.write_text(json.dumps(put(change="c1", title="Q3", status="draft")))
+    second.write_text(json.dumps(patch(change="c2", set={"status": "approved"}, remove=["title"])))
+    assert main(["submit", str(first), str(second), "--endpoint-url", server.url]) == 0
+    capsys.readouterr()
+    assert main(["versions", "doc#42", "--endpoint-url", server.url]) == 0
+    table = capsys.readouterr().out
+    row = next(line for line in table.splitlines() if line.startswith("2 "))
+    assert "patch" in row and 'set {"status":"approved"}; remove title' in row

@@ -378,12 +378,15 @@ def test_lost_response_of_the_v0_write_is_recovered_by_a_fresh_read(stack, cf):
 
 def test_workflow_inputs_in_events_run_as_documented(cf):
     assert cf.submit(load_event("workflow/put.json")).output["outcome"] == "applied"
+    assert cf.submit(load_event("workflow/patch.json")).output["outcome"] == "applied"
+    assert cf.entity("user#1001")["latest"]["attributes"] == {"name": "Ada", "email": "ada@lovelace.example",
+                                                              "plan": "pro"}
     assert cf.submit(load_event("workflow/stale.json")).output["outcome"] == "stale"
     assert cf.submit(load_event("workflow/delete.json")).output["outcome"] == "applied"
     assert cf.submit(load_event("workflow/rollback.json")).output["outcome"] == "applied"
     invalid = cf.submit(load_event("workflow/invalid.json"))
     assert invalid.error == "ValidationError"
-    assert [v["operation"] for v in cf.entity("user#1001")["versions"]] == ["put", "delete", "rollback"]
+    assert [v["operation"] for v in cf.entity("user#1001")["versions"]] == ["put", "patch", "delete", "rollback"]
 
 
 # --- issue 9 item 5: one maximum request size; no state ever over Step Functions' 256 KiB --------------

@@ -1,7 +1,8 @@
 """``changeflow demo`` (``make run``): the whole story on the embedded stack, every change read from
-``events/workflow/``: create, update, a stale write, a redelivered duplicate, two writers racing, a
-delete that leaves a tombstone, an older write that cannot resurrect it, a newer write that revives it,
-a rollback and an invalid request; then the version table and one execution's history."""
+``events/workflow/``: create, update, a stale write, a redelivered duplicate, two writers racing, two
+concurrent patches of different fields, a delete that leaves a tombstone, an older write that cannot
+resurrect it, a newer write that revives it, a rollback and an invalid request; then the version table
+and one execution's history."""
 
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ STEPS = [
     ("a late write from an offline client is older than the stored version: stale", "03-stale.json"),
     ("the update is delivered again: duplicate, no new version", "04-duplicate.json"),
     ("two writers race with the same effective time (both apply, one after the other)", "05-race.json"),
-    ("delete: v0 becomes a tombstone that keeps the timestamp", "06-delete.json"),
-    ("a write older than the delete cannot resurrect the entity", "07-resurrect-older.json"),
-    ("a newer write revives it (the revived v0 has no expiry)", "08-revive.json"),
-    ("roll back to version 2: its content becomes a new version", "09-rollback.json"),
-    ("an invalid request: ValidationError, nothing written", "10-invalid.json"),
+    ("two patches of different fields at once: both land, each applied to the version it read", "06-patches.json"),
+    ("delete: v0 becomes a tombstone that keeps the timestamp", "07-delete.json"),
+    ("a write older than the delete cannot resurrect the entity", "08-resurrect-older.json"),
+    ("a newer write revives it (the revived v0 has no expiry)", "09-revive.json"),
+    ("roll back to version 2: its content becomes a new version", "10-rollback.json"),
+    ("an invalid request: ValidationError, nothing written", "11-invalid.json"),
 ]
 HISTORY_OF = "02-update.json"
 

@@ -67,11 +67,24 @@ def _time(ms: Any) -> str:
     return datetime.fromtimestamp(int(ms) / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
+def patch_summary(record: dict[str, Any] | None) -> str:
+    """What a patch changed, in one line: ``set {"status":"approved"}; remove draftNote``."""
+    if not record:
+        return ""
+    parts = []
+    if record.get("set"):
+        parts.append("set " + wire.dumps(record["set"], compact=True))
+    if record.get("remove"):
+        parts.append("remove " + ", ".join(record["remove"]))
+    return "; ".join(parts)
+
+
 def versions(entity_id: str, entity: dict[str, Any]) -> str:
     rows = []
     for v in entity["versions"]:
         rows.append([v["version"], "yes" if v["deleted"] else "", v["effectiveAt"], v["operation"], v["changeId"],
-                     v["actor"], v["expiresAt"], v["attributes"] if not v["deleted"] else "(tombstone)"])
+                     v["actor"], v["expiresAt"], patch_summary(v.get("patch")),
+                     v["attributes"] if not v["deleted"] else "(tombstone)"])
     latest = entity["latest"]
     head = f"entity {entity_id}: "
     if latest is None:
@@ -81,7 +94,8 @@ def versions(entity_id: str, entity: dict[str, Any]) -> str:
         head += f"v0 = version {latest['version']} ({state}, effectiveAt {latest['effectiveAt']}"
         head += f", expires {latest['expiresAt']})" if latest["expiresAt"] else ")"
     return head + "\n" + table(
-        ["version", "deleted", "effectiveAt", "operation", "changeId", "actor", "expiresAt", "attributes"], rows
+        ["version", "deleted", "effectiveAt", "operation", "changeId", "actor", "expiresAt", "patch", "attributes"],
+        rows
     )
 
 
