@@ -111,6 +111,8 @@ def measure_paths(item_bytes: int) -> dict:
     plan = [
         ("create", change(1, 0, operation="put", attributes=attrs)),
         ("update", change(2, 10, operation="put", attributes=attrs)),
+        # one field set, one removed, on the entity the update left (the content stays ~item_bytes)
+        ("patch", change(7, 15, operation="patch", set={"status": "approved"}, remove=["draftNote"])),
         ("stale", change(3, 5, operation="put", attributes=attrs)),
         ("duplicate", change(2, 10, operation="put", attributes=attrs)),
         ("delete", change(4, 20, operation="delete")),

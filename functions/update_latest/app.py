@@ -1,6 +1,6 @@
-"""Step 2, conditional v0 update (put and rollback): write ``v0`` whole if it is still the fetched version
-and the change is not older than it. Never retried by the state machine: a failed condition is classified
-from the old item DynamoDB returns with it.
+"""Step 2, conditional v0 update (put, patch and rollback: the fetch step made the whole new content):
+write ``v0`` whole if it is still the fetched version and the change is not older than it. Never retried
+by the state machine: a failed condition is classified from the old item DynamoDB returns with it.
 
 Input: ``{"change", "latest", "content", "attempt", "execution"}`` (the fetch step's result).
 Output: ``{"outcome": "applied"|"duplicate", "version", "recordedAt"}``. Raises ``WriteConflict`` (another

@@ -73,6 +73,11 @@ def _put(entity: str, change: str, at: int, **attributes) -> dict:
             "effectiveAt": at, "actor": "diff@example.com", "reason": "differential run"}
 
 
+def _patch(entity: str, change: str, at: int) -> dict:
+    return {"entityId": entity, "operation": "patch", "set": {"title": "patched", "extra": [1, 2.5]},
+            "remove": ["n"], "changeId": change, "effectiveAt": at}
+
+
 def scenarios() -> list[Scenario]:
     e = "doc#diff"
     base = [_put(e, "c1", 1000, title="first", n=1)]
@@ -87,6 +92,10 @@ def scenarios() -> list[Scenario]:
         Scenario("rollback", base + [_put(e, "c2", 2000, title="second"),
                                      {"entityId": e, "operation": "rollback", "toVersion": 1, "changeId": "c3",
                                       "effectiveAt": 3000}]),
+        Scenario("patch", base + [_patch(e, "c2", 2000)]),
+        Scenario("patch after a conflict", base + [_patch(e, "c2", 2000)], rival_writes=1,
+                 at_least={"FetchLatestFunction": 2, "UpdateLatestFunction": 2}),
+        Scenario("patch of nothing", [_patch(e, "c1", 1000)], expect="NotFound"),
         Scenario("conflict", base + [_put(e, "c2", 2000, title="second")], rival_writes=1,
                  at_least={"FetchLatestFunction": 2, "UpdateLatestFunction": 2}),
         Scenario("history put retried", base + [_put(e, "c2", 2000, title="second")],
