@@ -34,7 +34,10 @@ def main() -> int:
         for k in (10, 25, 50):
             hot.add(r.hot_key(cf, k, shared_time=True, seed=k))
             hot.add(r.hot_key(cf, k, shared_time=False, seed=k))
-        tallies.append(hot)
+        patches = r.Tally("1b. hot key, patches of different fields (K=10, 25, 50)")
+        for k in (10, 25, 50):  # every field must land: no lost update
+            patches.add(r.hot_key(cf, k, shared_time=True, seed=k, patches=True))
+        tallies += [hot, patches]
     with EmbeddedStack(ROOT, time_scale=0.001, parameters={"HistoryRetentionVersions": "3",
                                                            "HistoryRetentionDays": "30"}) as stack:
         cf = Changeflow.for_embedded(stack)
