@@ -104,7 +104,7 @@ run: $(STAMP)
 # second interpreter's opinion on the ASL (make diff-asl).
 test: lint
 	$(BIN)/pytest --random-order
-	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest -q tests/test_workflow.py
+	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest -q tests/test_workflow.py tests/test_patch.py
 	$(MAKE) --no-print-directory diff-asl
 
 $(ASL_STAMP): pyproject.toml
