@@ -43,10 +43,13 @@ def check_carried_size(content: dict | None, patch_set: dict | None = None) -> N
     the history put: refuse what would not fit (Step Functions' 256 KiB per state) before anything is
     written."""
     size = items.wire_size(content or {}) + (items.wire_size(patch_set) if patch_set else 0)
-    if size > MAX_REQUEST_BYTES:
-        field, what = ("set", "the patched content and the patch are") if patch_set else ("attributes", "")
-        raise ValidationError(field, f"{what} {size} bytes as DynamoDB JSON (the form the workflow carries), "
-                                     f"over the {MAX_REQUEST_BYTES}-byte request limit".lstrip())
+    if size <= MAX_REQUEST_BYTES:
+        return
+    carried = (f"{size} bytes as DynamoDB JSON (the form the workflow carries), "
+               f"over the {MAX_REQUEST_BYTES}-byte request limit")
+    if patch_set:
+        raise ValidationError("set", f"the patched content and the patch are {carried}")
+    raise ValidationError("attributes", carried)
 
 
 def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
