@@ -18,7 +18,7 @@ spec.loader.exec_module(readme_tables)
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 BLOCKS = {"cost-units", "cold-start", "embedded-vs-direct"}
-PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback"]
+PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch"]
 HANDLERS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
             "TagTtlFunction", "ReadApiFunction", "SubmitChangeFunction"]  # every function of template.yaml
 
