@@ -146,3 +146,17 @@ class Context:
 @pytest.fixture
 def context():
     return Context()
+
+
+STATE_LIMIT = 256 * 1024  # AWS: "Maximum input or output size for a task, state, or execution", UTF-8 bytes
+
+
+def largest_state(cf, execution):
+    """The largest state input/output, task parameters or task result in the execution's history."""
+    sizes = [0]
+    for event in cf.history(execution.arn):
+        for key, details in event.items():
+            if key.endswith("EventDetails") and isinstance(details, dict):
+                sizes += [len(details[field].encode("utf-8")) for field in ("input", "output", "parameters")
+                          if isinstance(details.get(field), str)]
+    return max(sizes)

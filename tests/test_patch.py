@@ -12,6 +12,7 @@ from decimal import Decimal
 import pytest
 
 from changeflow_core import model, validation
+from conftest import STATE_LIMIT, largest_state
 
 T0 = 1_767_225_600_000
 
@@ -205,6 +206,31 @@ def test_a_patch_that_would_grow_the_content_past_the_limit_is_refused_by_name_a
     # THEN ValidationError naming set: the whole content would no longer fit the state; nothing is written
     assert execution.status == "FAILED" and execution.error == "ValidationError"
     assert json.loads(execution.cause)["errorMessage"].startswith("set:")
+    assert snapshot(cf) == before
+
+
+def test_the_largest_patch_that_fits_applies_with_every_state_under_256_kib_and_one_byte_more_is_refused(cf):
+    # GIVEN an entity of ~100 KB, and patches whose patched content plus patch (both carried between steps,
+    # as DynamoDB JSON) come to the limit (or one byte under), and one character more
+    from changeflow_core import items
+
+    cf.submit(put(body="x" * 100_000))
+    content = {"body": {"S": "x" * 100_000}}
+
+    def carried(more):  # what the steps carry: the patched content and the patch, as DynamoDB JSON
+        padded = {"more": {"S": "y" * more}}
+        return items.wire_size({**content, **padded}) + items.wire_size(padded)
+
+    base = carried(0)
+    more = (validation.MAX_REQUEST_BYTES - base) // 2  # each byte of the value is carried twice
+    assert validation.MAX_REQUEST_BYTES - 1 <= carried(more) <= validation.MAX_REQUEST_BYTES < carried(more + 1)
+    execution = cf.submit(patch(change="largest", set={"more": "y" * more}))
+    # THEN it applies, and no state input, output, task parameters or result exceeds Step Functions' limit
+    assert execution.output["outcome"] == "applied", execution.cause
+    assert largest_state(cf, execution) <= STATE_LIMIT
+    before = snapshot(cf)
+    over = cf.submit(patch(change="over", set={"more": "y" * (more + 1)}))
+    assert over.error == "ValidationError" and json.loads(over.cause)["errorMessage"].startswith("set:")
     assert snapshot(cf) == before
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import load_event
+from conftest import STATE_LIMIT, largest_state, load_event
 
 T0 = 1_767_225_600_000
 
@@ -390,18 +390,6 @@ def test_workflow_inputs_in_events_run_as_documented(cf):
 
 
 # --- issue 9 item 5: one maximum request size; no state ever over Step Functions' 256 KiB --------------
-STATE_LIMIT = 256 * 1024  # AWS: "Maximum input or output size for a task, state, or execution", UTF-8 bytes
-
-
-def largest_state(cf, execution):
-    """The largest state input/output, task parameters or task result in the execution's history."""
-    sizes = [0]
-    for event in cf.history(execution.arn):
-        for key, details in event.items():
-            if key.endswith("EventDetails") and isinstance(details, dict):
-                sizes += [len(details[field].encode("utf-8")) for field in ("input", "output", "parameters")
-                          if isinstance(details.get(field), str)]
-    return max(sizes)
 
 
 def padded_put(size, entity="big#1", at=T0, change="big-1"):
