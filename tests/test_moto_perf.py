@@ -121,7 +121,7 @@ def _write(client, table: str, kind: str, writes) -> None:
             client.put_item(TableName=table, Item=item)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def dynamodb():
     with mock_aws():
         yield boto3.client("dynamodb", region_name="us-east-1")
@@ -486,6 +486,10 @@ def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine,
     _wait_closed(sfn, arns)
     for execution_arn in arns:
         execution = backend.describe_execution(execution_arn)
+        for _ in range(200):  # the status is set first, then the execution is compacted (same thread)
+            if isinstance(execution.exec_worker.env, moto_perf.ClosedHistory):
+                break
+            time.sleep(0.01)
         assert isinstance(execution.exec_worker.env, moto_perf.ClosedHistory)
         assert backend.get_execution_history(execution_arn)["events"] == recorded[execution_arn]
         assert len(recorded[execution_arn]) >= 5  # started, states entered/exited, succeeded
@@ -493,3 +497,112 @@ def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine,
     sfn.stop_execution(executionArn=arns[0])  # a closed execution: nothing to stop, nothing changes
     assert sfn.describe_execution(executionArn=arns[0])["status"] == "SUCCEEDED"
     assert threading.active_count() < 50
+
+
+# --- What a closed execution keeps (a long serve): the same answers, in less memory ------------------------
+def _changes(n: int, prefix: str) -> list[dict]:
+    from changeflow.reliability import T0
+
+    return [{"entityId": f"{prefix}#{i % 2}", "operation": "put", "changeId": f"{prefix}-{i}",
+             "attributes": {"n": i}, "effectiveAt": T0 + i} for i in range(n)]
+
+
+def _log_answers(logs, group: str, streams: list[str]) -> list:
+    answers = [logs.filter_log_events(logGroupName=group)["events"]]
+    for stream in streams:
+        answers.append(logs.get_log_events(logGroupName=group, logStreamName=stream, startFromHead=True)["events"])
+        answers.append(logs.get_log_events(logGroupName=group, logStreamName=stream, limit=3)["events"])
+    answers.append(logs.describe_log_streams(logGroupName=group)["logStreams"])
+    return answers
+
+
+def test_a_closed_executions_log_stream_is_packed_and_reads_the_same(stack):
+    """The execution log (CloudWatch Logs, the audit's archive) keeps every record; once an execution has
+    closed, its stream's records are kept packed. GetLogEvents, FilterLogEvents and DescribeLogStreams
+    answer exactly what they answer from moto's own list of events, and a later PutLogEvents into the
+    stream still lands."""
+    from moto.logs.models import logs_backends
+
+    from changeflow.client import Changeflow
+
+    client = Changeflow.for_embedded(stack)
+    for request in _changes(3, "log"):
+        assert client.submit(request).status == "SUCCEEDED"
+    logs, group = stack.client("logs"), client._log_group()
+    backend_group = logs_backends["123456789012"]["us-east-1"].groups[group]
+    streams = sorted(backend_group.streams)
+    assert len(streams) >= 3
+    assert all(isinstance(s.events, moto_perf.PackedLogEvents) for s in backend_group.streams.values())
+    packed = _log_answers(logs, group, streams)
+    for s in backend_group.streams.values():  # moto's own form: a list of LogEvent
+        s.events = list(s.events)
+    assert _log_answers(logs, group, streams) == packed
+    assert len(packed[0]) >= 3 * 10 and all(json.loads(e["message"])["execution_arn"] for e in packed[0])
+    backend_group.streams[streams[0]].events = moto_perf.PackedLogEvents(backend_group.streams[streams[0]].events)
+    logs.put_log_events(logGroupName=group, logStreamName=streams[0],
+                        logEvents=[{"timestamp": int(time.time() * 1000), "message": "later"}])
+    after = logs.get_log_events(logGroupName=group, logStreamName=streams[0], startFromHead=True)["events"]
+    assert after[:-1] == packed[1] and after[-1]["message"] == "later"
+
+
+def test_closed_executions_share_their_state_machine_snapshot_and_keep_no_waiters(stack):
+    """moto snapshots the state machine for each execution; closed executions whose snapshots are equal
+    share one, and each still holds the definition it ran with after the state machine has been updated. Nothing is kept per ended execution for waiters but its
+    ARN, and a wait on an ended execution returns at once."""
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    from changeflow import moto_patches
+    from changeflow.client import Changeflow
+
+    client = Changeflow.for_embedded(stack)
+    sfn = stack.client("stepfunctions")
+    before = [client.submit(r).arn for r in _changes(3, "snap")]
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=client.state_machine_arn)["definition"])
+    original = definition.get("Comment")
+    definition["Comment"] = f"{original} (updated)"
+    sfn.update_state_machine(stateMachineArn=client.state_machine_arn, definition=json.dumps(definition))
+    after = [client.submit(r).arn for r in _changes(5, "snap")[3:]]
+    backend = stepfunctions_parser_backends["123456789012"]["us-east-1"]
+    snapshots = [backend.describe_execution(arn).state_machine for arn in before + after]
+    assert snapshots[0] is snapshots[1] is snapshots[2] and snapshots[3] is snapshots[4]
+    assert snapshots[2] is not snapshots[3]
+    for arn, comment in [(a, original) for a in before] + [(a, f"{original} (updated)") for a in after]:
+        ran = json.loads(backend.describe_execution(arn).state_machine.definition)
+        assert ran.get("Comment") == comment
+        assert sfn.describe_execution(executionArn=arn)["status"] == "SUCCEEDED"
+        worker = backend.describe_execution(arn).exec_worker
+        assert worker._evaluation_details is None and isinstance(worker.env, moto_perf.ClosedHistory)
+    assert moto_patches._Termination.events == {}
+    assert set(before + after) <= moto_patches._Termination.ended
+    started = time.monotonic()
+    assert moto_patches.wait_for_termination(before[0], 30) and time.monotonic() - started < 1
+
+
+def test_the_model_registry_lists_the_live_objects_and_frees_the_rest():
+    """moto's dashboard registry (``instances_tracked``) held every model object ever made: each
+    overwritten item and the copy of every item a read returned. Patched, it lists the objects still
+    alive, in the order they were made, and a read's copies are freed."""
+    import gc
+
+    from moto.core.model_instances import reset_model_data
+    from moto.dynamodb.models.dynamo_type import Item
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(TableName="r", BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+        reset_model_data()  # what moto does on reset: a plain list again
+        for n in range(5):
+            client.put_item(TableName="r", Item={"pk": {"S": f"k{n}"}, "n": {"N": "1"}})
+        for _ in range(20):
+            client.put_item(TableName="r", Item={"pk": {"S": "k0"}, "n": {"N": "2"}})  # overwrites
+            client.get_item(TableName="r", Key={"pk": {"S": "k1"}})
+            client.scan(TableName="r")
+        gc.collect()
+        from moto.dynamodb.models import dynamodb_backends
+
+        held = list(dynamodb_backends["123456789012"]["us-east-1"].tables["r"].items.values())
+        tracked = list(Item.instances_tracked)
+        assert sorted(map(id, tracked)) == sorted(map(id, held)) and len(tracked) == 5
+        assert [i.hash_key.value for i in tracked] == ["k1", "k2", "k3", "k4", "k0"]  # the order made

@@ -23,6 +23,14 @@ answer with moto's own, on random tables and executions):
   the same name, and DescribeExecution/GetExecutionHistory for the execution's ARN, by walking the state
   machine's list of every execution it ever ran: O(executions) per call, O(n^2) over a run. The patch
   indexes that list by name and by ARN: O(1).
+- moto's model registry (``_patch_model_registry``): ``BaseModel.__new__`` appends every model object
+  moto ever makes to its class's ``instances_tracked`` list, which only moto's dashboard
+  (``/moto-api/data.json``) reads and nothing empties while a mock runs: every DynamoDB ``Item`` (each
+  version written, each overwritten ``v0``, and the copy of every item each GetItem, Query and Scan
+  returns), every CloudWatch Logs event, every state machine snapshot. A long ``serve`` kept them all,
+  so memory grew with every read as well as every write. The patch keeps the registry's entries as weak
+  references: the dashboard lists the objects still alive (everything the backends hold), in the order
+  they were made; an object nothing else holds is freed.
 - Closed executions (``_patch_compact_closed_executions``): a finished execution keeps its whole
   interpreter environment (threads, events, parsed inputs, the context object) only to answer
   GetExecutionHistory later: ~80 KB per change, never freed. The patch keeps, once the execution has
@@ -41,6 +49,7 @@ import copy
 import inspect
 import pickle
 import threading
+import weakref
 import zlib
 from collections import defaultdict
 from typing import Any
@@ -63,6 +72,7 @@ def install() -> None:
         _patch_scan_by_key_order()
         _patch_execution_index()
         _patch_compact_closed_executions()
+        _patch_model_registry()
         _ORIGINALS["installed"] = True
 
 
@@ -577,6 +587,80 @@ class ClosedHistory:
         """The program has ended: nothing to stop."""
 
 
+class PackedLogEvents:
+    """A closed execution's log stream events (moto's ``LogStream.events``, a list of ``LogEvent``), kept
+    pickled and compressed: the execution's ARN and the state names repeat in every record, so 22 records
+    of ~760 bytes each pack into a few hundred bytes. Reading unpacks them, the same objects each time;
+    ``+=`` (a later PutLogEvents into the stream, all moto's logs backend does to the list besides
+    reading it) gives back a plain list, unpacked."""
+
+    __slots__ = ("_blob", "_count")
+
+    def __init__(self, events: list):
+        self._blob = zlib.compress(pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        self._count = len(events)
+
+    def _events(self) -> list:
+        return pickle.loads(zlib.decompress(self._blob))  # noqa: S301 - our own bytes, made just above
+
+    def __iter__(self):
+        return iter(self._events())
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __getitem__(self, index):
+        return self._events()[index]
+
+    def __add__(self, other: list) -> list:
+        return self._events() + list(other)
+
+    __iadd__ = __add__
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+    __hash__ = None
+
+
+def _pack_execution_log(execution) -> None:
+    """Pack the closed execution's own log stream (one stream per execution: moto_patches names it after
+    the execution), once the execution has written its last record."""
+    session = getattr(execution, "_cloud_watch_logging_session", None)
+    if session is None:
+        return
+    from moto.logs.models import logs_backends
+
+    config = session.configuration
+    try:
+        logs = logs_backends[config.log_account_id][config.log_region]
+    except (AttributeError, KeyError):
+        return
+    group = logs.groups.get(config.log_group_name)
+    stream = group.streams.get(config.log_stream_name) if group is not None else None
+    if stream is not None and type(stream.events) is list and stream.events:
+        stream.events = PackedLogEvents(stream.events)
+
+
+def _share_snapshot(execution, snapshots: dict) -> None:
+    """moto gives each execution its own deep copy of the state machine (a snapshot of the definition and
+    settings it started with). Closed executions whose snapshots are equal share one: what
+    DescribeExecution reads from it (definition, name, ARN, revision, logging) is unchanged."""
+    snapshot = getattr(execution, "state_machine", None)
+    if snapshot is None:
+        return
+    key = getattr(execution, "state_machine_arn", None)
+    fields = {k: v for k, v in vars(snapshot).items() if k not in ("executions", "backend")}
+    kept = snapshots.get(key)
+    if kept is not None and type(kept[0]) is type(snapshot) and kept[1] == fields:
+        execution.state_machine = kept[0]
+    else:
+        snapshots[key] = (snapshot, fields)
+
+
 def _patch_compact_closed_executions() -> None:
     from moto.stepfunctions.parser.backend import execution as execution_module
 
@@ -585,16 +669,91 @@ def _patch_compact_closed_executions() -> None:
     communication = execution_module.BaseExecutionWorkerCommunication
     original = _ORIGINALS.setdefault("terminated_perf", communication.terminated)
     threads = utils.TMP_THREADS  # every interpreter thread moto ever started, never emptied
+    snapshots: dict = {}  # state machine ARN -> (the snapshot closed executions share, its fields)
 
     def terminated(self):
         try:
             original(self)
         finally:
-            worker = self.execution.exec_worker
+            execution = self.execution
+            worker = execution.exec_worker
             env = getattr(worker, "env", None)
             if env is not None and not isinstance(env, ClosedHistory):
                 worker.env = ClosedHistory(env)
-            with _LOCK:  # keep the threads still running: O(threads alive), not O(threads ever started)
+            # what the worker needed to start the program (the evaluation details, ~1 KB) and the logging
+            # session (which only a running program writes through) are not read once it has ended
+            with _LOCK:
+                _pack_execution_log(execution)
+                for holder in (worker, execution):
+                    for name in ("_evaluation_details", "_cloud_watch_logging_session"):
+                        if getattr(holder, name, None) is not None:
+                            setattr(holder, name, None)
+                _share_snapshot(execution, snapshots)
+                # keep the threads still running: O(threads alive), not O(threads ever started)
                 threads[:] = [t for t in threads if t.is_alive()]
 
     communication.terminated = terminated
+
+
+# --- moto's model registry: live objects only --------------------------------------------------------------
+class LiveInstances:
+    """A model class's ``instances_tracked``: what moto's list held (every object of the class made since
+    the last reset, in order), as weak references, so an object the backends no longer hold is freed.
+    Dead references are dropped whenever the list has doubled since the last sweep (amortised O(1))."""
+
+    __slots__ = ("_refs", "_swept")
+
+    def __init__(self, objects=()):
+        self._refs: list = []
+        self._swept = 0
+        for obj in objects:
+            self.append(obj)
+
+    def append(self, obj) -> None:
+        try:
+            self._refs.append(weakref.ref(obj))
+        except TypeError:  # not weakly referenceable (a class with __slots__): kept as moto keeps it
+            self._refs.append(lambda obj=obj: obj)
+        if len(self._refs) > 2 * self._swept + 64:
+            self._refs = [r for r in self._refs if r() is not None]
+            self._swept = len(self._refs)
+
+    def __iter__(self):
+        return (obj for obj in (r() for r in list(self._refs)) if obj is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return any(True for _ in self)
+
+    def __getitem__(self, index):
+        return list(self)[index]
+
+    def remove(self, obj) -> None:
+        for i, r in enumerate(self._refs):
+            if r() is obj:
+                del self._refs[i]
+                return
+        raise ValueError("not tracked")
+
+    def clear(self) -> None:
+        self._refs.clear()
+        self._swept = 0
+
+
+def _patch_model_registry() -> None:
+    from moto.core.common_models import BaseModel
+
+    _ORIGINALS.setdefault("model_new", BaseModel.__dict__["__new__"])
+
+    def __new__(cls, *args, **kwargs):
+        instance = super(BaseModel, cls).__new__(cls)
+        tracked = cls.__dict__.get("instances_tracked")
+        if type(tracked) is not LiveInstances:  # made by moto's metaclass, or reset to [] since
+            tracked = LiveInstances(tracked or ())
+            cls.instances_tracked = tracked
+        tracked.append(instance)
+        return instance
+
+    BaseModel.__new__ = staticmethod(__new__)
