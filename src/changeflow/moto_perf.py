@@ -39,7 +39,11 @@ answer with moto's own, on random tables and executions):
   (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html), the embedded stack keeps
   every execution for as long as it runs; only the form is compact. moto also appends every thread
   its interpreter starts to a module-level list (``parser.utils.TMP_THREADS``) that nothing empties;
-  the patch drops the finished ones each time an execution closes.
+  the patch drops the finished ones each time an execution closes. At the same moment it packs the
+  execution's own CloudWatch Logs stream (its execution log: ~22 records of ~760 bytes, ~21 KB as
+  moto's ``LogEvent`` objects, ~2 KB packed; read back unchanged), lets closed executions
+  whose state machine snapshots are equal share one (moto deep-copies the state machine for every
+  execution), and drops what only a running program reads (the evaluation details and logging session).
 """
 
 from __future__ import annotations
@@ -590,7 +594,7 @@ class ClosedHistory:
 class PackedLogEvents:
     """A closed execution's log stream events (moto's ``LogStream.events``, a list of ``LogEvent``), kept
     pickled and compressed: the execution's ARN and the state names repeat in every record, so 22 records
-    of ~760 bytes each pack into a few hundred bytes. Reading unpacks them, the same objects each time;
+    of ~730 bytes each (16 KB of text, ~21 KB as objects) pack into ~2 KB. Reading unpacks them, the same objects each time;
     ``+=`` (a later PutLogEvents into the stream, all moto's logs backend does to the list besides
     reading it) gives back a plain list, unpacked."""
 
