@@ -594,9 +594,9 @@ class ClosedHistory:
 class PackedLogEvents:
     """A closed execution's log stream events (moto's ``LogStream.events``, a list of ``LogEvent``), kept
     pickled and compressed: the execution's ARN and the state names repeat in every record, so 22 records
-    of ~730 bytes each (16 KB of text, ~21 KB as objects) pack into ~2 KB. Reading unpacks them, the same objects each time;
-    ``+=`` (a later PutLogEvents into the stream, all moto's logs backend does to the list besides
-    reading it) gives back a plain list, unpacked."""
+    of ~730 bytes each (16 KB of text, ~21 KB as objects) pack into ~2 KB. Reading unpacks them (equal
+    objects each time); ``+=`` (a later PutLogEvents into the stream: all that moto's logs backend does to
+    the list besides reading it) gives back a plain list, unpacked."""
 
     __slots__ = ("_blob", "_count")
 
