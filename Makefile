@@ -157,6 +157,7 @@ bench: $(STAMP) $(LAMBDA_STAMP)
 	$(BIN)/python benchmarks/runtime.py
 	$(BIN)/python benchmarks/cold_start.py
 	$(BIN)/python benchmarks/scaling.py
+	$(BIN)/python benchmarks/memory.py
 
 cost: $(STAMP)
 	@mkdir -p build/bench

@@ -66,6 +66,24 @@ def test_run_accepts_arrays_and_runs_them_concurrently(capsys):
     assert sorted(e["output"]["version"] for e in doc["executions"]) == [1, 2]
 
 
+def test_run_time_scale_defaults(monkeypatch, tmp_path, capsys):
+    """One at a time the default stays 0.001; with --concurrency above 1 it is 0.1; a given
+    --time-scale always wins."""
+    from changeflow import embedded
+
+    scales = []
+    original = embedded.EmbeddedStack.__init__
+
+    def spy(self, *args, **kwargs):
+        scales.append(kwargs.get("time_scale"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(embedded.EmbeddedStack, "__init__", spy)
+    for extra in ([], ["--concurrency", "2"], ["--concurrency", "2", "--time-scale", "0.5"], ["--time-scale", "0"]):
+        run_json(capsys, WORKFLOW / "01-create.json", *extra)
+    assert scales == [0.001, 0.1, 0.5, 0.0]
+
+
 def test_run_with_a_named_failure_exits_one_and_its_cause_is_the_message(stack_logs, capsys):
     status, doc = run_json(capsys, WORKFLOW / "01-create.json", WORKFLOW / "11-invalid.json")
     assert status == 1  # the same rule as submit: a change the workflow rejected

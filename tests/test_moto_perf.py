@@ -27,6 +27,8 @@ from changeflow import moto_perf
 moto_perf.install()
 PATCHED_QUERY = Table.query
 STOCK_QUERY = moto_perf._ORIGINALS["table_query"]
+PATCHED_SCAN = Table.scan
+STOCK_SCAN = moto_perf._ORIGINALS["table_scan"]
 
 TABLES = itertools.count()
 
@@ -119,7 +121,7 @@ def _write(client, table: str, kind: str, writes) -> None:
             client.put_item(TableName=table, Item=item)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def dynamodb():
     with mock_aws():
         yield boto3.client("dynamodb", region_name="us-east-1")
@@ -149,6 +151,154 @@ def test_a_query_answers_what_moto_answers_on_random_tables(dynamodb, data, tabl
         client.delete_table(TableName=table)
 
 
+# --- DynamoDB Scan --------------------------------------------------------------------------------------
+@st.composite
+def scan_tables(draw):
+    hash_kind = draw(st.sampled_from(["S", "N"]))
+    range_kind = draw(st.sampled_from([None, "S", "N"]))
+    hashes = S_KEYS if hash_kind == "S" else N_KEYS
+    ranges = N_KEYS if range_kind == "N" else S_KEYS
+    write = st.tuples(hashes, ranges, SIZES, st.integers(0, 4))  # 0: a delete; 1-4: a put
+    return hash_kind, range_kind, draw(st.lists(write, max_size=30)), draw(st.lists(write, max_size=10))
+
+
+@st.composite
+def scans(draw, hash_kind, range_kind):
+    hashes = S_KEYS if hash_kind == "S" else N_KEYS
+    ranges = N_KEYS if range_kind == "N" else S_KEYS
+    start = draw(st.one_of(st.none(), st.tuples(hashes, ranges)))  # a key that may or may not be there
+    return {"limit": draw(st.one_of(st.none(), st.integers(1, 5))),
+            "segments": draw(st.sampled_from([None, (0, 1), (0, 3), (2, 3)])),
+            "filter": draw(st.sampled_from([None, "expression", "scan_filter"])),
+            "project": draw(st.booleans()),
+            "start": start}
+
+
+def _scan_request(table: str, hash_kind: str, range_kind: str | None, q: dict) -> dict:
+    request: dict = {"TableName": table}
+    if q["limit"]:
+        request["Limit"] = q["limit"]
+    if q["segments"]:
+        request["Segment"], request["TotalSegments"] = q["segments"]
+    if q["filter"] == "expression":
+        request["FilterExpression"] = "n > :n"
+        request["ExpressionAttributeValues"] = {":n": {"N": "10"}}
+    elif q["filter"] == "scan_filter":
+        request["ScanFilter"] = {"n": {"AttributeValueList": [{"N": "10"}], "ComparisonOperator": "GT"}}
+    if q["project"]:
+        request["ProjectionExpression"] = "pk, n"
+    if q["start"]:
+        request["ExclusiveStartKey"] = {"pk": {hash_kind: q["start"][0]}}
+        if range_kind:
+            request["ExclusiveStartKey"]["sk"] = {range_kind: q["start"][1]}
+    return request
+
+
+def _all_scan_pages(client, request: dict) -> list[dict]:
+    pages, start = [], request.pop("ExclusiveStartKey", None)
+    for _ in range(200):
+        page = client.scan(**request, **({"ExclusiveStartKey": start} if start else {}))
+        pages.append({k: page.get(k) for k in ("Items", "Count", "ScannedCount", "LastEvaluatedKey")})
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return pages
+    raise AssertionError("a Scan that never ends")
+
+
+def _both_scans(client, request: dict) -> tuple[list[dict], list[dict]]:
+    patched = _all_scan_pages(client, dict(request))
+    Table.scan = STOCK_SCAN
+    try:
+        stock = _all_scan_pages(client, dict(request))
+    finally:
+        Table.scan = PATCHED_SCAN
+    return patched, stock
+
+
+def _write_scan_table(client, table: str, hash_kind: str, range_kind: str | None, writes) -> None:
+    for pk, sk, size, put in writes:
+        key = {"pk": {hash_kind: pk}, **({"sk": {range_kind: sk}} if range_kind else {})}
+        if put:
+            item = {**key, "n": {"N": str(size % 23)}, **({"big": {"S": "x" * size}} if size else {})}
+            client.put_item(TableName=table, Item=item)
+        elif put == 0 and size % 2:
+            client.get_item(TableName=table, Key=key)  # moto makes an empty partition for an absent key
+        else:
+            client.delete_item(TableName=table, Key=key)
+
+
+@settings(max_examples=int(__import__("os").environ.get("MOTO_PERF_EXAMPLES", "50")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(data=st.data(), table_spec=scan_tables())
+def test_a_scan_answers_what_moto_answers_on_random_tables(dynamodb, data, table_spec):
+    """Every page of a Scan (with Limit, segments, a filter, a projection, an ExclusiveStartKey that may
+    name no item): the same items, in the same order, the same counts and LastEvaluatedKey as moto's
+    own Scan, on tables with and without a sort key, before and after more writes and deletes."""
+    hash_kind, range_kind, writes, later = table_spec
+    client, table = dynamodb, f"s{next(TABLES)}"
+    schema = [{"AttributeName": "pk", "KeyType": "HASH"}]
+    definitions = [{"AttributeName": "pk", "AttributeType": hash_kind}]
+    if range_kind:
+        schema.append({"AttributeName": "sk", "KeyType": "RANGE"})
+        definitions.append({"AttributeName": "sk", "AttributeType": range_kind})
+    client.create_table(TableName=table, BillingMode="PAY_PER_REQUEST", KeySchema=schema,
+                        AttributeDefinitions=definitions)
+    _write_scan_table(client, table, hash_kind, range_kind, writes)
+    for round_ in (1, 2):
+        for q in data.draw(st.lists(scans(hash_kind, range_kind), min_size=1, max_size=4), label=f"scans {round_}"):
+            patched, stock = _both_scans(client, _scan_request(table, hash_kind, range_kind, q))
+            assert patched == stock
+        _write_scan_table(client, table, hash_kind, range_kind, later)
+    client.delete_table(TableName=table)
+
+
+def test_a_scan_page_starts_at_its_start_key(monkeypatch):
+    """The cost removed: stock moto sorts the whole table (``all_items``) for every page of a Scan and walks
+    it from its first item to the start key. Patched, a page deep in a table of 200 entities (one with 300
+    versions) visits only the page and the one item that tells moto the page is full."""
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        _history_table(client, versions=300, others=200, name="scanned")
+        from moto.dynamodb.models.dynamo_type import Item
+
+        whole_table, visited = [], []
+        original_size = Item.size
+        monkeypatch.setattr(Table, "all_items", lambda self: whole_table.append(1) or [])
+
+        def size(item):
+            visited.append((item.hash_key.value, item.range_key.value))
+            return original_size(item)
+
+        monkeypatch.setattr(Item, "size", size)
+        page = client.scan(TableName="scanned", Limit=3,
+                           ExclusiveStartKey={"pk": {"S": "doc#1"}, "sk": {"S": "v#00000299"}})
+        assert [(i["pk"]["S"], i["sk"]["S"]) for i in page["Items"]] == [
+            ("doc#1", "v#00000300"), ("doc#1", "v0"), ("other#0", "v0")]  # "v0" sorts after "v#..."
+        assert page["LastEvaluatedKey"] == {"pk": {"S": "other#0"}, "sk": {"S": "v0"}}
+        assert whole_table == []
+        # moto sizes each item of the page twice (limit check, page size) and the one past the page once
+        assert set(visited) == {("doc#1", "v#00000300"), ("doc#1", "v0"), ("other#0", "v0"), ("other#1", "v0")}
+
+
+def test_the_sorted_partition_keys_follow_new_and_removed_partitions():
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    key = lambda s: DynamoType({"S": s})  # noqa: E731
+    partitions = moto_perf.Partitions(moto_perf.Partition)
+    partitions[key("c")][key("v0")] = "c"
+    partitions[key("a")][key("v0")] = "a"
+    assert [k.value for k in partitions.sorted_keys()[0]] == ["a", "c"]
+    partitions[key("b")][key("v0")] = "b"  # a new partition made by defaultdict is indexed
+    del partitions[key("c")]
+    assert [k.value for k in partitions.sorted_keys()[0]] == ["a", "b"]
+    clone = copy.deepcopy(partitions)
+    clone[key("0")][key("v0")] = "0"
+    assert [k.value for k in clone.sorted_keys()[0]] == ["0", "a", "b"]
+    assert [k.value for k in partitions.sorted_keys()[0]] == ["a", "b"]
+    assert type(clone) is moto_perf.Partitions and type(clone[key("a")]) is moto_perf.Partition
+
+
 def test_a_hash_key_only_table_answers_the_same():
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
@@ -163,16 +313,16 @@ def test_a_hash_key_only_table_answers_the_same():
         assert patched == stock and patched[0]["Items"] == [{"pk": {"S": "k3"}, "n": {"N": "3"}}]
 
 
-def _history_table(client, versions: int, others: int) -> None:
-    client.create_table(TableName="v", BillingMode="PAY_PER_REQUEST",
+def _history_table(client, versions: int, others: int, name: str = "v") -> None:
+    client.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
                         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
                                               {"AttributeName": "sk", "AttributeType": "S"}])
     for n in range(1, versions + 1):
-        client.put_item(TableName="v", Item={"pk": {"S": "doc#1"}, "sk": {"S": f"v#{n:08d}"}})
-    client.put_item(TableName="v", Item={"pk": {"S": "doc#1"}, "sk": {"S": "v0"}})
+        client.put_item(TableName=name, Item={"pk": {"S": "doc#1"}, "sk": {"S": f"v#{n:08d}"}})
+    client.put_item(TableName=name, Item={"pk": {"S": "doc#1"}, "sk": {"S": "v0"}})
     for n in range(others):
-        client.put_item(TableName="v", Item={"pk": {"S": f"other#{n}"}, "sk": {"S": "v0"}})
+        client.put_item(TableName=name, Item={"pk": {"S": f"other#{n}"}, "sk": {"S": "v0"}})
 
 
 def test_a_query_reads_one_partition_from_its_start_key(monkeypatch):
@@ -336,6 +486,10 @@ def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine,
     _wait_closed(sfn, arns)
     for execution_arn in arns:
         execution = backend.describe_execution(execution_arn)
+        for _ in range(200):  # the status is set first, then the execution is compacted (same thread)
+            if isinstance(execution.exec_worker.env, moto_perf.ClosedHistory):
+                break
+            time.sleep(0.01)
         assert isinstance(execution.exec_worker.env, moto_perf.ClosedHistory)
         assert backend.get_execution_history(execution_arn)["events"] == recorded[execution_arn]
         assert len(recorded[execution_arn]) >= 5  # started, states entered/exited, succeeded
@@ -343,3 +497,112 @@ def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine,
     sfn.stop_execution(executionArn=arns[0])  # a closed execution: nothing to stop, nothing changes
     assert sfn.describe_execution(executionArn=arns[0])["status"] == "SUCCEEDED"
     assert threading.active_count() < 50
+
+
+# --- What a closed execution keeps (a long serve): the same answers, in less memory ------------------------
+def _changes(n: int, prefix: str) -> list[dict]:
+    from changeflow.reliability import T0
+
+    return [{"entityId": f"{prefix}#{i % 2}", "operation": "put", "changeId": f"{prefix}-{i}",
+             "attributes": {"n": i}, "effectiveAt": T0 + i} for i in range(n)]
+
+
+def _log_answers(logs, group: str, streams: list[str]) -> list:
+    answers = [logs.filter_log_events(logGroupName=group)["events"]]
+    for stream in streams:
+        answers.append(logs.get_log_events(logGroupName=group, logStreamName=stream, startFromHead=True)["events"])
+        answers.append(logs.get_log_events(logGroupName=group, logStreamName=stream, limit=3)["events"])
+    answers.append(logs.describe_log_streams(logGroupName=group)["logStreams"])
+    return answers
+
+
+def test_a_closed_executions_log_stream_is_packed_and_reads_the_same(stack):
+    """The execution log (CloudWatch Logs, the audit's archive) keeps every record; once an execution has
+    closed, its stream's records are kept packed. GetLogEvents, FilterLogEvents and DescribeLogStreams
+    answer exactly what they answer from moto's own list of events, and a later PutLogEvents into the
+    stream still lands."""
+    from moto.logs.models import logs_backends
+
+    from changeflow.client import Changeflow
+
+    client = Changeflow.for_embedded(stack)
+    for request in _changes(3, "log"):
+        assert client.submit(request).status == "SUCCEEDED"
+    logs, group = stack.client("logs"), client._log_group()
+    backend_group = logs_backends["123456789012"]["us-east-1"].groups[group]
+    streams = sorted(backend_group.streams)
+    assert len(streams) >= 3
+    assert all(isinstance(s.events, moto_perf.PackedLogEvents) for s in backend_group.streams.values())
+    packed = _log_answers(logs, group, streams)
+    for s in backend_group.streams.values():  # moto's own form: a list of LogEvent
+        s.events = list(s.events)
+    assert _log_answers(logs, group, streams) == packed
+    assert len(packed[0]) >= 3 * 10 and all(json.loads(e["message"])["execution_arn"] for e in packed[0])
+    backend_group.streams[streams[0]].events = moto_perf.PackedLogEvents(backend_group.streams[streams[0]].events)
+    logs.put_log_events(logGroupName=group, logStreamName=streams[0],
+                        logEvents=[{"timestamp": int(time.time() * 1000), "message": "later"}])
+    after = logs.get_log_events(logGroupName=group, logStreamName=streams[0], startFromHead=True)["events"]
+    assert after[:-1] == packed[1] and after[-1]["message"] == "later"
+
+
+def test_closed_executions_share_their_state_machine_snapshot_and_keep_no_waiters(stack):
+    """moto snapshots the state machine for each execution; closed executions whose snapshots are equal
+    share one, and each still holds the definition it ran with after the state machine has been updated. Nothing is kept per ended execution for waiters but its
+    ARN, and a wait on an ended execution returns at once."""
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    from changeflow import moto_patches
+    from changeflow.client import Changeflow
+
+    client = Changeflow.for_embedded(stack)
+    sfn = stack.client("stepfunctions")
+    before = [client.submit(r).arn for r in _changes(3, "snap")]
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=client.state_machine_arn)["definition"])
+    original = definition.get("Comment")
+    definition["Comment"] = f"{original} (updated)"
+    sfn.update_state_machine(stateMachineArn=client.state_machine_arn, definition=json.dumps(definition))
+    after = [client.submit(r).arn for r in _changes(5, "snap")[3:]]
+    backend = stepfunctions_parser_backends["123456789012"]["us-east-1"]
+    snapshots = [backend.describe_execution(arn).state_machine for arn in before + after]
+    assert snapshots[0] is snapshots[1] is snapshots[2] and snapshots[3] is snapshots[4]
+    assert snapshots[2] is not snapshots[3]
+    for arn, comment in [(a, original) for a in before] + [(a, f"{original} (updated)") for a in after]:
+        ran = json.loads(backend.describe_execution(arn).state_machine.definition)
+        assert ran.get("Comment") == comment
+        assert sfn.describe_execution(executionArn=arn)["status"] == "SUCCEEDED"
+        worker = backend.describe_execution(arn).exec_worker
+        assert worker._evaluation_details is None and isinstance(worker.env, moto_perf.ClosedHistory)
+    assert moto_patches._Termination.events == {}
+    assert set(before + after) <= moto_patches._Termination.ended
+    started = time.monotonic()
+    assert moto_patches.wait_for_termination(before[0], 30) and time.monotonic() - started < 1
+
+
+def test_the_model_registry_lists_the_live_objects_and_frees_the_rest():
+    """moto's dashboard registry (``instances_tracked``) held every model object ever made: each
+    overwritten item and the copy of every item a read returned. Patched, it lists the objects still
+    alive, in the order they were made, and a read's copies are freed."""
+    import gc
+
+    from moto.core.model_instances import reset_model_data
+    from moto.dynamodb.models.dynamo_type import Item
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(TableName="r", BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+        reset_model_data()  # what moto does on reset: a plain list again
+        for n in range(5):
+            client.put_item(TableName="r", Item={"pk": {"S": f"k{n}"}, "n": {"N": "1"}})
+        for _ in range(20):
+            client.put_item(TableName="r", Item={"pk": {"S": "k0"}, "n": {"N": "2"}})  # overwrites
+            client.get_item(TableName="r", Key={"pk": {"S": "k1"}})
+            client.scan(TableName="r")
+        gc.collect()
+        from moto.dynamodb.models import dynamodb_backends
+
+        held = list(dynamodb_backends["123456789012"]["us-east-1"].tables["r"].items.values())
+        tracked = list(Item.instances_tracked)
+        assert sorted(map(id, tracked)) == sorted(map(id, held)) and len(tracked) == 5
+        assert [i.hash_key.value for i in tracked] == ["k1", "k2", "k3", "k4", "k0"]  # the order made

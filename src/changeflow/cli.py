@@ -170,11 +170,25 @@ def known_errors(client: Changeflow) -> set[str]:
 
 
 # --- commands ---------------------------------------------------------------------------------------
+# run's time scale when none is given: 0.001 one change at a time (Waits and back-offs almost vanish), 0.1
+# with --concurrency above 1: at 0.001 the workflow's back-off before reading again (seconds, scaled) is
+# shorter than one embedded step, so a writer that lost a race reads again at once instead of after the
+# winner, and under load writers can use up their attempts and end VersionConflict (README, "Contention":
+# 1 of 50 at 0.02 on a loaded machine). At 0.1 the back-off keeps its place relative to the steps.
+RUN_TIME_SCALE, RUN_TIME_SCALE_CONCURRENT = 0.001, 0.1
+
+
+def run_time_scale(args) -> float:
+    if args.time_scale is not None:
+        return args.time_scale
+    return RUN_TIME_SCALE_CONCURRENT if args.concurrency > 1 else RUN_TIME_SCALE
+
+
 def cmd_run(args) -> int:
     from .embedded import EmbeddedStack
 
     changes = load_changes(args.files)
-    with EmbeddedStack(parameters=parse_params(args.param), time_scale=args.time_scale,
+    with EmbeddedStack(parameters=parse_params(args.param), time_scale=run_time_scale(args),
                        lambda_runtime=args.lambda_runtime) as stack:
         client = Changeflow.for_embedded(stack)
         results = submit_all(client, changes, args.concurrency, progress=not args.json)
@@ -481,8 +495,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="executions in flight at once (default %(default)s: one after the other, in file order)")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="override a template parameter, e.g. HistoryRetentionVersions=2 (repeatable)")
-    run.add_argument("--time-scale", type=FACTOR, default=0.001, metavar="FACTOR",
-                     help="multiply Wait and retry back-off times (default %(default)s)")
+    run.add_argument("--time-scale", type=FACTOR, default=None, metavar="FACTOR",
+                     help=f"multiply Wait and retry back-off times (default {RUN_TIME_SCALE}; "
+                          f"{RUN_TIME_SCALE_CONCURRENT} with --concurrency above 1)")
     run.add_argument("--history", action="append", default=[], metavar="EXECUTION",
                      help="also print the execution history of this execution of the run, by name (repeatable)")
     runtime.add_lambda_runtime_option(run)

@@ -65,24 +65,42 @@ class Clock:
 
 
 class _Termination:
+    """Who waits for which execution, and which executions have ended. An ended execution leaves only its
+    ARN in ``ended`` (the string its Execution already holds: a set slot, not an Event with its Condition
+    and lock for every execution a long ``serve`` ever ran); an Event exists only while someone waits."""
+
     events: dict[str, threading.Event] = {}
+    ended: set[str] = set()
     lock = threading.Lock()
 
     @classmethod
-    def event(cls, execution_arn: str) -> threading.Event:
+    def event(cls, execution_arn: str) -> threading.Event | None:
+        """The event to wait on, or ``None`` when the execution has ended already."""
         with cls.lock:
+            if execution_arn in cls.ended:
+                return None
             return cls.events.setdefault(execution_arn, threading.Event())
+
+    @classmethod
+    def end(cls, execution_arn: str) -> None:
+        with cls.lock:
+            cls.ended.add(execution_arn)
+            event = cls.events.pop(execution_arn, None)
+        if event is not None:
+            event.set()
 
 
 def wait_for_termination(execution_arn: str, timeout: float) -> bool:
     """Block until the execution (started in this process) has ended; ``False`` on timeout."""
-    return _Termination.event(execution_arn).wait(timeout)
+    event = _Termination.event(execution_arn)
+    return True if event is None else event.wait(timeout)
 
 
 def forget_terminations() -> None:
     """Drop the events of a stack's executions (a new stack reuses names, so it would reuse ARNs)."""
     with _Termination.lock:
         _Termination.events.clear()
+        _Termination.ended.clear()
 
 
 def install(invoke: Callable[..., Any], caches: bool = True) -> None:
@@ -376,7 +394,7 @@ def _patch_termination() -> None:
         try:
             original(self)
         finally:
-            _Termination.event(self.execution.exec_arn).set()
+            _Termination.end(self.execution.exec_arn)
 
     communication.terminated = terminated
 
