@@ -505,9 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = command("demo", "the demonstration (make run): every path on the embedded stack",
                    "Run the demonstration on the embedded stack: create, update, a stale write, a duplicate, "
-                   "two writers racing, two concurrent patches, delete, a write that cannot resurrect, revive, rollback and an invalid "
-                   "request, each from its file in events/workflow/; then the version table and one execution's "
-                   "history; with --serve, then keep the stack and its console open.")
+                   "two writers racing, two concurrent patches, delete, a write that cannot resurrect, revive, "
+                   "rollback and an invalid request, each from its file in events/workflow/; then the version "
+                   "table and one execution's history; with --serve, then keep the stack and its console open.")
     demo.add_argument("--serve", action="store_true",
                       help="then keep the stack, its endpoint and its console open on 127.0.0.1 until Ctrl-C")
     demo.add_argument("--port", type=PORT, default=4566,
