@@ -81,6 +81,17 @@ def install() -> None:
 
 
 # --- DynamoDB: a Query reads one partition, in sort-key order ------------------------------------------
+def _forgetting(base: type, name: str, *derived: str):
+    """``base.name`` for a subclass that keeps derived indexes: the call first forgets them (sets each
+    attribute in ``derived`` to None), to be rebuilt on their next use."""
+    def method(self, *args, **kwargs):
+        for attribute in derived:
+            setattr(self, attribute, None)
+        return getattr(base, name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
 class Partition(dict):
     """One partition's items (sort key -> Item), as moto keeps them, plus its sort keys in order.
 
@@ -123,19 +134,11 @@ class Partition(dict):
             else:
                 self._keys = self._casts = None
 
-    def _invalidate(name):  # noqa: N805 - builds the methods below
-        def method(self, *args, **kwargs):
-            self._keys = self._casts = None
-            return getattr(dict, name)(self, *args, **kwargs)
-        method.__name__ = name
-        return method
-
-    update = _invalidate("update")
-    setdefault = _invalidate("setdefault")
-    popitem = _invalidate("popitem")
-    clear = _invalidate("clear")
-    __ior__ = _invalidate("__ior__")
-    del _invalidate
+    update = _forgetting(dict, "update", "_keys", "_casts")
+    setdefault = _forgetting(dict, "setdefault", "_keys", "_casts")
+    popitem = _forgetting(dict, "popitem", "_keys", "_casts")
+    clear = _forgetting(dict, "clear", "_keys", "_casts")
+    __ior__ = _forgetting(dict, "__ior__", "_keys", "_casts")
 
     # copies (moto deep-copies a table's items for backups and restores) are plain copies of the items
     def __deepcopy__(self, memo):
@@ -500,25 +503,17 @@ class Executions(list):
             self._by_name.setdefault(execution.name, execution)
             self._by_arn.setdefault(execution.execution_arn, execution)
 
-    def _invalidate(name):  # noqa: N805 - builds the methods below
-        def method(self, *args, **kwargs):
-            self._by_name = self._by_arn = None
-            return getattr(list, name)(self, *args, **kwargs)
-        method.__name__ = name
-        return method
-
-    extend = _invalidate("extend")
-    insert = _invalidate("insert")
-    remove = _invalidate("remove")
-    pop = _invalidate("pop")
-    clear = _invalidate("clear")
-    sort = _invalidate("sort")
-    reverse = _invalidate("reverse")
-    __setitem__ = _invalidate("__setitem__")
-    __delitem__ = _invalidate("__delitem__")
-    __iadd__ = _invalidate("__iadd__")
-    __imul__ = _invalidate("__imul__")
-    del _invalidate
+    extend = _forgetting(list, "extend", "_by_name", "_by_arn")
+    insert = _forgetting(list, "insert", "_by_name", "_by_arn")
+    remove = _forgetting(list, "remove", "_by_name", "_by_arn")
+    pop = _forgetting(list, "pop", "_by_name", "_by_arn")
+    clear = _forgetting(list, "clear", "_by_name", "_by_arn")
+    sort = _forgetting(list, "sort", "_by_name", "_by_arn")
+    reverse = _forgetting(list, "reverse", "_by_name", "_by_arn")
+    __setitem__ = _forgetting(list, "__setitem__", "_by_name", "_by_arn")
+    __delitem__ = _forgetting(list, "__delitem__", "_by_name", "_by_arn")
+    __iadd__ = _forgetting(list, "__iadd__", "_by_name", "_by_arn")
+    __imul__ = _forgetting(list, "__imul__", "_by_name", "_by_arn")
 
     def __deepcopy__(self, memo):
         return Executions(copy.deepcopy(list(self), memo))
