@@ -7,6 +7,8 @@ import importlib.util
 import json
 import os
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import boto3
@@ -160,3 +162,25 @@ def largest_state(cf, execution):
                 sizes += [len(details[field].encode("utf-8")) for field in ("input", "output", "parameters")
                           if isinstance(details.get(field), str)]
     return max(sizes)
+
+
+def http_exchange(method: str, url: str, body: bytes | str | None = None, content_type: str = "application/json",
+                  timeout: float = 60) -> tuple[int, dict, bytes]:
+    """One HTTP request to a local server: ``(status, headers, body bytes)``; an error status is an answer,
+    not an exception. A text body is sent as UTF-8."""
+    data = body.encode("utf-8") if isinstance(body, str) else body
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+@pytest.fixture
+def server():
+    """``changeflow serve`` on 127.0.0.1 (a free port), Waits and back-offs at 1/1000 of their time."""
+    from changeflow.server import EmbeddedServer
+
+    with EmbeddedServer(port=0, time_scale=0.001) as running:
+        yield running

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 
 import boto3
 import pytest
@@ -17,26 +15,15 @@ from changeflow import moto_patches
 from changeflow.cli import main
 from changeflow.server import EmbeddedServer
 from changeflow_core.names import execution_name
-from conftest import EVENTS, ROOT
+from conftest import EVENTS, ROOT, http_exchange
 
 pytestmark = pytest.mark.enable_socket
 T0 = 1_767_225_600_000
 
 
 def http(method, url, body=None, content_type="application/json"):
-    data = body.encode("utf-8") if isinstance(body, str) else body
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": content_type})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-
-
-@pytest.fixture
-def server():
-    with EmbeddedServer(port=0, time_scale=0.001) as running:
-        yield running
+    status, _, raw = http_exchange(method, url, body, content_type, timeout=30)
+    return status, json.loads(raw or b"null")
 
 
 @pytest.fixture

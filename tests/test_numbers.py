@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from decimal import Decimal
 
 import boto3
@@ -28,10 +26,9 @@ from hypothesis import strategies as st
 
 from changeflow import moto_patches
 from changeflow.cli import main
-from changeflow.server import EmbeddedServer
 from changeflow_core import codec, wire
 from changeflow_core.errors import ValidationError
-from conftest import EVENTS
+from conftest import EVENTS, http_exchange
 
 pytestmark = pytest.mark.enable_socket
 
@@ -91,19 +88,8 @@ def body_text(entity: str, change: str, numbers: list[str], **extra) -> str:
 
 
 def raw_http(method: str, url: str, body: str | None = None) -> tuple[int, str]:
-    data = body.encode("utf-8") if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.read().decode("utf-8")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode("utf-8")
-
-
-@pytest.fixture
-def server():
-    with EmbeddedServer(port=0, time_scale=0.001) as running:
-        yield running
+    status, _, raw = http_exchange(method, url, body, timeout=30)
+    return status, raw.decode("utf-8")
 
 
 def aws(server, service):

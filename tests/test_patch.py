@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from changeflow_core import model, validation
-from conftest import STATE_LIMIT, largest_state
+from conftest import STATE_LIMIT, http_exchange, largest_state
 
 T0 = 1_767_225_600_000
 
@@ -297,25 +297,9 @@ def test_the_patch_check_refuses_a_patch_with_nothing_live_before_it_and_skips_w
 
 
 # --- every entry point: POST /changes, EventBridge, the CLI ---------------------------------------------
-@pytest.fixture
-def server():
-    from changeflow.server import EmbeddedServer
-
-    with EmbeddedServer(port=0, time_scale=0.001) as running:
-        yield running
-
-
 def http(method, url, body=None):
-    import urllib.error
-    import urllib.request
-
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    status, _, raw = http_exchange(method, url, json.dumps(body) if body is not None else None)
+    return status, json.loads(raw)
 
 
 def test_a_patch_posted_to_the_api_applies_and_the_read_api_shows_what_it_changed(server):

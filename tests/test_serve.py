@@ -9,16 +9,9 @@ import boto3
 import pytest
 
 from changeflow.cli import main
-from changeflow.server import EmbeddedServer
 from conftest import EVENTS
 
 pytestmark = pytest.mark.enable_socket
-
-
-@pytest.fixture
-def server():
-    with EmbeddedServer(port=0, time_scale=0.001) as running:
-        yield running
 
 
 def test_boto3_starts_an_execution_and_reads_the_result_through_the_endpoint(server):

@@ -11,8 +11,6 @@ import shutil
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from hypothesis import given, settings
@@ -25,19 +23,10 @@ from changeflow_core import names as core_names
 from changeflow_core.submissions import CHANGE_ID_PATTERN
 from changeflow_core.validation import MAX_REQUEST_BYTES, request_size
 from conftest import ROOT
+from conftest import http_exchange as http
 
 pytestmark = pytest.mark.enable_socket
 T0 = 1_767_225_600_000
-
-
-def http(method, url, body=None, content_type="application/json"):
-    data = body.encode("utf-8") if isinstance(body, str) else body
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": content_type})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
 
 
 def post(api, request):
