@@ -18,16 +18,21 @@ def no_violations(tally):
     assert tally.executions > 0
 
 
+# One second of back-off is 250 ms here: a handful of embedded Lambda steps on a loaded machine (they take
+# turns in one process); on AWS a second is about 20 Lambda steps. At 20 ms a second the waits (191 s at
+# most, 3.8 s scaled) were shorter than the queue of steps on a loaded machine and 1 of 50 writers ended
+# VersionConflict; at 100 ms, in a full random-order run, 1 of 50 patches did (2026-11-22); at real timing
+# none does (make cost, contention).
+HOT_KEY_TIME_SCALE = 0.25
+
+
 @pytest.mark.parametrize("k", [10, 50])
 def test_hot_key_with_one_shared_effective_at_every_change_applies(make_stack, k):
     # GIVEN K concurrent changes to one entity, all at the same effectiveAt, with back-off waits kept
-    # longer than a step: one second is 100 ms here, a handful of embedded Lambda steps on a loaded
-    # machine (they take turns in one process); on AWS a second is about 20 Lambda steps. At 20 ms a
-    # second, the waits (191 s at most, 3.8 s scaled) were shorter than the queue of steps on a loaded
-    # machine, and 1 of 50 ended VersionConflict; at real timing none does (make cost, contention).
+    # longer than the queue of embedded steps (HOT_KEY_TIME_SCALE)
     from changeflow.client import Changeflow
 
-    cf = Changeflow.for_embedded(make_stack(time_scale=0.1))
+    cf = Changeflow.for_embedded(make_stack(time_scale=HOT_KEY_TIME_SCALE))
     tally = reliability.hot_key(cf, k, shared_time=True, seed=k)
     # THEN all K apply, versions 1..K, each version exactly its change, v0 the highest
     no_violations(tally)
@@ -39,7 +44,7 @@ def test_hot_key_patches_to_different_fields_at_one_effective_at_all_land(make_s
     # GIVEN an entity, then K concurrent patches each setting a field of its own, all at one effectiveAt
     from changeflow.client import Changeflow
 
-    cf = Changeflow.for_embedded(make_stack(time_scale=0.1))
+    cf = Changeflow.for_embedded(make_stack(time_scale=HOT_KEY_TIME_SCALE))
     tally = reliability.hot_key(cf, k, shared_time=True, seed=k, patches=True)
     # THEN all K apply (versions 2..K+1, each its predecessor with its patch applied) and the final
     # content has every field: the lost update of K concurrent read-modify-write puts does not happen
