@@ -656,6 +656,9 @@ def _patch_execution_log_delivery() -> None:
     session_class._setup = _setup
 
 
+TIMED_OUT_GRACE_SECONDS = 5.0  # wall time a timed-out execution's worker gets to record ExecutionTimedOut
+
+
 def _patch_express_duration_limit() -> None:
     """An Express execution that runs past five minutes ends TIMED_OUT (ExecutionTimedOut).
     https://docs.aws.amazon.com/step-functions/latest/dg/choosing-workflow-type.html (Express: up to five
@@ -700,6 +703,11 @@ def _patch_express_duration_limit() -> None:
                 remaining = limit - (time.monotonic() - started) - _Virtual.pop(worker.ident)
                 if remaining <= 0:
                     env.set_timed_out()
+                    # the worker records ExecutionTimedOut when it sees the state (a Wait wakes at once):
+                    # let it, so that the execution is signalled as ended after its last event, not before
+                    # (a waiter read the log without it, ~1 run in 20 on a loaded machine). A Lambda task
+                    # still in flight can hold the worker longer than this grace.
+                    worker.join(timeout=TIMED_OUT_GRACE_SECONDS)
                     return
                 worker.join(timeout=min(remaining, 0.02))
         finally:
