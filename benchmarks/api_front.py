@@ -32,8 +32,8 @@ def post_event(request: dict) -> dict:
 
 
 def measure(workflow_type: str, requests: int) -> dict:
-    from changeflow import moto_patches
-    from changeflow.server import EmbeddedServer
+    from changeflow.local import moto as moto_patches
+    from changeflow.local.server import EmbeddedServer
 
     with EmbeddedServer(port=0, time_scale=0.001, parameters={"WorkflowType": workflow_type}) as server:
         lambdas = server.stack.lambdas

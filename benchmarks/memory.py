@@ -39,11 +39,11 @@ def main() -> None:
     parser.add_argument("--without-perf-patches", action="store_true", help="leave moto_perf out (before/after)")
     args = parser.parse_args()
     if args.without_perf_patches:
-        from changeflow import moto_perf
+        from changeflow.local.moto import perf as moto_perf
 
         moto_perf.install = lambda: None
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     with EmbeddedStack(ROOT, time_scale=0.001) as stack:
         stack.warm()

@@ -22,9 +22,9 @@ def main() -> int:
 
     from hypothesis import HealthCheck, given, settings
 
-    from changeflow import reliability as r
+    from changeflow.checks import reliability as r
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     started = time.perf_counter()
     tallies = []
@@ -65,7 +65,7 @@ def main() -> int:
 
         run()
         tallies.append(model)
-    from changeflow.server import EmbeddedServer
+    from changeflow.local.server import EmbeddedServer
 
     with EmbeddedServer(port=0, time_scale=0.001) as server:  # POST /changes over HTTP on serve
         api = r.Tally("6. API: retries and redeliveries (POST /changes)")

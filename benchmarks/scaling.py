@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from changeflow.reliability import T0  # noqa: E402
+from changeflow.checks.reliability import T0  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -65,7 +65,7 @@ def page_all_versions(client, entity_id: str) -> int:
 
 
 def verify_all(client) -> int:
-    from changeflow import integrity
+    from changeflow.audit import verify as integrity
 
     ids = integrity.entities(client)
     reports = [integrity.verify(client, entity_id) for entity_id in ids]
@@ -83,7 +83,7 @@ def end_of_run_report(client, entity_ids: list[str]) -> int:
 
 def series(name: str, entities: int, checkpoints: list[int], window: int, fill: str) -> list[dict]:
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     from embedded_vs_direct import direct
 
@@ -168,7 +168,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.without_perf_patches:
-        from changeflow import moto_perf
+        from changeflow.local.moto import perf as moto_perf
 
         moto_perf.install = lambda: None
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))

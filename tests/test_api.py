@@ -11,9 +11,9 @@ import time
 import boto3
 import pytest
 
-from changeflow import moto_patches
+from changeflow.local import moto as moto_patches
 from changeflow.cli import main
-from changeflow.server import EmbeddedServer
+from changeflow.local.server import EmbeddedServer
 from changeflow_core.names import execution_name
 from conftest import EVENTS, ROOT, http_exchange
 

@@ -23,7 +23,7 @@ WORKFLOW = EVENTS / "workflow"
 @pytest.fixture
 def stack_logs(monkeypatch):
     """The function logs of the embedded stack the next ``changeflow run`` starts: ``{logical id: lines}``."""
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     logs = {}
     stop = EmbeddedStack.stop
@@ -69,7 +69,7 @@ def test_run_accepts_arrays_and_runs_them_concurrently(capsys):
 def test_run_time_scale_defaults(monkeypatch, tmp_path, capsys):
     """One at a time the default stays 0.001; with --concurrency above 1 it is 0.1; a given
     --time-scale always wins."""
-    from changeflow import embedded
+    from changeflow.local import embedded
 
     scales = []
     original = embedded.EmbeddedStack.__init__
@@ -297,7 +297,7 @@ def test_stack_name_without_a_region_says_to_give_one(capsys, monkeypatch):
 @pytest.mark.enable_socket
 def test_the_issue_reproductions_print_no_traceback_in_a_real_process():
     # issue 13: `changeflow history nope` (ExecutionDoesNotExist) and --stack-name without a region (NoRegionError)
-    from changeflow.server import EmbeddedServer
+    from changeflow.local.server import EmbeddedServer
 
     env = {k: v for k, v in os.environ.items() if k not in ("AWS_DEFAULT_REGION", "AWS_REGION")}
     with EmbeddedServer(port=0, time_scale=0.001) as server:
@@ -427,7 +427,7 @@ def test_report_ranges_shows_gaps():
 
 
 def test_security_summary_says_the_findings_are_all_in_the_skip_table():
-    from changeflow.security import Finding, Step, step_status
+    from changeflow.checks.security import Finding, Step, step_status
 
     covered = [Finding("checkov", f"CKV_{i}", "R", "m") for i in range(27)]
     step = Step("checkov", "template", findings=covered)

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from changeflow import moto_patches
+from changeflow.local import moto as moto_patches
 from changeflow.client import Changeflow
 from conftest import ROOT
 
@@ -67,7 +67,7 @@ def test_each_dynamodb_request_is_atomic_under_concurrency(stack):
 def test_without_the_lock_moto_loses_conditional_updates():
     # the control: the same workload with the embedded stack's atomicity switched off loses updates,
     # so the test above would fail without it
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     outcomes = []
     moto_patches.Atomicity.enabled = False
@@ -83,7 +83,7 @@ def test_without_the_lock_moto_loses_conditional_updates():
 
 
 def test_waits_and_backoffs_are_compressed_without_editing_the_definition(stack, cf):
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     failures = iter([True] * 4)
 
@@ -104,7 +104,7 @@ def test_waits_and_backoffs_are_compressed_without_editing_the_definition(stack,
 
 
 def test_the_stack_follows_the_template_renamed_function_and_new_parameter_values(tmp_path):
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     for part in ("functions", "layers", "statemachines"):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
@@ -141,7 +141,7 @@ def test_separate_history_table_parameter_creates_and_uses_a_second_table(make_s
 
 
 def test_unknown_or_invalid_parameter_is_refused():
-    from changeflow.template import Template, TemplateError
+    from changeflow.local.template import Template, TemplateError
 
     with pytest.raises(TemplateError, match="unknown template parameter"):
         Template(ROOT / "template.yaml", overrides={"NoSuchParameter": "1"})

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from changeflow import reliability
+from changeflow.checks import reliability
 
 LONG = os.environ.get("CHANGEFLOW_LONG") == "1"
 

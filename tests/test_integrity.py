@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from changeflow.cli import main
-from changeflow.integrity import repair, verify
+from changeflow.audit.verify import repair, verify
 
 T0 = 1_767_225_600_000
 

@@ -11,9 +11,9 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from changeflow import reliability
+from changeflow.checks import reliability
 from changeflow.client import Changeflow
-from changeflow.embedded import EmbeddedStack
+from changeflow.local.embedded import EmbeddedStack
 from conftest import ROOT
 
 EXAMPLES = 200 if os.environ.get("CHANGEFLOW_LONG") == "1" else 15

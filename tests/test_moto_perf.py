@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from moto.dynamodb.models.table import Table
 
-from changeflow import moto_perf
+from changeflow.local.moto import perf as moto_perf
 
 moto_perf.install()
 PATCHED_QUERY = Table.query
@@ -501,7 +501,7 @@ def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine,
 
 # --- What a closed execution keeps (a long serve): the same answers, in less memory ------------------------
 def _changes(n: int, prefix: str) -> list[dict]:
-    from changeflow.reliability import T0
+    from changeflow.checks.reliability import T0
 
     return [{"entityId": f"{prefix}#{i % 2}", "operation": "put", "changeId": f"{prefix}-{i}",
              "attributes": {"n": i}, "effectiveAt": T0 + i} for i in range(n)]
@@ -551,7 +551,7 @@ def test_closed_executions_share_their_state_machine_snapshot_and_keep_no_waiter
     ARN, and a wait on an ended execution returns at once."""
     from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
-    from changeflow import moto_patches
+    from changeflow.local import moto as moto_patches
     from changeflow.client import Changeflow
 
     client = Changeflow.for_embedded(stack)

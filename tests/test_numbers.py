@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from changeflow import moto_patches
+from changeflow.local import moto as moto_patches
 from changeflow.cli import main
 from changeflow_core import codec, wire
 from changeflow_core.errors import ValidationError

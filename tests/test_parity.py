@@ -17,9 +17,9 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-from changeflow import moto_patches
+from changeflow.local import moto as moto_patches
 from changeflow.client import Changeflow
-from changeflow.template import Template
+from changeflow.local.template import Template
 from conftest import ROOT
 
 LAYER = ROOT / "layers" / "core"
@@ -207,7 +207,7 @@ def test_a_state_output_over_256_kib_is_terminal_even_under_a_states_all_catch(s
 def test_a_lambda_result_over_256_kib_fails_the_task_with_data_limit_exceeded(stack):
     # AWS reports it as the task's failure, States.DataLimitExceeded (recorded from AWS: LocalStack's
     # tests/aws/services/stepfunctions/v2/error_handling/test_states_errors.snapshot.json). Stock moto too.
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     fetch = stack.function("FetchLatestFunction").arn
     arn = machine(stack, {"StartAt": "Fetch", "States": {"Fetch": {

@@ -11,8 +11,8 @@ from urllib.parse import quote
 
 import pytest
 
-from changeflow import moto_patches
-from changeflow.server import EmbeddedServer
+from changeflow.local import moto as moto_patches
+from changeflow.local.server import EmbeddedServer
 from conftest import load_event
 
 pytestmark = pytest.mark.enable_socket

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import EVENTS, ROOT
 
-from changeflow import runtime
+from changeflow.local.runtime import emulator as runtime
 from changeflow_core import wire
 from changeflow.cli import main
 
@@ -233,7 +233,7 @@ WORKFLOW_ORDER = ["fetch_latest", "update_latest", "put_history", "tag_ttl", "de
 
 
 def functions_by_folder() -> dict[str, str]:
-    from changeflow.template import Template
+    from changeflow.local.template import Template
 
     template = Template(ROOT / "template.yaml")
     return {Path(template.function_properties(f)["CodeUri"]).name: f
@@ -242,7 +242,7 @@ def functions_by_folder() -> dict[str, str]:
 
 @pytest.fixture
 def served(lambda_python):
-    from changeflow.server import EmbeddedServer
+    from changeflow.local.server import EmbeddedServer
 
     with EmbeddedServer(port=0) as server:
         yield server
@@ -284,7 +284,7 @@ def test_every_function_event_runs_in_the_emulator_against_a_serve(served, capsy
 # --- the whole workflow with handlers in the emulator ----------------------------------------------------
 @pytest.fixture
 def emulated(lambda_python):
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     with EmbeddedStack(ROOT, time_scale=0.0005, lambda_runtime="emulator") as running:
         yield running
@@ -317,7 +317,7 @@ def test_handlers_do_not_take_turns_in_the_emulator(emulated):
     # GIVEN two executions whose fetch steps are held until both are in flight at once
     # (in-process, handlers take turns: the second would never arrive, and the barrier breaks)
     from changeflow.client import Changeflow
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     cf = Changeflow.for_embedded(emulated)
     cf.submit(put(entity="warm#1"))  # one environment per function, warm
@@ -347,9 +347,9 @@ def test_a_real_timeout_of_the_v0_write_is_an_unknown_outcome_resolved_by_a_fres
     # the runtime times the handler out while its write is still in flight, and the write then lands.
     # (4 s, not 1: the emulator counts a cold start inside the timeout, and a cold start here can take
     # seconds on a loaded machine; Lambda gives the first Init its own 10 s.)
-    from changeflow import moto_patches
+    from changeflow.local import moto as moto_patches
     from changeflow.client import Changeflow
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     cf = Changeflow.for_embedded(emulated)
     emulated.function("UpdateLatestFunction").timeout_s = 4
@@ -396,7 +396,7 @@ def test_dynamodb_throttling_reaches_the_handler_out_of_process(emulated):
     # fault injection registers on the handler's DynamoDB client; out of process, the endpoint answers
     # the function's requests with the throttle, and the handler's own botocore retries them
     from changeflow.client import Changeflow
-    from changeflow.faults import Injector
+    from changeflow.checks.faults import Injector
 
     cf = Changeflow.for_embedded(emulated)
     function = emulated.function("FetchLatestFunction")

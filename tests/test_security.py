@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from changeflow import security
-from changeflow.security import (CFN_LINT, CHECKOV, CONTROL_TOWER, PROJECT_GUARD, SAM_VALIDATE, SERVERLESS, SKIPPED,
+from changeflow.checks import security
+from changeflow.checks.security import (CFN_LINT, CHECKOV, CONTROL_TOWER, PROJECT_GUARD, SAM_VALIDATE, SERVERLESS, SKIPPED,
                                  Finding, Skip, Tools)
 from conftest import ROOT
 

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from changeflow import audit
-from changeflow.integrity import repair, verify
+from changeflow.audit import digests as audit
+from changeflow.audit.verify import repair, verify
 from changeflow_core import chain, model
 
 T0 = 1_767_225_600_000

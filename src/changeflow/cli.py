@@ -25,9 +25,10 @@ from changeflow_core import wire
 from changeflow_core.errors import ValidationError
 from changeflow_core.validation import check_request_size
 
-from . import report, runtime
+from . import report
+from .local.runtime import emulator as runtime
 from .client import Changeflow, Execution
-from .template import TemplateError
+from .local.template import TemplateError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
 
@@ -185,7 +186,7 @@ def run_time_scale(args) -> float:
 
 
 def cmd_run(args) -> int:
-    from .embedded import EmbeddedStack
+    from .local.embedded import EmbeddedStack
 
     changes = load_changes(args.files)
     with EmbeddedStack(parameters=parse_params(args.param), time_scale=run_time_scale(args),
@@ -294,7 +295,7 @@ def _versions_span(r) -> str:
 
 
 def cmd_verify(args) -> int:
-    from . import integrity
+    from .audit import verify as integrity
 
     client = target(args)
     if args.since_digest:
@@ -304,7 +305,7 @@ def cmd_verify(args) -> int:
     if not args.all and not reports[0].found:
         raise _no_such_entity(args.entity)
     if args.executions:
-        from . import audit
+        from .audit import digests as audit
 
         for r in reports:
             r.problems.extend(audit.check_executions(client, r.entity_id))
@@ -323,7 +324,7 @@ def _verify_since_digest(client: Changeflow, args) -> int:
     """Prove that nothing recorded before a digest has changed since (every entity the digest names)."""
     from changeflow_core import chain
 
-    from . import audit
+    from .audit import digests as audit
 
     try:
         taken = wire.loads(Path(args.since_digest).read_text(encoding="utf-8"))
@@ -351,7 +352,8 @@ def _verify_since_digest(client: Changeflow, args) -> int:
 
 
 def cmd_digest(args) -> int:
-    from . import audit, integrity
+    from .audit import digests as audit
+    from .audit import verify as integrity
 
     client = target(args)
     ids = integrity.entities(client) if args.all else [args.entity]
@@ -368,7 +370,7 @@ def cmd_digest(args) -> int:
 
 
 def cmd_repair(args) -> int:
-    from . import integrity
+    from .audit import verify as integrity
 
     client = target(args)
     if not integrity.verify(client, args.entity).found:
@@ -389,7 +391,7 @@ def cmd_repair(args) -> int:
 def cmd_serve(args) -> int:
     import socket
 
-    from .server import serve
+    from .local.server import serve
 
     parameters = parse_params(args.param)
     if args.port:  # werkzeug would print its own lines and exit: say it in one

@@ -13,7 +13,7 @@ from changeflow_core import wire
 
 from . import report
 from .client import Changeflow
-from .embedded import EmbeddedStack
+from .local.embedded import EmbeddedStack
 
 STEPS = [
     ("create the entity", "01-create.json"),
@@ -53,7 +53,7 @@ def main(out=sys.stdout, serve: bool = False, port: int = 4566) -> int:
     the audit console at /console, until Ctrl-C."""
     from urllib.parse import urlencode
 
-    from .server import EmbeddedServer
+    from .local.server import EmbeddedServer
 
     running = EmbeddedServer(port=port, time_scale=0.001) if serve else EmbeddedStack(time_scale=0.001)
     with running:

@@ -44,7 +44,7 @@ class ConsoleServer:
     def start(self) -> "ConsoleServer":
         import logging
 
-        from ..server import Serving
+        from ..local.server import Serving
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         self._serving = Serving(self.host, self.port, self.console, "changeflow-console")

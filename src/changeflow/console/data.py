@@ -15,7 +15,7 @@ from typing import Any
 
 from changeflow_core import items, model, store, wire
 
-from .. import integrity
+from ..audit import verify as integrity
 from ..client import TERMINAL, Changeflow
 
 PAGE = 50

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 from botocore.awsrequest import AWSResponse
 from moto.core.botocore_stubber import MockRawResponse
 
-from .lambdas import Function, LambdaService, LambdaServiceError, fault_hook
+from ..local.lambdas import Function, LambdaService, LambdaServiceError, fault_hook
 
 THROTTLE_CODES = ("ProvisionedThroughputExceededException", "ThrottlingException")
 

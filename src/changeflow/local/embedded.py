@@ -19,7 +19,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from . import moto_patches
+from . import moto as moto_patches
 from .lambdas import Function, LambdaService
 from .template import Template
 
@@ -97,7 +97,7 @@ class EmbeddedStack:
         moto_patches.forget_terminations()
         try:
             if self.lambda_runtime == "emulator":
-                from .runtime import EmulatorRuntime
+                from .runtime.emulator import EmulatorRuntime
 
                 self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
             self._create_tables()

@@ -121,7 +121,7 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         if caches:
             _patch_parse_cache()
             _patch_jsonpath_cache()
-            from . import moto_perf  # linear-cost indexes: same answers, no super-linear scans
+            from . import perf as moto_perf  # linear-cost indexes: same answers, no super-linear scans
             moto_perf.install()
         _patch_history_paging()
         _patch_execution_names()

@@ -55,12 +55,12 @@ class EmbeddedServer:
     def start(self) -> "EmbeddedServer":
         import logging
 
-        from .apigateway import RestApi
+        from .apigateway.rest_api import RestApi
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request on the terminal
         self.stack.start()
         self.routes = [RestApi(self.stack, api) for api in self.stack.template.of_type("AWS::Serverless::Api")]
-        from .console import for_embedded
+        from ..console import for_embedded
 
         console = for_embedded(self.stack)  # the audit console at /console
         moto_app = DomainDispatcherApplication(create_backend_app)

@@ -82,7 +82,7 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     if missed:
         report.problems.append(f"versions outside the retention window without an expiry: {missed}")
 
-    from .audit import verify_chain
+    from .digests import verify_chain
 
     report.problems.extend(verify_chain(client, entity_id, now_s))  # the hash chain: names the first altered version
     if latest is None:

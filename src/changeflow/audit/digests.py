@@ -10,7 +10,7 @@ from typing import Any
 
 from changeflow_core import chain, model
 
-from .client import Changeflow
+from ..client import Changeflow
 
 
 def raw_history(client: Changeflow, entity_id: str) -> list[dict[str, dict]]:

@@ -76,7 +76,7 @@ class Changeflow:
 
     @classmethod
     def for_embedded(cls, stack) -> "Changeflow":
-        from . import moto_patches
+        from ..local import moto as moto_patches
 
         return cls.from_outputs(stack.outputs, region=stack.region, wait_hook=moto_patches.wait_for_termination)
 

@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .client import Changeflow, Execution
+from ..client import Changeflow, Execution
 from .faults import THROTTLE_CODES, Injector
-from .integrity import verify
+from ..audit.verify import verify
 from changeflow_core.model import RECENT_CHANGE_IDS
 
 def _named_errors() -> set[str]:
@@ -29,9 +29,9 @@ def _named_errors() -> set[str]:
     import json
     from pathlib import Path
 
-    from .cli import named_errors
+    from ..cli import named_errors
 
-    return named_errors(json.loads((Path(__file__).resolve().parents[2] / "statemachines" / "change.asl.json").read_text()))
+    return named_errors(json.loads((Path(__file__).resolve().parents[3] / "statemachines" / "change.asl.json").read_text()))
 
 
 NAMED_ERRORS = _named_errors()
@@ -201,7 +201,7 @@ def faults(stack, cf: Changeflow, times: tuple[int, ...] = (1, 2)) -> Tally:
 
 def history_outage(stack, cf: Changeflow) -> Tally:
     """A history put that keeps failing ends in HistoryWriteFailed, verify detects it, repair fixes it."""
-    from . import integrity
+    from ..audit import verify as integrity
 
     tally = Tally("2. faults: history outage and repair")
     injector = Injector()
@@ -272,7 +272,7 @@ def out_of_order(cf: Changeflow, seed: int, changes: int = 8, concurrency: int =
 
 
 def report(tallies: list[Tally]) -> str:
-    from .report import table
+    from ..report import table
 
     rows = [t.row() for t in tallies]
     total = Tally("all")
@@ -450,8 +450,8 @@ def api_retries(server, seed: int, entities: int = 12) -> Tally:
     (must answer the succeeded execution and start nothing). Violations: a change lost (not stored
     exactly once with the corrected content) or answered wrongly (a status or execution that is not what
     happened, or two entities' changes answered by one execution)."""
-    from .lambdas import LambdaServiceError, fault_hook
-    from .moto_patches import wait_for_termination
+    from ..local.lambdas import LambdaServiceError, fault_hook
+    from ..local.moto import wait_for_termination
 
     rng = random.Random(seed)
     tally = Tally("6. API: retries and redeliveries (POST /changes)")

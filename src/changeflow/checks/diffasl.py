@@ -172,7 +172,7 @@ def _write_rival(stack, items, store, change_type) -> None:
 @contextlib.contextmanager
 def _faults(stack, scenario: Scenario):
     from .faults import Injector
-    from .lambdas import fault_hook
+    from ..local.lambdas import fault_hook
 
     with contextlib.ExitStack() as stack_of_hooks:
         if scenario.rival_writes:
@@ -195,8 +195,8 @@ def _table(stack) -> list[dict]:
 
 
 def run_moto(scenario: Scenario) -> Run:
-    from .client import Changeflow
-    from .embedded import EmbeddedStack
+    from ..client import Changeflow
+    from ..local.embedded import EmbeddedStack
 
     executions = []
     with EmbeddedStack(parameters=scenario.params, time_scale=TIME_SCALE) as stack:
@@ -295,7 +295,7 @@ def run_localstack(scenario: Scenario) -> Run:
 
     from changeflow_core import wire
 
-    from .embedded import EmbeddedStack
+    from ..local.embedded import EmbeddedStack
 
     # LocalStack logs every failed state at ERROR with its internals; the event history says it better.
     logging.getLogger("localstack").setLevel(logging.CRITICAL)
@@ -400,7 +400,7 @@ def _explained(difference: dict, known: list[dict]) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m changeflow.diffasl", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m changeflow.checks.diffasl", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", default=[], help="run only this path (repeatable)")
     parser.add_argument("--json", action="store_true", help="print every difference as JSON")
     args = parser.parse_args(argv)
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         print("changeflow diff-asl: LocalStack's interpreter needs Python >= 3.12; run `make diff-asl`",
               file=sys.stderr)
         return 2
-    from .embedded import project_root
+    from ..local.embedded import project_root
 
     root = project_root()
     known = _known(root)

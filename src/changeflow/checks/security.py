@@ -1,4 +1,4 @@
-"""Security, checked by tools that are not ours: ``python -m changeflow.security`` (``make lint``).
+"""Security, checked by tools that are not ours: ``python -m changeflow.checks.security`` (``make lint``).
 
 Runs, offline and without AWS credentials:
 
@@ -140,7 +140,7 @@ def project_root() -> Path:
     for directory in (Path.cwd(), *Path.cwd().parents):
         if (directory / "template.yaml").is_file() and (directory / "rules" / "changeflow.guard").is_file():
             return directory
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 @dataclass
@@ -345,7 +345,7 @@ def cfn_guard(tools: Tools, rules: list[Path], data: Path, tool: str) -> list[Fi
 
 def write_cloudformation(template: Path, build_dir: Path) -> Path:
     """The SAM template translated offline (changeflow.cfn.transform) into build_dir."""
-    from .cfn import transform
+    from ..local.cfn import transform
 
     build_dir.mkdir(parents=True, exist_ok=True)
     out = build_dir / "cloudformation.json"
@@ -457,7 +457,7 @@ def step_status(step: "Step", unskipped: list[Finding]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m changeflow.security", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m changeflow.checks.security", description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", type=Path, help="the SAM template (default: the project's template.yaml)")
     parser.add_argument("--build-dir", type=Path, help="where the translated CloudFormation goes "
                         "(default: build/security)")

@@ -67,7 +67,7 @@ def runtime_python(root: Path) -> Path:
     the one of the checkout this toolkit comes from (for a template elsewhere, ``-t``)."""
     configured = os.environ.get("CHANGEFLOW_LAMBDA_PYTHON")
     python = Path(configured) if configured else Path(root) / RUNTIME_VENV / "bin" / "python"
-    own = Path(__file__).resolve().parents[2] / RUNTIME_VENV / "bin" / "python"
+    own = Path(__file__).resolve().parents[4] / RUNTIME_VENV / "bin" / "python"
     if not configured and not python.exists() and own.exists():
         python = own
     if not python.exists():
@@ -565,7 +565,7 @@ class EmulatorRuntime:
     def invoke(self, function, event: Any, fault_hook=None) -> tuple[Any, bool]:
         """Like ``LambdaService.invoke``: ``(payload, function_error)``; raises LambdaServiceError.
         A fault hook wraps the call exactly as in-process: what it raises is the function's error."""
-        from .lambdas import LambdaServiceError
+        from ..lambdas import LambdaServiceError
 
         function.invocations += 1
 
@@ -710,7 +710,7 @@ def _deployed_template(root: Path, template_path: Path, stack_name: str, region:
     names resources itself: ``<stack>-ChangeTable-1ABC...``)."""
     import boto3
 
-    from .template import Template
+    from ..template import Template
 
     cloudformation = boto3.client("cloudformation", region_name=region)
     physical = {}
@@ -726,9 +726,9 @@ def _deployed_template(root: Path, template_path: Path, stack_name: str, region:
 
 
 def cmd_local_invoke(args) -> int:
-    from .cli import parse_params
-    from .embedded import project_root
-    from .template import Template
+    from ...cli import parse_params
+    from ..embedded import project_root
+    from ..template import Template
 
     root = Path(args.template).resolve().parent if args.template else project_root()
     template_path = Path(args.template).resolve() if args.template else root / "template.yaml"
