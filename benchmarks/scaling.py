@@ -164,13 +164,13 @@ def main() -> None:
     parser.add_argument("--fill", choices=["workflow", "direct"], default="workflow")
     parser.add_argument("--series", choices=["both", "one", "spread"], default="both")
     parser.add_argument("--without-perf-patches", action="store_true",
-                        help="leave moto_perf out (moto's own costs), for a before/after in the same sizes")
+                        help="leave moto's perf patches out (moto's own costs), for a before/after in the same sizes")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.without_perf_patches:
-        from changeflow.local.moto import perf as moto_perf
+        from changeflow.local import moto_patches
 
-        moto_perf.install = lambda: None
+        moto_patches.install_perf = lambda: None
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
     if checkpoints[0] < args.window:
         parser.error("the first checkpoint must be at least --window changes")
@@ -182,7 +182,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'WITHOUT moto_perf: ' if args.without_perf_patches else ''}"
+    print(f"{'WITHOUT moto's perf patches: ' if args.without_perf_patches else ''}"
           f"checkpoints {checkpoints}, window {args.window} changes, fill {args.fill}, "
           f"spread over {args.entities:,} entities; ratios are to each series' first checkpoint")
     print(table(rows))

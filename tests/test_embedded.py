@@ -10,7 +10,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from changeflow.local import moto as moto_patches
+from changeflow.local.moto_patches.core.locking import Atomicity
+from changeflow.local.moto_patches.stepfunctions.clock import Clock
 from changeflow.client import Changeflow
 from conftest import ROOT
 
@@ -70,7 +71,7 @@ def test_without_the_lock_moto_loses_conditional_updates():
     from changeflow.local.embedded import EmbeddedStack
 
     outcomes = []
-    moto_patches.Atomicity.enabled = False
+    Atomicity.enabled = False
     try:
         for _ in range(3):
             with EmbeddedStack(ROOT, time_scale=0.001) as stack:
@@ -78,7 +79,7 @@ def test_without_the_lock_moto_loses_conditional_updates():
             if outcomes[-1][0] > outcomes[-1][1]:
                 break
     finally:
-        moto_patches.Atomicity.enabled = True
+        Atomicity.enabled = True
     assert any(wins > final for wins, final in outcomes), outcomes
 
 
@@ -92,14 +93,14 @@ def test_waits_and_backoffs_are_compressed_without_editing_the_definition(stack,
             raise RuntimeError("throttled")
         return invoke()
 
-    moto_patches.Clock.slept.clear()
+    Clock.slept.clear()
     with fault_hook(stack.lambdas, flaky):
         execution = cf.submit({"entityId": "e", "operation": "put", "attributes": {}, "effectiveAt": T0})
     assert execution.output["outcome"] == "applied"
-    requested = sum(seconds for kind, seconds in moto_patches.Clock.slept if kind == "retry")
+    requested = sum(seconds for kind, seconds in Clock.slept if kind == "retry")
     events = list(cf.history(execution.arn))
     elapsed = (events[-1]["timestamp"] - events[0]["timestamp"]).total_seconds()
-    assert len([s for k, s in moto_patches.Clock.slept if k == "retry"]) == 4
+    assert len([s for k, s in Clock.slept if k == "retry"]) == 4
     assert elapsed < requested  # the definition asked for these back-offs; the clock scaled them
 
 

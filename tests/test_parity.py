@@ -1,5 +1,5 @@
 """Parity with AWS: each limit or semantic of AWS that the workflow can meet holds on the embedded stack
-too (moto_patches makes moto as strict as AWS's documentation), and the template's deploy-time settings
+too (changeflow.local.moto_patches makes moto as strict as AWS's documentation), and the template's deploy-time settings
 that only AWS can exercise are pinned here. Each test names the AWS page it follows."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-from changeflow.local import moto as moto_patches
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.client import Changeflow
 from changeflow.local.template import Template
 from conftest import ROOT
@@ -148,7 +148,7 @@ def log_records(stack, execution_arn: str) -> list[dict]:
 def run(stack, arn: str, payload=None, name: str = "run") -> str:
     execution_arn = stack.client("stepfunctions").start_execution(
         stateMachineArn=arn, name=name, input=json.dumps(payload or {}))["executionArn"]
-    assert moto_patches.wait_for_termination(execution_arn, 30)
+    assert wait_for_termination(execution_arn, 30)
     return execution_arn
 
 

@@ -303,15 +303,15 @@ def http(method, url, body=None):
 
 
 def test_a_patch_posted_to_the_api_applies_and_the_read_api_shows_what_it_changed(server):
-    from changeflow.local import moto as moto_patches
+    from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 
     status, answer = http("POST", f"{server.url}/v1/changes", put(change="c1", title="Q3", status="draft"))
-    assert status == 200 and moto_patches.wait_for_termination(answer["executionArn"], 60)
+    assert status == 200 and wait_for_termination(answer["executionArn"], 60)
     # WHEN a patch is posted (the API's request model knows set and remove)
     status, answer = http("POST", f"{server.url}/v1/changes",
                           patch(change="c2", set={"status": "approved"}, remove=["title"], actor="carol"))
     assert status == 200, answer
-    assert moto_patches.wait_for_termination(answer["executionArn"], 60)
+    assert wait_for_termination(answer["executionArn"], 60)
     # THEN the read API's latest, version list and version show the patch
     _, latest = http("GET", f"{server.url}/v1/entities/doc%2342")
     assert latest["attributes"] == {"status": "approved"} and latest["patch"] == {
@@ -334,10 +334,10 @@ def test_the_api_request_model_refuses_a_malformed_patch_with_400_and_starts_not
 
 
 def test_a_put_with_a_patch_field_passes_the_model_and_the_workflow_names_the_field(server):
-    from changeflow.local import moto as moto_patches
+    from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 
     status, answer = http("POST", f"{server.url}/v1/changes", put(change="c1", a=1) | {"set": {"a": 2}})
-    assert status == 200 and moto_patches.wait_for_termination(answer["executionArn"], 60)
+    assert status == 200 and wait_for_termination(answer["executionArn"], 60)
     description = boto3_client(server, "stepfunctions").describe_execution(executionArn=answer["executionArn"])
     assert description["status"] == "FAILED" and description["error"] == "ValidationError"
     assert json.loads(description["cause"])["errorMessage"].startswith("set: is only for a patch")

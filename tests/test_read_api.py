@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import pytest
 
-from changeflow.local import moto as moto_patches
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.local.server import EmbeddedServer
 from conftest import load_event
 
@@ -40,7 +40,7 @@ def server():
             request = urllib.request.Request(f"{api}/changes", data=body, method="POST",
                                              headers={"Content-Type": "application/json"})
             with urllib.request.urlopen(request, timeout=30) as response:
-                assert moto_patches.wait_for_termination(json.loads(response.read())["executionArn"], 30)
+                assert wait_for_termination(json.loads(response.read())["executionArn"], 30)
         yield running
 
 

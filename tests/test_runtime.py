@@ -347,7 +347,7 @@ def test_a_real_timeout_of_the_v0_write_is_an_unknown_outcome_resolved_by_a_fres
     # the runtime times the handler out while its write is still in flight, and the write then lands.
     # (4 s, not 1: the emulator counts a cold start inside the timeout, and a cold start here can take
     # seconds on a loaded machine; Lambda gives the first Init its own 10 s.)
-    from changeflow.local import moto as moto_patches
+    from changeflow.local.moto_patches.core.locking import API_LOCK
     from changeflow.client import Changeflow
     from changeflow.local.lambdas import fault_hook
 
@@ -356,7 +356,7 @@ def test_a_real_timeout_of_the_v0_write_is_an_unknown_outcome_resolved_by_a_fres
     held = threading.Event()
 
     def hold_the_table():
-        with moto_patches.API_LOCK:
+        with API_LOCK:
             held.set()
             threading.Event().wait(8)
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from changeflow.local import moto as moto_patches
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 
 from changeflow.client import names
 from changeflow.local.lambdas import LambdaServiceError, fault_hook
@@ -37,7 +37,7 @@ def post(api, request):
 
 
 def finish(answer):
-    assert moto_patches.wait_for_termination(answer["executionArn"], 30)
+    assert wait_for_termination(answer["executionArn"], 30)
 
 
 def name_of(arn):

@@ -451,7 +451,7 @@ def api_retries(server, seed: int, entities: int = 12) -> Tally:
     exactly once with the corrected content) or answered wrongly (a status or execution that is not what
     happened, or two entities' changes answered by one execution)."""
     from ..local.lambdas import LambdaServiceError, fault_hook
-    from ..local.moto import wait_for_termination
+    from ..local.moto_patches.stepfunctions.termination import wait_for_termination
 
     rng = random.Random(seed)
     tally = Tally("6. API: retries and redeliveries (POST /changes)")

@@ -76,9 +76,9 @@ class Changeflow:
 
     @classmethod
     def for_embedded(cls, stack) -> "Changeflow":
-        from ..local import moto as moto_patches
-
-        return cls.from_outputs(stack.outputs, region=stack.region, wait_hook=moto_patches.wait_for_termination)
+        """A client of an embedded stack in this process: it waits on the stack's own signal that an
+        execution has ended (``stack.wait_for_termination``) instead of polling."""
+        return cls.from_outputs(stack.outputs, region=stack.region, wait_hook=stack.wait_for_termination)
 
     @classmethod
     def for_aws_stack(cls, stack_name: str = "changeflow", region: str | None = None,

@@ -19,7 +19,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from . import moto as moto_patches
+from . import moto_patches
+from .moto_patches.stepfunctions.clock import Clock
+from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
 from .lambdas import Function, LambdaService
 from .template import Template
 
@@ -91,10 +93,10 @@ class EmbeddedStack:
         logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
         self.lambdas = LambdaService(self._layer_dirs())
         moto_patches.install(self.lambdas.before_call, caches=self.caches)
-        moto_patches.Clock.scale = self.time_scale
+        Clock.scale = self.time_scale
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
-        moto_patches.forget_terminations()
+        forget_terminations()
         try:
             if self.lambda_runtime == "emulator":
                 from .runtime.emulator import EmulatorRuntime
@@ -120,8 +122,8 @@ class EmbeddedStack:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
-            moto_patches.forget_terminations()
-            moto_patches.Clock.scale = 1.0
+            forget_terminations()
+            Clock.scale = 1.0
 
     def client(self, service: str):
         return boto3.client(service, region_name=self.region, config=Config(retries={"mode": "standard"}))
@@ -174,7 +176,7 @@ class EmbeddedStack:
 
     def _create_event_rules(self) -> None:
         """EventBridge rules: SAM ``EventBridgeRule`` events of state machines and functions, and plain
-        ``AWS::Events::Rule`` resources, with their targets (moto_patches delivers to Step Functions)."""
+        ``AWS::Events::Rule`` resources, with their targets (moto_patches.events.targets delivers to Step Functions)."""
         events = self.client("events")
         rules = []
         for kind in ("AWS::Serverless::StateMachine", "AWS::Serverless::Function"):
@@ -251,6 +253,11 @@ class EmbeddedStack:
             )
 
     # --- conveniences for tests and tools -------------------------------------------------------
+    @staticmethod
+    def wait_for_termination(execution_arn: str, timeout: float) -> bool:
+        """Block until the execution (started on this stack) has ended; ``False`` on timeout."""
+        return wait_for_termination(execution_arn, timeout)
+
     def function(self, logical_id: str) -> Function:
         return next(f for f in self.lambdas.functions.values() if f.logical_id == logical_id)
 
