@@ -137,7 +137,7 @@ test-fast: $(STAMP) $(CHROMIUM)
 	$(BIN)/pytest -m "not slow"
 
 # cfn-lint, sam validate --lint, cfn-lint-serverless, checkov, cfn-guard (Control Tower rules and
-# rules/changeflow.guard): see src/changeflow/security.py and the README's Security section.
+# rules/changeflow.guard): see src/changeflow/checks/security.py and the README's Security section.
 lint: setup
 	$(BIN)/python -m changeflow.checks.security
 	npx --no-install asl-validator --json-path statemachines/change.asl.json

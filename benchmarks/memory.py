@@ -59,7 +59,7 @@ def main() -> None:
         gc.collect()
         rss_after, grown = rss_mb(), live_types() - types_before
     n = args.measure
-    print(f"{'WITHOUT moto's perf patches: ' if args.without_perf_patches else ''}changes {args.fill + 1:,}-{args.fill + n:,} "
+    print(f"{'WITHOUT the perf patches: ' if args.without_perf_patches else ''}changes {args.fill + 1:,}-{args.fill + n:,} "
           f"over {args.entities} entities: {elapsed * 1000 / n:.1f} ms/change; RSS {rss_before:.0f} -> "
           f"{rss_after:.0f} MB = {(rss_after - rss_before) * 1024 / n:.1f} KB per change")
     print("| live objects added per change | type |\n|---:|---|")

@@ -22,6 +22,7 @@ def main() -> int:
 
     from hypothesis import HealthCheck, given, settings
 
+    from changeflow.checks import reference_model
     from changeflow.checks import reliability as r
     from changeflow.client import Changeflow
     from changeflow.local.embedded import EmbeddedStack
@@ -58,10 +59,10 @@ def main() -> int:
 
         @settings(max_examples=args.examples, deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))
-        @given(raw=r.change_sequences())
+        @given(raw=reference_model.change_sequences())
         def run(raw):
             entity = f"model-{next(counter)}"
-            r.model_case(stack, cf, entity, r.materialise(entity, raw), model)
+            reference_model.model_case(stack, cf, entity, reference_model.materialise(entity, raw), model)
 
         run()
         tallies.append(model)

@@ -59,7 +59,7 @@ def invoke_latency(stack, invokes: int) -> dict:
 
 
 def changes_per_second(stack, changes: int, concurrency: int, tag: str) -> float:
-    from changeflow.cli import submit_all
+    from changeflow.commands.run import submit_all
     from changeflow.client import Changeflow
 
     client = Changeflow.for_embedded(stack)

@@ -65,10 +65,10 @@ def page_all_versions(client, entity_id: str) -> int:
 
 
 def verify_all(client) -> int:
-    from changeflow.audit import verify as integrity
+    from changeflow.audit import verify
 
-    ids = integrity.entities(client)
-    reports = [integrity.verify(client, entity_id) for entity_id in ids]
+    ids = verify.entities(client)
+    reports = [verify.verify(client, entity_id) for entity_id in ids]
     assert all(r.ok for r in reports), [r.problems for r in reports if not r.ok][:3]
     return len(ids)
 
@@ -182,7 +182,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'WITHOUT moto's perf patches: ' if args.without_perf_patches else ''}"
+    print(f"{'WITHOUT the perf patches: ' if args.without_perf_patches else ''}"
           f"checkpoints {checkpoints}, window {args.window} changes, fill {args.fill}, "
           f"spread over {args.entities:,} entities; ratios are to each series' first checkpoint")
     print(table(rows))

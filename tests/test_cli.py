@@ -221,9 +221,9 @@ def cli(capsys, *args):
 @pytest.fixture
 def on_stack(stack, cf, monkeypatch):
     """The remote commands against the embedded stack (the same client code path as serve and AWS)."""
-    from changeflow import cli as cli_module
+    from changeflow.client import targets
 
-    monkeypatch.setattr(cli_module, "target", lambda args: cf)
+    monkeypatch.setattr(targets, "client_for", lambda args: cf)
     return cf
 
 
@@ -331,7 +331,7 @@ def test_submit_exit_status_follows_the_rule(on_stack, capsys):
 
 
 def test_an_execution_that_ends_with_an_error_the_workflow_does_not_name_exits_three(capsys):
-    from changeflow.cli import execution_status
+    from changeflow.commands.output import execution_status
     from changeflow.client import Execution
 
     def ended(status, error=None):
@@ -378,11 +378,12 @@ def test_every_command_documents_its_exit_statuses_and_every_option(capsys):
 
 
 def test_documented_exit_statuses_are_the_ones_main_returns():
-    from changeflow import cli as cli_module
+    from changeflow.common import errors
 
-    assert (cli_module.OK, cli_module.REJECTED, cli_module.USAGE, cli_module.FAILED) == (0, 1, 2, 3)
-    for name, text in cli_module.EXIT_HELP.items():
-        codes = {int(line.split()[0]) for line in text.splitlines()[1:] if line[2:3].isdigit()}
+    assert (errors.OK, errors.REJECTED, errors.USAGE, errors.FAILED) == (0, 1, 2, 3)
+    _, commands = _subcommands()
+    for name, sub in commands.items():  # each command's exit-status section, as its --help prints it
+        codes = {int(line.split()[0]) for line in sub.epilog.splitlines()[1:] if line[2:3].isdigit()}
         assert codes <= {0, 1, 2, 3} and 0 in codes, name
 
 

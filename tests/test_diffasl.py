@@ -8,7 +8,7 @@ import copy
 import json
 
 from changeflow.checks import diffasl
-from changeflow.cli import named_errors
+from changeflow.client import named_errors
 
 from conftest import ASL, ROOT
 

@@ -554,9 +554,9 @@ def test_closed_executions_share_their_state_machine_snapshot_and_keep_no_waiter
     share one, and each still holds the definition it ran with after the state machine has been updated. Nothing is kept per ended execution for waiters but its
     ARN, and a wait on an ended execution returns at once."""
     from moto.stepfunctions.parser.models import stepfunctions_parser_backends
-    from changeflow.local.moto_patches.stepfunctions.termination import Termination, wait_for_termination
-    from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
+
     from changeflow.client import Changeflow
+    from changeflow.local.moto_patches.stepfunctions.termination import Termination, wait_for_termination
 
     client = Changeflow.for_embedded(stack)
     sfn = stack.client("stepfunctions")

@@ -818,7 +818,7 @@ def test_an_unhandled_error_logs_its_traceback_and_the_payload_keeps_the_handler
     function = stack.function("FetchLatestFunction")
     payload, failed = stack.lambdas.invoke(function, event)
     assert failed and payload["errorType"] == "ValidationError"
-    assert payload["stackTrace"] and all("changeflow/lambdas.py" not in frame for frame in payload["stackTrace"])
+    assert payload["stackTrace"] and all("changeflow/local/lambdas.py" not in frame for frame in payload["stackTrace"])
     assert any("fetch_latest/app.py" in frame for frame in payload["stackTrace"])
     [logged] = [line for line in function.logs if line.startswith("[ERROR] ValidationError: ")]
     assert payload["errorMessage"] in logged and "Traceback (most recent call last):" in logged

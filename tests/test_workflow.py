@@ -457,19 +457,19 @@ def test_a_change_id_reused_with_a_newer_effective_at_is_a_duplicate_and_writes_
 
 
 def test_a_change_id_reused_after_v0_forgot_it_writes_again_and_verify_reports_it(cf):
-    from changeflow.audit import verify as integrity
+    from changeflow.audit import verify
     from changeflow_core.model import RECENT_CHANGE_IDS
 
     # GIVEN c1, then as many other changes as v0 remembers ids
     cf.submit(put(at=1000, change="c1", v=1))
     for i in range(RECENT_CHANGE_IDS):
         cf.submit(put(at=1001 + i, change=f"other-{i}", v=i))
-    assert integrity.verify(cf, "doc#1").ok
+    assert verify.verify(cf, "doc#1").ok
     # WHEN c1 is reused at a newer time: outside the documented window it is a new change
     again = cf.submit(put(at=5000, change="c1", v="again"))
     assert again.output["outcome"] == "applied" and again.output["version"] == RECENT_CHANGE_IDS + 2
     # THEN verify reports the change that wrote two versions, though they are not neighbours
-    problems = integrity.verify(cf, "doc#1").problems
+    problems = verify.verify(cf, "doc#1").problems
     assert f"change 'c1' wrote versions 1 and {RECENT_CHANGE_IDS + 2}" in problems
 
 
@@ -484,7 +484,7 @@ def always_failing(logical_id):
 
 
 def test_a_tag_step_that_keeps_failing_still_reports_the_applied_change_and_repair_tags_it(make_stack):
-    from changeflow.audit import verify as integrity
+    from changeflow.audit import repair, verify
     from changeflow.client import Changeflow
     from changeflow.local.lambdas import fault_hook
 
@@ -500,14 +500,14 @@ def test_a_tag_step_that_keeps_failing_still_reports_the_applied_change_and_repa
                                 "changeId": "c2", "effectiveAt": T0 + 1}
     assert states_entered(cf, execution)[-1] == "Report the result without the expiry tag"
     # AND verify finds version 1 left untagged, and repair tags it
-    assert "versions outside the retention window without an expiry: [1]" in integrity.verify(cf, "doc#1").problems
-    done, cannot = integrity.repair(cf, "doc#1")
+    assert "versions outside the retention window without an expiry: [1]" in verify.verify(cf, "doc#1").problems
+    done, cannot = repair.repair(cf, "doc#1")
     assert done == ["tagged version 1 for expiry"] and cannot == []
     assert cf.entity("doc#1")["versions"][0]["expiresAt"] is not None
 
 
 def test_a_missed_expiry_tag_is_healed_by_the_next_change(make_stack):
-    from changeflow.audit import verify as integrity
+    from changeflow.audit import verify
     from changeflow.client import Changeflow
     from changeflow.local.lambdas import fault_hook
 
@@ -520,7 +520,7 @@ def test_a_missed_expiry_tag_is_healed_by_the_next_change(make_stack):
     execution = cf.submit(put(at=T0 + 2, change="c3", v=3))
     tag = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
     assert json.loads(tag["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == [2, 1]
-    assert integrity.verify(cf, "doc#1").ok
+    assert verify.verify(cf, "doc#1").ok
 
 
 def test_a_fetch_step_that_keeps_failing_ends_in_a_named_error_and_writes_nothing(stack, cf):

@@ -13,6 +13,7 @@ from changeflow_core import wire
 
 from . import report
 from .client import Changeflow
+from .common.serving import wait_until_interrupted
 from .local.embedded import EmbeddedStack
 
 STEPS = [
@@ -72,7 +73,5 @@ def main(out=sys.stdout, serve: bool = False, port: int = 4566) -> int:
               f"{urlencode({'id': entity})})", file=out)
         print(f"   the stack's endpoint is {running.url} for the CLI and boto3; Ctrl-C stops", file=out)
         out.flush()
-        from .console import wait_until_interrupted
-
         wait_until_interrupted()
     return 0

@@ -1,11 +1,11 @@
-"""What an auditor runs: the hash chain of an entity's versions checked, digests taken and kept outside
-the account, a later state proven against a digest, and each version's executionArn checked against the
-execution that wrote it. Reads only, through the same client as every other command."""
+"""The hash chain, as an auditor checks it: an entity's versions read as stored (every number exactly),
+the chain checked link by link, digests taken (each entity's head and a Merkle root) to keep outside the
+account, and a later state proven against a digest. Reads only, through the same client as every other
+command."""
 
 from __future__ import annotations
 
 import datetime
-import json
 from typing import Any
 
 from changeflow_core import chain, model
@@ -102,30 +102,4 @@ def verify_since(client: Changeflow, taken: dict[str, Any], now_s: float | None 
         found.extend(chain_problems)
         if found:
             problems[entity_id] = found
-    return problems
-
-
-def check_executions(client: Changeflow, entity_id: str) -> list[str]:
-    """Each version's executionArn names an execution that exists and reports writing that version of that
-    entity for that change. A version forged with a correct-looking hash fails here."""
-    problems = []
-    for item in raw_history(client, entity_id):
-        version = int(item[model.VERSION]["N"])
-        arn = item.get(model.EXECUTION, {}).get("S")
-        change_id = item.get(model.CHANGE_ID, {}).get("S")
-        if not arn:
-            problems.append(f"version {version}: names no execution")
-            continue
-        try:
-            described = client.sfn.describe_execution(executionArn=arn)
-        except client.sfn.exceptions.ExecutionDoesNotExist:
-            problems.append(f"version {version}: its execution {arn} does not exist (or aged out of Step Functions)")
-            continue
-        if described["status"] != "SUCCEEDED":
-            continue  # e.g. HistoryWriteFailed after v0 was written: the history item came from repair
-        output = json.loads(described.get("output") or "{}")
-        claimed = (output.get("entityId"), output.get("version"), output.get("changeId"))
-        if claimed != (entity_id, version, change_id):
-            problems.append(f"version {version}: its execution reports {claimed}, not "
-                            f"({entity_id!r}, {version}, {change_id!r})")
     return problems

@@ -1,5 +1,6 @@
-"""``changeflow verify`` and ``changeflow repair``: what an auditor checks about an entity's versions,
-and the one repair that is always safe. Both read through the same client on the embedded stack,
+"""``changeflow verify``: what an auditor checks about an entity's versions (contiguous, consistent with
+each other and with ``v0``, each patch its predecessor with the patch applied, expiries where the retention
+window puts them, and the hash chain). Reads only, through the same client on the embedded stack,
 ``changeflow serve`` or AWS."""
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from changeflow_core import items, model, store
+
+from .digests import verify_chain
 
 # Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
 NOT_CONTENT = {model.SK, model.EXPIRES_AT}
@@ -82,8 +85,6 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     if missed:
         report.problems.append(f"versions outside the retention window without an expiry: {missed}")
 
-    from .digests import verify_chain
-
     report.problems.extend(verify_chain(client, entity_id, now_s))  # the hash chain: names the first altered version
     if latest is None:
         if history and not history[-1].get(model.DELETED):
@@ -126,7 +127,7 @@ def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str
     return problems
 
 
-def _retention(client) -> tuple[int, int]:
+def retention_window(client) -> tuple[int, int]:
     outputs = client.outputs or {}
     return int(outputs.get("HistoryRetentionVersions") or 0), int(outputs.get("HistoryRetentionDays") or 0)
 
@@ -134,7 +135,7 @@ def _retention(client) -> tuple[int, int]:
 def untagged_versions(client, latest: dict[str, Any] | None, history: list[dict[str, Any]]) -> list[int]:
     """History versions the retention window has left that carry no expiry: a tag step that failed past
     its retries (the next change heals one such miss; repair heals any)."""
-    keep_versions, keep_days = _retention(client)
+    keep_versions, keep_days = retention_window(client)
     if latest is None or not (keep_versions or keep_days):
         return []
     boundary = int(latest[model.VERSION]) - (keep_versions if keep_versions else 1)
@@ -158,24 +159,3 @@ def entities(client) -> list[str]:
             if not start:
                 break
     return sorted(found)
-
-
-def repair(client, entity_id: str) -> tuple[list[str], list[str]]:
-    """Write the missing history item of ``v0``'s version from ``v0`` (never overwriting anything): the
-    only content that is still known. Returns (what was repaired, what remains wrong and cannot be)."""
-    done, cannot = [], []
-    latest = store.get_item(client.dynamodb, client.table, entity_id, model.LATEST_SK)
-    if latest is not None:
-        version = int(latest[model.VERSION])
-        outcome = store.ensure_history(client.dynamodb, client.table, client.history_table, entity_id, version)
-        if outcome == "repaired":
-            done.append(f"wrote history item of version {version} from v0")
-    history = store.all_history(client.dynamodb, client.history_table, entity_id)
-    keep_days = _retention(client)[1]
-    for version in untagged_versions(client, latest, history):
-        if store.tag_expiry(client.dynamodb, client.history_table, entity_id, version,
-                            int(time.time()) + keep_days * items.SECONDS_PER_DAY):
-            done.append(f"tagged version {version} for expiry")
-    report = verify(client, entity_id)
-    cannot.extend(report.problems)
-    return done, cannot

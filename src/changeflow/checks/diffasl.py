@@ -26,7 +26,7 @@ import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 KNOWN_DIFFERENCES = "tests/asl_known_differences.json"
 TIME_SCALE = 0.001  # Wait states and retry back-offs, in both interpreters
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         print("changeflow diff-asl: LocalStack's interpreter needs Python >= 3.12; run `make diff-asl`",
               file=sys.stderr)
         return 2
-    from ..local.embedded import project_root
+    from ..common.project import project_root
 
     root = project_root()
     known = _known(root)

@@ -13,28 +13,22 @@ Invariants checked after every case (``violations``):
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..client import Changeflow, Execution
-from .faults import THROTTLE_CODES, Injector
+from ..audit.repair import repair
 from ..audit.verify import verify
-from changeflow_core.model import RECENT_CHANGE_IDS
+from ..client import Changeflow, Execution, named_errors
+from .faults import THROTTLE_CODES, Injector
 
-def _named_errors() -> set[str]:
-    """The errors the workflow names, read from the ASL file."""
-    import json
-    from pathlib import Path
-
-    from ..cli import named_errors
-
-    return named_errors(json.loads((Path(__file__).resolve().parents[3] / "statemachines" / "change.asl.json").read_text()))
-
-
-NAMED_ERRORS = _named_errors()
+# The errors the workflow names, read from the checkout's ASL file.
+NAMED_ERRORS = named_errors(json.loads(
+    (Path(__file__).resolve().parents[3] / "statemachines" / "change.asl.json").read_text()))
 T0 = 1_767_225_600_000
 
 
@@ -201,8 +195,6 @@ def faults(stack, cf: Changeflow, times: tuple[int, ...] = (1, 2)) -> Tally:
 
 def history_outage(stack, cf: Changeflow) -> Tally:
     """A history put that keeps failing ends in HistoryWriteFailed, verify detects it, repair fixes it."""
-    from ..audit import verify as integrity
-
     tally = Tally("2. faults: history outage and repair")
     injector = Injector()
     entity = "outage"
@@ -214,10 +206,10 @@ def history_outage(stack, cf: Changeflow) -> Tally:
     tally.faults.update(injector.injected)
     if execution.error != "HistoryWriteFailed":
         tally.violations.append(f"history outage ended {execution.status} {execution.error}, not HistoryWriteFailed")
-    if integrity.verify(cf, entity).ok:
+    if verify(cf, entity).ok:
         tally.violations.append("verify did not detect the missing history item")
-    done, cannot = integrity.repair(cf, entity)
-    if not done or cannot or not integrity.verify(cf, entity).ok:
+    done, cannot = repair(cf, entity)
+    if not done or cannot or not verify(cf, entity).ok:
         tally.violations.append(f"repair did not restore the entity: {done} {cannot}")
     return tally
 
@@ -290,125 +282,14 @@ def report(tallies: list[Tally]) -> str:
     return out
 
 
-# --- 5. model-based: the workflow against a reference model -------------------------------------------
-class Model:
-    """The semantics in a few lines: what the table must hold after changes applied one at a time."""
-
-    def __init__(self):
-        self.latest: dict[str, Any] | None = None
-        self.versions: list[dict[str, Any]] = []
-
-    def apply(self, request: dict[str, Any]) -> tuple[str, str]:
-        """``(status, outcome or error)`` of one change, and its effect on the model."""
-        content = request.get("attributes")
-        if request["operation"] == "rollback":
-            k = request["toVersion"]
-            if k > len(self.versions) or self.versions[k - 1]["deleted"]:
-                return "FAILED", "NotFound"
-            content = self.versions[k - 1]["attributes"]
-        latest = self.latest
-        if latest and request["changeId"] in latest["changeIds"]:
-            return "SUCCEEDED", "duplicate"
-        if latest and request["effectiveAt"] < latest["effectiveAt"]:
-            return "SUCCEEDED", "stale"
-        if request["operation"] == "patch":  # of the latest version; nothing live to patch: NotFound
-            if latest is None or latest["deleted"]:
-                return "FAILED", "NotFound"
-            content = apply_patch(latest["attributes"], request.get("set", {}), request.get("remove", []))
-        version = len(self.versions) + 1
-        deleted = request["operation"] == "delete"
-        remembered = {**(latest["changeIds"] if latest else {}), request["changeId"]: version}
-        self.latest = {
-            "version": version, "effectiveAt": request["effectiveAt"], "changeId": request["changeId"],
-            "deleted": deleted, "attributes": {} if deleted else dict(content),
-            # the ids of the last RECENT_CHANGE_IDS changes applied, whatever their effectiveAt
-            "changeIds": dict(sorted(remembered.items(), key=lambda kv: kv[1])[-RECENT_CHANGE_IDS:]),
-        }
-        self.versions.append({k: v for k, v in self.latest.items() if k != "changeIds"})
-        return "SUCCEEDED", "applied"
-
-
-RECOVERABLE_FAULTS = [(step, kind) for step in STEPS for kind in ("before", "lost", "timeout", "service")]
-
-
-def model_case(stack, cf: Changeflow, entity: str, steps: list[tuple[dict, tuple[str, str] | None]],
-               tally: Tally) -> None:
-    """Run ``steps`` (a change and an optional fault) one at a time; compare with the model throughout."""
-    model = Model()
-    submitted = []
-    for request, fault in steps:
-        injector = Injector()
-        rules = [(fault[0], fault[1], 1)] if fault else []
-        with injector.around(stack.lambdas, rules):
-            execution = cf.submit(request)
-        tally.faults.update(injector.injected)
-        submitted.append((request, execution))
-        status, expected = model.apply(request)
-        got = (execution.output or {}).get("outcome") if execution.status == "SUCCEEDED" else execution.error
-        lost_write = fault is not None and fault[1] in ("lost", "timeout") and fault[0] in (
-            "UpdateLatestFunction", "DeleteTombstoneFunction")
-        allowed = {expected, "duplicate"} if (expected == "applied" and lost_write) else {expected}
-        if execution.status != status or got not in allowed:
-            tally.violations.append(f"model [{entity}]: {request} gave {execution.status} {got}, model {status} {expected}")
-    tally.cases += 1
-    check(cf, entity, submitted, tally)
-    state = cf.entity(entity)
-    keep = ("version", "effectiveAt", "changeId", "deleted", "attributes")
-    table_versions = [{k: v[k] for k in keep} for v in state["versions"]]
-    if table_versions != model.versions:
-        tally.violations.append(f"model [{entity}]: history {table_versions} != model {model.versions}")
-    latest = state["latest"]
-    if (latest and {k: latest[k] for k in keep}) != (model.latest and {k: model.latest[k] for k in keep}):
-        tally.violations.append(f"model [{entity}]: v0 {latest} != model {model.latest}")
-
-
 def apply_patch(content: dict[str, Any], set_: dict[str, Any], remove: list[str]) -> dict[str, Any]:
-    """The model's patch rule, written apart from the code under test: set replaces or adds top-level
-    fields, remove drops them."""
+    """The patch rule (the invariants' and the reference model's), written apart from the code under test:
+    set replaces or adds top-level fields, remove drops them."""
     return {name: value for name, value in {**content, **set_}.items() if name not in remove}
 
 
-def change_sequences():
-    """Hypothesis strategy: up to 10 changes to one entity (puts, patches, deletes, rollbacks) with
-    timestamps from a small range (so ties and stale writes are common), redeliveries of earlier changes,
-    and faults."""
-    from hypothesis import strategies as st
 
-    fields = st.sampled_from(["v", "a", "b"])
-    patch = st.builds(
-        lambda at, set_, remove: {"operation": "patch", "effectiveAt": T0 + at,
-                                  **({"set": set_} if set_ else {}),
-                                  **({"remove": sorted(set(remove) - set(set_))} if set(remove) - set(set_) else {})},
-        st.integers(0, 5), st.dictionaries(fields, st.integers(0, 3), max_size=2), st.lists(fields, max_size=2),
-    ).filter(lambda request: "set" in request or "remove" in request)
-    operation = st.one_of(
-        st.builds(lambda at, v: {"operation": "put", "effectiveAt": T0 + at, "attributes": {"v": v}},
-                  st.integers(0, 5), st.integers(0, 3)),
-        patch,
-        st.builds(lambda at: {"operation": "delete", "effectiveAt": T0 + at}, st.integers(0, 5)),
-        st.builds(lambda at, k: {"operation": "rollback", "effectiveAt": T0 + at, "toVersion": k},
-                  st.integers(0, 5), st.integers(1, 4)),
-    )
-    step = st.tuples(
-        st.one_of(operation, st.integers(0, 9)),  # an int: deliver an earlier change again
-        st.one_of(st.none(), st.none(), st.sampled_from(RECOVERABLE_FAULTS)),
-    )
-    return st.lists(step, min_size=1, max_size=10)
-
-
-def materialise(entity: str, raw: list) -> list[tuple[dict, tuple[str, str] | None]]:
-    """Turn a drawn sequence into requests: fresh change ids, redeliveries copied from earlier requests."""
-    steps, made = [], []
-    for i, (op, fault) in enumerate(raw):
-        if isinstance(op, int):
-            if not made:
-                continue
-            request = made[op % len(made)]
-        else:
-            request = {"entityId": entity, "changeId": f"{entity}-c{i}", **op}
-            made.append(request)
-        steps.append((request, fault))
-    return steps
+# --- 5. model-based: checks/reference_model.py ---------------------------------------------------------
 
 
 # --- 6. the API path: POST /changes on `changeflow serve` -----------------------------------------------
@@ -431,7 +312,6 @@ def api_entity_ids(rng: random.Random, count: int, run: int = 0) -> list[str]:
 
 
 def _post(api: str, request: dict) -> tuple[int, dict]:
-    import json
     import urllib.error
     import urllib.request
 

@@ -11,7 +11,7 @@ Runs, offline and without AWS credentials:
   translated CloudFormation;
 - ``cfn-guard`` with the project's own rules (``rules/changeflow.guard``) on the raw SAM template.
 
-The translated CloudFormation is written to ``build/security/cloudformation.json`` (see ``changeflow.cfn``).
+The translated CloudFormation is written to ``build/security/cloudformation.json`` (see ``changeflow.local.cfn``).
 A finding fails the run unless an entry of ``SKIPPED`` (tool, check, resources) covers it; an entry
 that covers nothing fails the run too, so the table (which the README lists) stays true. The tools are
 installed by ``make setup`` into .venv, .venv-checkov and .tools.
@@ -344,7 +344,7 @@ def cfn_guard(tools: Tools, rules: list[Path], data: Path, tool: str) -> list[Fi
 
 
 def write_cloudformation(template: Path, build_dir: Path) -> Path:
-    """The SAM template translated offline (changeflow.cfn.transform) into build_dir."""
+    """The SAM template translated offline (changeflow.local.cfn.transform) into build_dir."""
     from ..local.cfn import transform
 
     build_dir.mkdir(parents=True, exist_ok=True)

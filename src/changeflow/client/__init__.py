@@ -1,6 +1,8 @@
-"""One code path for every command, against the embedded stack, ``changeflow serve`` (an endpoint URL)
-or a stack deployed on AWS: start named executions, wait for them, page their history the AWS way, and
-read an entity's versions."""
+"""The client of a changeflow stack: one code path for every command, against the embedded stack,
+``changeflow serve`` (an endpoint URL) or a stack deployed on AWS: start named executions, wait for them,
+page their history the AWS way, and read an entity's versions (this module, ``Changeflow``). Beside it:
+``names`` (execution names, the rule every entry point shares) and ``targets`` (the stack a command
+names)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,12 @@ TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
 # https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
 TERMINAL_EVENTS = {"ExecutionSucceeded": "SUCCEEDED", "ExecutionFailed": "FAILED",
                    "ExecutionTimedOut": "TIMED_OUT", "ExecutionAborted": "ABORTED"}
+
+
+def named_errors(definition: dict) -> set[str]:
+    """The errors the workflow names: its Fail states' ``Error`` values. An execution that failed with one
+    of them was rejected by the workflow; any other failure is a fault."""
+    return {s["Error"] for s in definition["States"].values() if s["Type"] == "Fail" and "Error" in s}
 
 
 def is_express(arn: str) -> bool:

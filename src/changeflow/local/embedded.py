@@ -19,10 +19,13 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from ..common.project import project_root
 from . import moto_patches
+from .lambdas import Function, LambdaService
 from .moto_patches.stepfunctions.clock import Clock
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
-from .lambdas import Function, LambdaService
+from .runtime import LAMBDA_RUNTIMES
+from .runtime.dispatch import EmulatorRuntime
 from .template import Template
 
 FAKE_CREDENTIALS = {
@@ -34,16 +37,6 @@ MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use
 # What the embedded functions see besides the template's own variables: no X-Ray daemon runs here.
 EMBEDDED_FUNCTION_ENV = {"POWERTOOLS_TRACE_DISABLED": "true"}
 
-
-def project_root() -> Path:
-    """The directory holding template.yaml: CHANGEFLOW_ROOT, else the nearest one above the cwd."""
-    if os.environ.get("CHANGEFLOW_ROOT"):
-        return Path(os.environ["CHANGEFLOW_ROOT"]).resolve()
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "template.yaml").is_file():
-            return folder
-    raise FileNotFoundError("no template.yaml here or above; run inside the project or set CHANGEFLOW_ROOT")
 
 
 class EmbeddedStack:
@@ -66,9 +59,10 @@ class EmbeddedStack:
         self.time_scale = time_scale
         self.function_env = {**EMBEDDED_FUNCTION_ENV, **(function_env or {})}
         self.caches = caches
-        # "in-process" (the default) or "emulator" (changeflow.runtime); CHANGEFLOW_LAMBDA_RUNTIME sets the default
-        self.lambda_runtime = lambda_runtime or os.environ.get("CHANGEFLOW_LAMBDA_RUNTIME") or "in-process"
-        if self.lambda_runtime not in ("in-process", "emulator"):
+        # "in-process" (the default) or "emulator" (changeflow.local.runtime); CHANGEFLOW_LAMBDA_RUNTIME sets the
+        # default
+        self.lambda_runtime = lambda_runtime or os.environ.get("CHANGEFLOW_LAMBDA_RUNTIME") or LAMBDA_RUNTIMES[0]
+        if self.lambda_runtime not in LAMBDA_RUNTIMES:
             raise ValueError(f"Lambda runtime {self.lambda_runtime!r}: expected in-process or emulator")
         self._mock = None
         self.lambdas: LambdaService | None = None
@@ -99,8 +93,6 @@ class EmbeddedStack:
         forget_terminations()
         try:
             if self.lambda_runtime == "emulator":
-                from .runtime.emulator import EmulatorRuntime
-
                 self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
             self._create_tables()
             self._create_queues_and_buses()

@@ -199,7 +199,8 @@ class LambdaService:
         # its own process), so in one process invocations take turns. Executions still interleave
         # between steps, and every DynamoDB request is atomic, which is what the guarantees rest on.
         self.invoke_lock = threading.RLock()
-        # ``--lambda-runtime emulator``: a changeflow.runtime.EmulatorRuntime runs every invocation instead
+        # ``--lambda-runtime emulator``: an EmulatorRuntime (changeflow.local.runtime.dispatch) runs every
+        # invocation instead
         self.runtime = None
         for layer in layer_dirs:
             if str(layer) not in sys.path:

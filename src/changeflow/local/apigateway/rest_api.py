@@ -1,18 +1,16 @@
 """The template's REST API on the embedded stack, answered as API Gateway answers it:
 
-- A method's request validator: its body model checked with jsonschema (draft 4, as API Gateway does);
-  gateway response templates rendered by a Velocity engine (airspeed).
+- A method's request validator: its body model checked with jsonschema (draft 4, as API Gateway does).
 - Lambda proxy routes (SAM ``Api`` events of functions, and ``type: aws_proxy`` integrations in the
   definition): a REST (v1) proxy event to the real handler, as a REST API delivers it: ``path`` as the
   client sent it (percent-encoding kept), ``pathParameters`` decoded.
-- API Gateway's own answers where the request never reaches an integration, with its default gateway
-  responses (or the definition's): no such resource or method under the stage -> 403
-  ``Missing Authentication Token``; a body over the 10 MB payload quota -> 413; a body that is not UTF-8
-  JSON for a validated model -> 400; an integration running past the 29-second timeout -> 504.
+- API Gateway's own answers where the request never reaches an integration (``gateway_responses``): no
+  such resource or method under the stage -> 403 ``Missing Authentication Token``; a body over the 10 MB
+  payload quota -> 413; a body that is not UTF-8 JSON for a validated model -> 400; an integration running
+  past the 29-second timeout -> 504.
   Nothing under ``/<stage>/`` ever reaches moto's other services.
 
 Authorization (IAM/SigV4) is not enforced here, as ``sam local start-api`` does not enforce it either.
-``$util`` and ``$input`` are the small API Gateway objects templates use, written after its documentation.
 """
 
 from __future__ import annotations
@@ -22,65 +20,12 @@ import json
 import re
 import threading
 import uuid
-from typing import Any, Callable
+from typing import Callable
 from urllib.parse import parse_qs, unquote
 
-import airspeed
 import jsonschema
 
-
-class Util:
-    def parseJson(self, text):  # noqa: N802
-        return json.loads(text)
-
-    def base64Encode(self, text):  # noqa: N802
-        return base64.b64encode(str(text).encode()).decode()
-
-    def base64Decode(self, text):  # noqa: N802
-        return base64.b64decode(str(text)).decode()
-
-
-class Input:
-    """``$input``: the body (request or integration response) as templates see it."""
-
-    def __init__(self, raw: str):
-        self.body = raw
-        self._json = json.loads(raw) if raw.strip() else {}
-
-    def _select(self, path: str) -> Any:
-        value = self._json
-        for part in re.findall(r"[^.\[\]]+", path.lstrip("$")):
-            value = value[int(part)] if isinstance(value, list) else value.get(part)
-            if value is None:
-                return None
-        return value
-
-    def json(self, path: str) -> str:
-        return json.dumps(self._select(path))
-
-    def path(self, path: str) -> Any:
-        return self._select(path)
-
-
-def render(template: str, raw_body: str, context: dict[str, Any]) -> str:
-    return airspeed.Template(template).merge({"input": Input(raw_body), "util": Util(), "context": context})
-
-
-# API Gateway quotas (developer guide, "Amazon API Gateway quotas", REST APIs): payload size 10 MB,
-# integration timeout 50 ms - 29 s.
-MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
-INTEGRATION_TIMEOUT_S = 29.0
-
-# Default gateway responses (developer guide, "Gateway response types for API Gateway"): status and the
-# message of the default body template {"message":$context.error.messageString}.
-DEFAULT_RESPONSES = {
-    "MISSING_AUTHENTICATION_TOKEN": (403, "Missing Authentication Token"),
-    "REQUEST_TOO_LARGE": (413, "Request Too Long"),
-    "BAD_REQUEST_BODY": (400, "Invalid request body"),
-    "UNSUPPORTED_MEDIA_TYPE": (415, "Unsupported Media Type"),
-    "INTEGRATION_TIMEOUT": (504, "Endpoint request timed out"),
-    "INTEGRATION_FAILURE": (502, "Internal server error"),
-}
+from .gateway_responses import INTEGRATION_TIMEOUT_S, MAX_PAYLOAD_BYTES, gateway_response
 
 
 class Route:
@@ -217,14 +162,7 @@ class RestApi:
     # --- gateway responses ---------------------------------------------------------------------------
     def _gateway_error(self, kind: str, context: dict) -> tuple[int, dict, str]:
         """A gateway response: the definition's, else API Gateway's default for ``kind``."""
-        status, message = DEFAULT_RESPONSES[kind]
-        context["error"].setdefault("messageString", "")
-        context["error"]["messageString"] = context["error"]["messageString"] or json.dumps(message)
-        context["error"]["responseType"] = kind
-        spec = self.gateway_responses.get(kind, {})
-        template = spec.get("responseTemplates", {}).get("application/json")
-        body = render(template, "{}", context) if template else json.dumps({"message": message})
-        return int(spec.get("statusCode", status)), {"Content-Type": "application/json"}, body
+        return gateway_response(kind, context, self.gateway_responses.get(kind, {}))
 
     # --- Lambda proxy -------------------------------------------------------------------------------
     def _lambda_proxy(self, function_id: str, resource: str, validate: Callable | None = None):
