@@ -20,7 +20,7 @@ from ..local.runtime.emulator import (EmulatorProcess, RuntimeSetupError, interp
 from ..local.runtime.functions import InvokeError, deployed_template, function_spec
 from ..local.template import Template
 from .options import (DEFAULT_ENDPOINT, EXIT_2, FACTOR, PORT, add_lambda_runtime_option, add_param_option,
-                      exit_help)
+                      add_remote_options, exit_help)
 
 
 # --- changeflow serve ---------------------------------------------------------------------------------
@@ -197,13 +197,8 @@ def add_console(command) -> None:
                   "stack deployed on AWS with your own credentials; its one write is an explicit repair.",
                   exit_help("0  stopped with Ctrl-C or SIGTERM", EXIT_2, "3  the port is taken, or the endpoint or "
                             "stack cannot be reached"))
-    where = sub.add_mutually_exclusive_group()
-    where.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, metavar="URL",
-                       help="a running `changeflow serve` (default %(default)s)")
-    where.add_argument("--stack-name", metavar="NAME",
-                       help="a stack deployed on AWS (sam deploy), read with your AWS credentials; needs a region")
-    sub.add_argument("--region", default=None,
-                     help="AWS region of --stack-name (default: AWS_REGION or the AWS config; us-east-1 for --endpoint-url)")
+    add_remote_options(sub, json=False, stack_help="a stack deployed on AWS (sam deploy), read with your AWS "
+                                                   "credentials; needs a region")
     sub.add_argument("--port", type=int, default=DEFAULT_PORT,
                      help="TCP port of the console on 127.0.0.1 (default %(default)s)")
     sub.set_defaults(func=cmd_console)

@@ -40,21 +40,24 @@ def exit_help(*lines: str) -> str:
 
 EXIT_2 = "2  bad command line or file (unreadable, not JSON, bad --param, --stack-name without a region)"
 EXIT_3_REMOTE = "3  could not reach the endpoint or the stack, or AWS refused the request"
+EXIT_0_EXECUTIONS = "0  every execution SUCCEEDED (stale and duplicate outcomes included)"  # run, submit
 EXIT_DEFAULT = exit_help("0  done", "1  rejected: the stack answered no", EXIT_2, "3  could not do it")
 
 
-def add_remote_options(sub: argparse.ArgumentParser) -> None:
+def add_remote_options(sub: argparse.ArgumentParser, json: bool = True,
+                       stack_help: str = "a stack deployed on AWS (sam deploy); needs a region and AWS credentials"
+                       ) -> None:
     """Where the stack is, for the commands that talk to one: ``--endpoint-url`` (a running ``changeflow
     serve``) or ``--stack-name`` (a stack deployed on AWS), its ``--region``, and ``--json``."""
     where = sub.add_mutually_exclusive_group()
     where.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, metavar="URL",
                        help="a running `changeflow serve` (default %(default)s)")
-    where.add_argument("--stack-name", metavar="NAME",
-                       help="a stack deployed on AWS (sam deploy); needs a region and AWS credentials")
+    where.add_argument("--stack-name", metavar="NAME", help=stack_help)
     sub.add_argument("--region", default=None,
                      help="AWS region of --stack-name (default: AWS_REGION or the AWS config; "
                           "us-east-1 for --endpoint-url)")
-    sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    if json:
+        sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def add_param_option(parser: argparse.ArgumentParser) -> None:

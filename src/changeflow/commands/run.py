@@ -14,7 +14,7 @@ from ..client import Changeflow, Execution
 from ..common.errors import UsageError
 from ..common.params import parse_params
 from .changes import load_changes, refused
-from .options import (COUNT, EXIT_2, FACTOR, PORT, add_lambda_runtime_option, add_param_option, exit_help)
+from .options import (COUNT, EXIT_0_EXECUTIONS, EXIT_2, FACTOR, PORT, add_lambda_runtime_option, add_param_option, exit_help)
 from .output import dump, execution_status, known_errors, public
 
 # run's time scale when none is given: 0.001 one change at a time (Waits and back-offs almost vanish), 0.1
@@ -112,7 +112,7 @@ def add_run(command) -> None:
                   "Start the embedded stack in this process, run the changes in FILEs in order (or --concurrency "
                   "at once), print each execution and the version table of every entity they touched.",
                   exit_help(
-                      "0  every execution SUCCEEDED (stale and duplicate outcomes included)",
+                      EXIT_0_EXECUTIONS,
                       "1  a change was rejected: FAILED with one of the workflow's named errors (ValidationError, "
                       "NotFound, VersionConflict, ...), or over 256 KiB and never started (REFUSED)",
                       EXIT_2 + "; an unknown --history name",

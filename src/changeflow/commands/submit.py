@@ -10,7 +10,7 @@ from .. import report
 from ..client import targets
 from ..common.errors import ToolFailure
 from .changes import load_changes, refused
-from .options import EXIT_2, EXIT_3_REMOTE, SECONDS, add_remote_options, exit_help
+from .options import EXIT_0_EXECUTIONS, EXIT_2, EXIT_3_REMOTE, SECONDS, add_remote_options, exit_help
 from .output import dump, execution_status, known_errors, public
 
 
@@ -40,7 +40,7 @@ def add_submit(command) -> None:
                      "Start one execution per change request in FILEs, one after the other, and wait for each to "
                      "end. With --json, one JSON object per execution, one per line.",
                      exit_help(
-                         "0  every execution SUCCEEDED (stale and duplicate outcomes included)",
+                         EXIT_0_EXECUTIONS,
                          "1  a change was rejected: FAILED with one of the workflow's named errors, over 256 KiB "
                          "and never started (REFUSED), or POST /changes answered 4xx (REJECTED)",
                          EXIT_2,
