@@ -174,3 +174,23 @@ def test_handler_output_goes_to_the_function_log_not_the_terminal(stack, cf, cap
     logs = list(stack.function("UpdateLatestFunction").logs)
     assert any('"ChangesApplied"' in line for line in logs)
     assert any('"message":"v0 write"' in line and '"execution":' in line for line in logs)
+
+
+def test_sessions_made_once_a_stack_has_started_share_botocores_parsed_data(stack, tmp_path, monkeypatch):
+    """Every stack starts a new default session (moto's mock), every client of a stack has its own: one
+    data loader for the process means botocore's JSON is parsed once, not once per session."""
+    import botocore.session
+    from botocore import loaders
+
+    # GIVEN two sessions made after the stack started
+    first, second = botocore.session.get_session(), botocore.session.get_session()
+    # THEN they read botocore's data through one loader, and what it gives is what a fresh loader parses
+    loader = first.get_component("data_loader")
+    assert second.get_component("data_loader") is loader
+    assert loader.load_service_model("dynamodb", "service-2") == loaders.create_loader().load_service_model(
+        "dynamodb", "service-2")
+    assert second.create_client("dynamodb", region_name="us-east-1").meta.service_model.operation_names == \
+        first.create_client("dynamodb", region_name="us-east-1").meta.service_model.operation_names
+    # AND a session with another data path (AWS_DATA_PATH) has a loader of its own
+    monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
+    assert botocore.session.get_session().get_component("data_loader") is not loader

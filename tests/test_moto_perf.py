@@ -610,3 +610,33 @@ def test_the_model_registry_lists_the_live_objects_and_frees_the_rest():
         tracked = list(Item.instances_tracked)
         assert sorted(map(id, tracked)) == sorted(map(id, held)) and len(tracked) == 5
         assert [i.hash_key.value for i in tracked] == ["k1", "k2", "k3", "k4", "k0"]  # the order made
+
+
+def test_kms_key_material_is_made_on_first_use_and_answers_as_before():
+    """moto makes an RSA private key for every KMS key, symmetric ones too (DynamoDB's encryption makes one
+    per table); the perf patch makes it when the key is first used."""
+    from moto.kms.models import kms_backends
+
+    from changeflow.local.moto_patches.kms.perf import PendingKey
+
+    with mock_aws():
+        kms = boto3.client("kms", region_name="us-east-1")
+        # GIVEN a symmetric key (what a table's encryption makes) and an RSA signing key
+        symmetric = kms.create_key()["KeyMetadata"]["KeyId"]
+        signing = kms.create_key(KeySpec="RSA_2048", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
+        keys = kms_backends["123456789012"]["us-east-1"].keys
+        # THEN neither has made its private key yet
+        assert all(isinstance(keys[k].__dict__["private_key"], PendingKey) for k in (symmetric, signing))
+        # WHEN the symmetric key encrypts and decrypts, it still needs none
+        blob = kms.encrypt(KeyId=symmetric, Plaintext=b"p")["CiphertextBlob"]
+        assert kms.decrypt(CiphertextBlob=blob)["Plaintext"] == b"p"
+        assert isinstance(keys[symmetric].__dict__["private_key"], PendingKey)
+        # AND the signing key signs, verifies what it signed, refuses what it did not, and keeps one public key
+        algorithm = "RSASSA_PSS_SHA_256"
+        signature = kms.sign(KeyId=signing, Message=b"m", SigningAlgorithm=algorithm)["Signature"]
+        assert kms.verify(KeyId=signing, Message=b"m", Signature=signature, SigningAlgorithm=algorithm)["SignatureValid"]
+        assert not kms.verify(KeyId=signing, Message=b"other", Signature=signature,
+                              SigningAlgorithm=algorithm)["SignatureValid"]  # (AWS raises KMSInvalidSignature)
+        public = kms.get_public_key(KeyId=signing)["PublicKey"]
+        assert public == kms.get_public_key(KeyId=signing)["PublicKey"] and len(public) > 256
+        assert not isinstance(keys[signing].__dict__["private_key"], PendingKey)

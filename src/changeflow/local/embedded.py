@@ -20,7 +20,7 @@ import boto3
 from botocore.config import Config
 
 from ..common.project import project_root
-from . import moto_patches
+from . import botocore_loader, moto_patches
 from .lambdas import Function, LambdaService
 from .moto_patches.stepfunctions.clock import Clock
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
@@ -68,6 +68,7 @@ class EmbeddedStack:
         self.lambdas: LambdaService | None = None
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
         self.outputs: dict[str, Any] = {}
+        self._clients: dict[str, Any] = {}
 
     # --- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> "EmbeddedStack":
@@ -86,6 +87,8 @@ class EmbeddedStack:
         # moto logs every failed state at ERROR with its internals; the execution history says it better.
         logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
         self.lambdas = LambdaService(self._layer_dirs())
+        if self.caches:
+            botocore_loader.install()  # before the mock's new default session
         moto_patches.install(self.lambdas.before_call, caches=self.caches)
         Clock.scale = self.time_scale
         self._mock = mock_aws(config=MOTO_CONFIG)
@@ -116,9 +119,16 @@ class EmbeddedStack:
             self._mock = None
             forget_terminations()
             Clock.scale = 1.0
+            self._clients.clear()
 
     def client(self, service: str):
         return boto3.client(service, region_name=self.region, config=Config(retries={"mode": "standard"}))
+
+    def _client(self, service: str):
+        """One client per service for making the stack's resources (``client`` makes a new one each call)."""
+        if service not in self._clients:
+            self._clients[service] = self.client(service)
+        return self._clients[service]
 
     # --- resources from the template ------------------------------------------------------------
     def _layer_dirs(self) -> list[Path]:
@@ -126,7 +136,7 @@ class EmbeddedStack:
         return [self.root / self.template.resolve(spec["Properties"]["ContentUri"]) for spec in layers.values()]
 
     def _create_tables(self) -> None:
-        dynamodb = self.client("dynamodb")
+        dynamodb = self._client("dynamodb")
         for logical_id, spec in self.template.of_type("AWS::DynamoDB::Table").items():
             props = self.template.resolve(spec["Properties"])
             name = props.get("TableName") or self.template.physical_name(logical_id)
@@ -155,21 +165,21 @@ class EmbeddedStack:
 
     def _create_queues_and_buses(self) -> None:
         for logical_id in self.template.of_type("AWS::SQS::Queue"):
-            self.client("sqs").create_queue(QueueName=self.template.physical_name(logical_id))
+            self._client("sqs").create_queue(QueueName=self.template.physical_name(logical_id))
         for logical_id in self.template.of_type("AWS::Events::EventBus"):
-            self.client("events").create_event_bus(Name=self.template.physical_name(logical_id))
+            self._client("events").create_event_bus(Name=self.template.physical_name(logical_id))
 
     def _create_log_groups(self) -> None:
         """The template's log groups, so that a state machine's LoggingConfiguration has somewhere to deliver
         its execution log (an Express execution's only history)."""
-        logs = self.client("logs")
+        logs = self._client("logs")
         for logical_id in self.template.of_type("AWS::Logs::LogGroup"):
             logs.create_log_group(logGroupName=self.template.physical_name(logical_id))
 
     def _create_event_rules(self) -> None:
         """EventBridge rules: SAM ``EventBridgeRule`` events of state machines and functions, and plain
         ``AWS::Events::Rule`` resources, with their targets (moto_patches.events.targets delivers to Step Functions)."""
-        events = self.client("events")
+        events = self._client("events")
         rules = []
         for kind in ("AWS::Serverless::StateMachine", "AWS::Serverless::Function"):
             for logical_id, spec in self.template.of_type(kind).items():
@@ -214,7 +224,7 @@ class EmbeddedStack:
             )
 
     def _create_state_machines(self) -> None:
-        sfn = self.client("stepfunctions")
+        sfn = self._client("stepfunctions")
         for logical_id, spec in self.template.of_type("AWS::Serverless::StateMachine").items():
             props = self.template.resolve(spec["Properties"])
             definition = substitute(
@@ -240,7 +250,7 @@ class EmbeddedStack:
         }
         with warnings.catch_warnings():  # moto creates no resource for the marker, and says so
             warnings.simplefilter("ignore", UserWarning)
-            self.client("cloudformation").create_stack(
+            self._client("cloudformation").create_stack(
                 StackName=self.template.stack_name, TemplateBody=json.dumps(body)
             )
 

@@ -1,6 +1,6 @@
 """moto, patched for the embedded stack, grouped by service as moto groups its own code (``core``,
-``stepfunctions``, ``events``, ``dynamodb``), one AWS behaviour group per module, each module citing its
-AWS page. Two kinds of patch:
+``stepfunctions``, ``events``, ``dynamodb``, ``kms``), one AWS behaviour group per module, each module
+citing its AWS page. Two kinds of patch:
 
 - Where moto 5.2.5 is more lenient than AWS, or does something AWS does not, the patch makes it do what
   AWS's documentation says (tests/test_parity.py shows each one failing on stock moto). Patches of the
@@ -22,6 +22,7 @@ What each module does:
 - ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue.
 - ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.perf``: Query and Scan in
   linear time.
+- ``kms.perf``: key material made on first use.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .core import perf as core_perf
 from .dynamodb import limits as dynamodb_limits
 from .dynamodb import perf as dynamodb_perf
 from .events import targets
+from .kms import perf as kms_perf
 from .originals import ORIGINALS
 from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
                             parse_cache, start_execution, termination)
@@ -61,6 +63,7 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         clock.patch_time()
         if caches:
             parse_cache.patch_parse_cache()
+            parse_cache.patch_validation_cache()
             parse_cache.patch_jsonpath_cache()
             install_perf()  # linear-cost indexes: same answers, no super-linear scans
         history.patch_history_paging()
@@ -94,4 +97,5 @@ def install_perf() -> None:
         stepfunctions_perf.patch_execution_index()
         stepfunctions_perf.patch_compact_closed_executions()
         core_perf.patch_model_registry()
+        kms_perf.patch_lazy_key_material()
         ORIGINALS["perf installed"] = True

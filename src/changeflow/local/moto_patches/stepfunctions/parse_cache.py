@@ -1,12 +1,15 @@
 """Parse caches: a definition is parsed once, not once per execution (with every component's lazily made
-heap key made up front, so concurrent executions sharing the tree cannot race on it), and each JSONPath
-expression once, not once per evaluation. Speed only: no AWS behaviour changes (``caches=False`` leaves
-them out, to measure what they save)."""
+heap key made up front, so concurrent executions sharing the tree cannot race on it); a definition that
+CreateStateMachine has found valid once is not parsed again to validate it (each embedded stack creates
+the same state machine); and each JSONPath expression is parsed once, not once per evaluation. Speed only:
+no AWS behaviour changes (``caches=False`` leaves them out, to measure what they save)."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+from ..originals import ORIGINALS
 
 
 def patch_parse_cache() -> None:
@@ -46,6 +49,24 @@ def patch_parse_cache() -> None:
         return program
 
     execution_worker.ExecutionWorker._get_evaluation_entrypoint = _get_evaluation_entrypoint
+
+
+def patch_validation_cache() -> None:
+    """CreateStateMachine (and UpdateStateMachine) parse the definition to validate it: ~0.2 s of ANTLR for
+    changeflow's, once per embedded stack. The parse depends on the text alone, so a text that passed once
+    passes again; one that failed is parsed (and refused) every time."""
+    from moto.stepfunctions.parser import models
+
+    backend = models.StepFunctionsParserBackend
+    original = ORIGINALS.setdefault("validate_definition", backend._validate_definition)
+    valid: set[str] = set()
+
+    def _validate_definition(definition: str):
+        if definition not in valid:
+            original(definition=definition)  # raises InvalidDefinition
+            valid.add(definition)
+
+    backend._validate_definition = staticmethod(_validate_definition)
 
 
 def patch_jsonpath_cache() -> None:
