@@ -44,7 +44,7 @@ ASL_PYTHON ?= $(LAMBDA_PYTHON)
 ASL_PACKAGES := localstack-core==2026.3.0 rolo==0.8.9 JPype1==1.7.1 moto[server]==5.2.5
 ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 
-.PHONY: run test test-files test-fast test-emulator lint build bench cost reliability clean setup lambda-runtime diff-asl
+.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost reliability clean setup lambda-runtime diff-asl
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
 
@@ -97,15 +97,24 @@ $(CFNGUARD_STAMP):
 run: $(STAMP)
 	$(BIN)/changeflow demo
 
-# The security checks first (make lint), then every test, in a random order (modules shuffled, and the
-# tests within each): a test that needs another to run first fails here. The seed is printed in pytest's
-# header; `.venv/bin/pytest --random-order-seed=N` replays an order. Then the workflow suite again with every
-# handler in the Lambda runtime (make test-emulator runs the guarantees suite that way too: longer), then the
-# second interpreter's opinion on the ASL (make diff-asl).
-test: lint
-	$(BIN)/pytest --random-order
-	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest -q tests/test_workflow.py tests/test_patch.py
-	$(MAKE) --no-print-directory diff-asl
+# Every test file in its own process, so that each passes alone (a file that needs another file's fixtures,
+# imports or leftovers fails here), the tests of each in a random order; beside them the workflow and patch
+# suites again with every handler in the Lambda runtime (make test-emulator runs the guarantees suite that
+# way too: longer) and the second interpreter's opinion on the ASL (make diff-asl). TEST_JOBS at a time, the
+# longest first (tests/run_files.py). The seed is printed: `make test SEED=N` replays every file's order, and
+# a failed file's line replays it alone. The security checks of make lint are tests here
+# (tests/test_security.py runs the same checks, tests/test_template.py asl-validator): not run twice.
+TEST_JOBS ?= 2
+test: setup
+	$(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
+
+# The inner loop (under a minute): the unit tests (validation, the hash chain, the handlers on plain moto,
+# the layout's rules, the README's tables, the second interpreter's comparison) in one process, in a random
+# order. Then the suite of what you changed, e.g. `.venv/bin/pytest tests/test_workflow.py`.
+QUICK_TESTS := tests/test_validation.py tests/test_chain.py tests/test_handlers.py tests/test_architecture.py \
+	tests/test_readme_tables.py tests/test_diffasl.py
+test-quick: $(STAMP)
+	$(BIN)/pytest --random-order -q $(QUICK_TESTS)
 
 $(ASL_STAMP): pyproject.toml
 	@$(ASL_PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "make diff-asl: LocalStack's interpreter needs Python >= 3.12; no python3.13 found (pyenv or PATH)" >&2; exit 1; }
@@ -124,14 +133,9 @@ diff-asl: $(ASL_STAMP)
 test-emulator: $(STAMP) $(LAMBDA_STAMP)
 	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_guarantees.py
 
-# Each test file on its own, in its own process (CI runs it after make test): a file that needs another
-# file's fixtures, imports or leftovers fails here. It runs the suite a second time: see the README.
+# Each test file on its own, in its own process, without make test's other suites (make test does this too).
 test-files: $(STAMP)
-	@failed=""; for file in tests/test_*.py; do \
-		echo "== $$file on its own"; \
-		$(BIN)/pytest -q -x "$$file" || failed="$$failed $$file"; \
-	done; \
-	if [ -n "$$failed" ]; then echo "failed on their own:$$failed"; exit 1; fi
+	$(BIN)/python tests/run_files.py --no-extras --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
 
 test-fast: $(STAMP) $(CHROMIUM)
 	$(BIN)/pytest -m "not slow"

@@ -196,8 +196,9 @@ def test_progress_is_shown_on_a_terminal_and_not_with_json():
 
 
 @pytest.mark.enable_socket
-def test_a_command_against_no_endpoint_says_so_in_one_line(capsys):
+def test_a_command_against_no_endpoint_says_so_in_one_line(capsys, monkeypatch):
     # nothing listens on this port: a one-line error and exit 3 (could not do it), not a traceback
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the same error, without botocore's back-offs first (~10 s)
     assert main(["versions", "x", "--endpoint-url", "http://127.0.0.1:9"]) == 3
     err = capsys.readouterr().err
     assert err.startswith("changeflow: ") and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,117 @@
+"""``make test``'s runner: every test file in its own process, ``--jobs`` at a time, each in a random order.
+
+Each file alone in a fresh process is the check that a file does not need another file's fixtures, imports
+or leftovers (it was CI's second pass, ``make test-files``, a second run of the whole suite); running the
+files side by side is also what uses the machine's cores. Beside the files run the workflow and patch
+suites again with every handler in the Lambda runtime (``CHANGEFLOW_LAMBDA_RUNTIME=emulator``) and the
+second interpreter's opinion on the ASL (``make diff-asl``): one pool of jobs, the longest first (from the
+last run's times in ``build/test-times.json``), so that the cores finish together.
+
+The seed is printed first; ``--seed N`` replays every file's order, and the line printed for a failed
+job replays that job alone. A job's output is shown when it fails; every job's is kept in
+``build/test-logs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(os.environ.get("CHANGEFLOW_BIN", ROOT / ".venv" / "bin"))
+TIMES = ROOT / "build" / "test-times.json"
+LOGS = ROOT / "build" / "test-logs"
+EMULATOR_FILES = ["tests/test_workflow.py", "tests/test_patch.py"]
+
+
+@dataclass
+class Job:
+    name: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    status: int | None = None
+    summary: str = ""
+
+    @property
+    def log(self) -> Path:
+        return LOGS / (re.sub(r"[^\w.-]+", "_", self.name) + ".log")
+
+    def replay(self) -> str:
+        env = " ".join(f"{k}={v}" for k, v in self.env.items())
+        return (env + " " if env else "") + " ".join(str(part) for part in self.command)
+
+
+def pytest_job(path: str, seed: int, emulator: bool = False) -> Job:
+    command = [str(BIN / "pytest"), "-q", "-p", "no:cacheprovider", "--durations=10", "--random-order",
+               f"--random-order-seed={seed}", path]
+    if emulator:
+        return Job(f"{path} (emulator)", command, {"CHANGEFLOW_LAMBDA_RUNTIME": "emulator"})
+    return Job(path, command)
+
+
+def jobs_for(files: list[str], seed: int, extras: bool) -> list[Job]:
+    jobs = [pytest_job(path, seed) for path in files]
+    if extras:
+        jobs += [pytest_job(path, seed, emulator=True) for path in EMULATOR_FILES]
+        jobs.append(Job("make diff-asl", ["make", "--no-print-directory", "diff-asl"]))
+    return jobs
+
+
+def run(job: Job) -> Job:
+    started = time.monotonic()
+    with open(job.log, "w", encoding="utf-8") as out:
+        job.status = subprocess.call(job.command, cwd=ROOT, env={**os.environ, **job.env}, stdout=out,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    job.seconds = time.monotonic() - started
+    lines = [line for line in job.log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    job.summary = lines[-1].strip("= ") if lines else ""
+    mark = "ok    " if job.status == 0 else "FAILED"
+    print(f"{job.seconds:7.1f} s  {mark}  {job.name}  ({job.summary})", flush=True)
+    return job
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", help="test files (default: every tests/test_*.py)")
+    parser.add_argument("--jobs", type=int, default=2, help="jobs at once (default %(default)s: the cores)")
+    parser.add_argument("--seed", type=int, default=None, help="the random order's seed (default: a new one)")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="only the test files: not the emulator suites, not make diff-asl")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1, 10**6)
+    files = args.files or sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py"))
+    jobs = jobs_for(files, seed, extras=not args.no_extras and not args.files)
+    known = json.loads(TIMES.read_text()) if TIMES.is_file() else {}
+    # the longest first (a job not timed yet counts as long): the cores then finish at about the same time
+    jobs.sort(key=lambda job: -known.get(job.name, 60.0))
+    LOGS.mkdir(parents=True, exist_ok=True)
+    print(f"changeflow tests: {len(jobs)} jobs, {args.jobs} at a time, random order seed {seed} "
+          f"(replay: --seed {seed}); logs in {LOGS.relative_to(ROOT)}/", flush=True)
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        done = list(pool.map(run, jobs))
+    TIMES.write_text(json.dumps({**known, **{job.name: round(job.seconds, 1) for job in done}}, indent=1,
+                                sort_keys=True) + "\n")
+    failed = [job for job in done if job.status != 0]
+    for job in failed:
+        print(f"\n==== {job.name} failed; its output ({job.log.relative_to(ROOT)}):")
+        print(job.log.read_text(encoding="utf-8", errors="replace")[-20000:])
+        print(f"replay it: {job.replay()}")
+    print(f"\nchangeflow tests: {len(done) - len(failed)} of {len(done)} jobs passed in "
+          f"{time.monotonic() - started:.0f} s (seed {seed})" + (f"; FAILED: {', '.join(j.name for j in failed)}"
+                                                                  if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
