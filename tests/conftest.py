@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -53,6 +54,24 @@ def load_event(relative: str):
     return json.loads((EVENTS / relative).read_text(encoding="utf-8"))
 
 
+def let_executions_end(stack, timeout: float = 30.0) -> None:
+    """Before a test's stack stops: the executions the test started end first. moto's backends outlive a
+    mock, so an execution still running would write into the next test's tables (test_parity's Express test
+    did, ~1 order in 50). One still running after ``timeout`` fails the test that left it."""
+    if getattr(stack, "_mock", None) is None:  # the test stopped it itself
+        return
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    from changeflow.local.template import ACCOUNT
+
+    backend = stepfunctions_parser_backends[ACCOUNT][stack.region]
+    running = [e.execution_arn for machine in backend.state_machines for e in list(machine.executions)
+               if e.status == "RUNNING"]
+    deadline = time.monotonic() + timeout
+    left = [arn for arn in running if not stack.wait_for_termination(arn, max(0.0, deadline - time.monotonic()))]
+    assert not left, f"the test left executions running after its end: {left}"
+
+
 @pytest.fixture
 def stack():
     """The whole application on the embedded stack (template, ASL, handlers), time compressed."""
@@ -60,6 +79,7 @@ def stack():
 
     with EmbeddedStack(ROOT, time_scale=0.0005) as running:
         yield running
+        let_executions_end(running)
 
 
 @pytest.fixture
@@ -75,8 +95,12 @@ def make_stack():
         return running
 
     yield make
-    for running in reversed(started):
-        running.stop()
+    try:
+        for running in started:
+            let_executions_end(running)
+    finally:
+        for running in reversed(started):
+            running.stop()
 
 
 @pytest.fixture
@@ -184,3 +208,4 @@ def server():
 
     with EmbeddedServer(port=0, time_scale=0.001) as running:
         yield running
+        let_executions_end(running.stack)
