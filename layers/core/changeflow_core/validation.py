@@ -16,11 +16,10 @@ from . import codec, model, wire
 from .errors import ValidationError
 
 # The one maximum request size (compact UTF-8 JSON), checked at every entry point before anything is
-# written. Below Step Functions' 256 KiB per state input/output (AWS: "Quotas related to state machine
-# executions") by the room the workflow's own state data needs around the content: the normalised change
-# (entityId, changeId, actor, reason: up to ~8 KB), the ids v0 remembers (up to ~8.5 KB), an error's Cause
-# on the back-off path and the Lambda integration's result envelope. The content itself travels as DynamoDB
-# JSON, which the fetch step also holds to this limit (steps.check_carried_size).
+# written, below Step Functions' 256 KiB per state input/output (AWS: "Quotas related to state machine
+# executions"). It is not the bound on what the states carry: the fetch step measures that on the data
+# itself (the whole change, the ids v0 remembers, the content as DynamoDB JSON, room for an error on the
+# back-off path and the Lambda integration's envelope) before anything is written (changeflow_core.carried).
 MAX_REQUEST_BYTES = 224 * 1024
 MAX_ENTITY_ID_BYTES = 1024  # DynamoDB allows 2048 for a partition key; keep room for the prefixes
 MAX_CHANGE_ID_CHARS = 128
