@@ -188,10 +188,14 @@ def test_every_operation_at_the_bound_applies_with_every_state_under_256_kib_and
     assert history[-1] == cf.entity(entity)["latest"]
 
 
-@pytest.mark.parametrize("fault", ["timeout", "lost"])
-def test_at_the_bound_a_lost_write_response_still_ends_applied_with_its_history(stack, cf, fault):
+@pytest.mark.parametrize("fault, workflow", [("timeout", "STANDARD"), ("lost", "STANDARD"), ("timeout", "EXPRESS")])
+def test_at_the_bound_a_lost_write_response_still_ends_applied_with_its_history(make_stack, fault, workflow):
     # the back-off path carries the error beside the content: the write step's output is R + error
+    from changeflow.client import Changeflow
     from changeflow.faults import Injector
+
+    stack = make_stack(WorkflowType=workflow)
+    cf = Changeflow.for_embedded(stack)
 
     request = sized(stack, put_of("lost#1", "c1"), carried.MAX_RESULT_BYTES)
     with Injector().around(stack.lambdas, [("UpdateLatestFunction", fault, 1)]):
