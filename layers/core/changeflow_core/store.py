@@ -36,12 +36,6 @@ def get_item(client, table: str, entity_id: str, sk: str) -> dict[str, Any] | No
     return codec.deserialize_item(response.get("Item"))
 
 
-def newest_history(client, history_table: str, entity_id: str) -> dict[str, Any] | None:
-    """The highest version in history (one item, strongly consistent)."""
-    found, _ = query_history(client, history_table, entity_id, newest_first=True, limit=1, consistent=True)
-    return found[0] if found else None
-
-
 def fetch_latest_state(client, table: str, history_table: str, entity_id: str) -> dict[str, Any] | None:
     """What a decision needs about the entity: ``v0`` read consistently, or when no ``v0`` exists (never
     written, or its tombstone expired) the newest history version, so numbering and the ratchet go on."""
