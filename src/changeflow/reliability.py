@@ -175,7 +175,7 @@ def fault_case(stack, cf: Changeflow, step: str, kind: str, times: int, tally: T
     function = stack.function(step)
     stack.lambdas.load(function)
     if kind == "throttle":
-        operation = {"FetchLatestFunction": "GetItem", "TagTtlFunction": "UpdateItem"}.get(step, "PutItem")
+        operation = {"FetchLatestFunction": "Query", "TagTtlFunction": "UpdateItem"}.get(step, "PutItem")  # its one read
         code = THROTTLE_CODES[times % 2]
         with injector.throttle(function, operation, times, code):
             submitted = [(r, cf.submit(r)) for r in requests]
