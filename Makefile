@@ -119,7 +119,7 @@ $(ASL_STAMP): pyproject.toml
 # The same change requests through moto's and LocalStack's interpreters, with the real handlers; an
 # unexplained difference (tests/asl_known_differences.json) or a result against the design fails.
 diff-asl: $(ASL_STAMP)
-	$(ASL_VENV)/bin/python -m changeflow.diffasl
+	$(ASL_VENV)/bin/python -m changeflow.checks.diffasl
 
 test-emulator: $(STAMP) $(LAMBDA_STAMP)
 	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_guarantees.py
@@ -137,9 +137,9 @@ test-fast: $(STAMP) $(CHROMIUM)
 	$(BIN)/pytest -m "not slow"
 
 # cfn-lint, sam validate --lint, cfn-lint-serverless, checkov, cfn-guard (Control Tower rules and
-# rules/changeflow.guard): see src/changeflow/security.py and the README's Security section.
+# rules/changeflow.guard): see src/changeflow/checks/security.py and the README's Security section.
 lint: setup
-	$(BIN)/python -m changeflow.security
+	$(BIN)/python -m changeflow.checks.security
 	npx --no-install asl-validator --json-path statemachines/change.asl.json
 
 build: $(STAMP)

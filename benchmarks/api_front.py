@@ -32,8 +32,8 @@ def post_event(request: dict) -> dict:
 
 
 def measure(workflow_type: str, requests: int) -> dict:
-    from changeflow import moto_patches
-    from changeflow.server import EmbeddedServer
+    from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
+    from changeflow.local.server import EmbeddedServer
 
     with EmbeddedServer(port=0, time_scale=0.001, parameters={"WorkflowType": workflow_type}) as server:
         lambdas = server.stack.lambdas
@@ -59,7 +59,7 @@ def measure(workflow_type: str, requests: int) -> dict:
                 lambdas.invoke(read, read_event)
                 times["read API (baseline)"].append(time.perf_counter() - started)
             for arn in arns:
-                moto_patches.wait_for_termination(arn, 60)
+                wait_for_termination(arn, 60)
     medians = {k: statistics.median(v) * 1000 for k, v in times.items()}
     return {"medians_ms": medians, "calls": {k: {op: n / requests for op, n in c.items()} for k, c in calls.items()}}
 

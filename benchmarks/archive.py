@@ -30,7 +30,7 @@ ARCHIVE_METADATA_BYTES = 26
 
 def measure(changes: int) -> dict:
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     with EmbeddedStack(ROOT, time_scale=0.001) as stack:
         cf = Changeflow.for_embedded(stack)

@@ -105,7 +105,7 @@ def remove(folder: Path) -> None:
 
 def function_environment(logical_id: str) -> dict[str, str]:
     """The function's variables as the template gives them (Globals merged), as Lambda would set them."""
-    from changeflow.template import Template
+    from changeflow.local.template import Template
 
     template = Template(ROOT / "template.yaml")
     variables = template.function_properties(logical_id).get("Environment", {}).get("Variables", {})

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-from changeflow.reliability import T0  # noqa: E402 - one fixed start for every measurement
+from changeflow.checks.reliability import T0  # noqa: E402 - one fixed start for every measurement
 PRICES = {  # USD, us-east-1, list prices on 2026-11-21
     "standard_per_transition": 0.025 / 1000,
     "express_per_request": 1.00 / 1e6,
@@ -102,7 +102,7 @@ def attributes_for(item_bytes: int) -> dict:
 
 def measure_paths(item_bytes: int) -> dict:
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     attrs = attributes_for(item_bytes)
     e = "bench#x"
@@ -215,7 +215,7 @@ def contention(k: int, time_scale: float, root: Path = ROOT, label: str = "") ->
     from concurrent.futures import ThreadPoolExecutor
 
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     entity = f"hot#{k}"
     requests = [{"entityId": entity, "operation": "put", "changeId": f"{entity}-c{i}", "effectiveAt": T0,
@@ -299,7 +299,7 @@ print(time.perf_counter() - started)
 def cold_starts(rounds: int = 7) -> dict:
     """Median import-and-initialise time of each handler module (a Lambda-like environment, tracing on)
     against importing boto3 and creating a DynamoDB client, each in a fresh interpreter."""
-    from changeflow.template import Template
+    from changeflow.local.template import Template
 
     template = Template(ROOT / "template.yaml")
     base_env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",

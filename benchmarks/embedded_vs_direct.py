@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-from changeflow.reliability import T0  # noqa: E402 - one fixed start for every measurement
+from changeflow.checks.reliability import T0  # noqa: E402 - one fixed start for every measurement
 
 
 def sequence(entities: int) -> list[dict]:
@@ -41,7 +41,7 @@ def sequence(entities: int) -> list[dict]:
 
 def direct(stack, changes) -> list[str]:
     """The handlers called in workflow order, as plain function calls."""
-    from changeflow.lambdas import LambdaContext
+    from changeflow.local.lambdas import LambdaContext
     from changeflow_core import wire
 
     stack.warm()
@@ -75,7 +75,7 @@ def embedded(stack, changes) -> list[str]:
 
 
 def measure(mode: str, entities: int) -> dict:
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     changes = sequence(entities)
     with EmbeddedStack(ROOT, time_scale=0.001, caches=(mode != "stock")) as stack:

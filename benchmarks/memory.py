@@ -36,14 +36,14 @@ def main() -> None:
     parser.add_argument("--fill", type=int, default=2500, help="changes before the measured window")
     parser.add_argument("--measure", type=int, default=500, help="changes measured")
     parser.add_argument("--entities", type=int, default=50, help="entities the changes are spread over")
-    parser.add_argument("--without-perf-patches", action="store_true", help="leave moto_perf out (before/after)")
+    parser.add_argument("--without-perf-patches", action="store_true", help="leave moto's perf patches out (before/after)")
     args = parser.parse_args()
     if args.without_perf_patches:
-        from changeflow import moto_perf
+        from changeflow.local import moto_patches
 
-        moto_perf.install = lambda: None
+        moto_patches.install_perf = lambda: None
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     with EmbeddedStack(ROOT, time_scale=0.001) as stack:
         stack.warm()
@@ -59,7 +59,7 @@ def main() -> None:
         gc.collect()
         rss_after, grown = rss_mb(), live_types() - types_before
     n = args.measure
-    print(f"{'WITHOUT moto_perf: ' if args.without_perf_patches else ''}changes {args.fill + 1:,}-{args.fill + n:,} "
+    print(f"{'WITHOUT the perf patches: ' if args.without_perf_patches else ''}changes {args.fill + 1:,}-{args.fill + n:,} "
           f"over {args.entities} entities: {elapsed * 1000 / n:.1f} ms/change; RSS {rss_before:.0f} -> "
           f"{rss_after:.0f} MB = {(rss_after - rss_before) * 1024 / n:.1f} KB per change")
     print("| live objects added per change | type |\n|---:|---|")

@@ -22,9 +22,10 @@ def main() -> int:
 
     from hypothesis import HealthCheck, given, settings
 
-    from changeflow import reliability as r
+    from changeflow.checks import reference_model
+    from changeflow.checks import reliability as r
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     started = time.perf_counter()
     tallies = []
@@ -58,14 +59,14 @@ def main() -> int:
 
         @settings(max_examples=args.examples, deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))
-        @given(raw=r.change_sequences())
+        @given(raw=reference_model.change_sequences())
         def run(raw):
             entity = f"model-{next(counter)}"
-            r.model_case(stack, cf, entity, r.materialise(entity, raw), model)
+            reference_model.model_case(stack, cf, entity, reference_model.materialise(entity, raw), model)
 
         run()
         tallies.append(model)
-    from changeflow.server import EmbeddedServer
+    from changeflow.local.server import EmbeddedServer
 
     with EmbeddedServer(port=0, time_scale=0.001) as server:  # POST /changes over HTTP on serve
         api = r.Tally("6. API: retries and redeliveries (POST /changes)")

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "layers" / "core")]
 
-from changeflow.reliability import T0  # noqa: E402
+from changeflow.checks.reliability import T0  # noqa: E402
 
 MODES = ("in-process", "emulator")
 CONCURRENCY = (1, 4, 8)
@@ -59,7 +59,7 @@ def invoke_latency(stack, invokes: int) -> dict:
 
 
 def changes_per_second(stack, changes: int, concurrency: int, tag: str) -> float:
-    from changeflow.cli import submit_all
+    from changeflow.commands.run import submit_all
     from changeflow.client import Changeflow
 
     client = Changeflow.for_embedded(stack)
@@ -74,7 +74,7 @@ def changes_per_second(stack, changes: int, concurrency: int, tag: str) -> float
 
 
 def measure(mode: str, invokes: int, changes: int) -> dict:
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     with EmbeddedStack(ROOT, time_scale=0.001, lambda_runtime=mode) as stack:
         out = {"invoke": invoke_latency(stack, invokes)}

@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from changeflow.reliability import T0  # noqa: E402
+from changeflow.checks.reliability import T0  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -65,10 +65,10 @@ def page_all_versions(client, entity_id: str) -> int:
 
 
 def verify_all(client) -> int:
-    from changeflow import integrity
+    from changeflow.audit import verify
 
-    ids = integrity.entities(client)
-    reports = [integrity.verify(client, entity_id) for entity_id in ids]
+    ids = verify.entities(client)
+    reports = [verify.verify(client, entity_id) for entity_id in ids]
     assert all(r.ok for r in reports), [r.problems for r in reports if not r.ok][:3]
     return len(ids)
 
@@ -83,7 +83,7 @@ def end_of_run_report(client, entity_ids: list[str]) -> int:
 
 def series(name: str, entities: int, checkpoints: list[int], window: int, fill: str) -> list[dict]:
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     from embedded_vs_direct import direct
 
@@ -164,13 +164,13 @@ def main() -> None:
     parser.add_argument("--fill", choices=["workflow", "direct"], default="workflow")
     parser.add_argument("--series", choices=["both", "one", "spread"], default="both")
     parser.add_argument("--without-perf-patches", action="store_true",
-                        help="leave moto_perf out (moto's own costs), for a before/after in the same sizes")
+                        help="leave moto's perf patches out (moto's own costs), for a before/after in the same sizes")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.without_perf_patches:
-        from changeflow import moto_perf
+        from changeflow.local import moto_patches
 
-        moto_perf.install = lambda: None
+        moto_patches.install_perf = lambda: None
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
     if checkpoints[0] < args.window:
         parser.error("the first checkpoint must be at least --window changes")
@@ -182,7 +182,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'WITHOUT moto_perf: ' if args.without_perf_patches else ''}"
+    print(f"{'WITHOUT the perf patches: ' if args.without_perf_patches else ''}"
           f"checkpoints {checkpoints}, window {args.window} changes, fill {args.fill}, "
           f"spread over {args.entities:,} entities; ratios are to each series' first checkpoint")
     print(table(rows))

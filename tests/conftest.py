@@ -56,7 +56,7 @@ def load_event(relative: str):
 @pytest.fixture
 def stack():
     """The whole application on the embedded stack (template, ASL, handlers), time compressed."""
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     with EmbeddedStack(ROOT, time_scale=0.0005) as running:
         yield running
@@ -65,7 +65,7 @@ def stack():
 @pytest.fixture
 def make_stack():
     """An embedded stack with template parameter overrides: ``make_stack(HistoryRetentionVersions="2")``."""
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     started = []
 
@@ -91,7 +91,7 @@ def tables():
     """The template's tables on plain moto (no state machine), for domain and handler tests."""
     from moto import mock_aws
 
-    from changeflow.template import Template
+    from changeflow.local.template import Template
 
     template = Template(ROOT / "template.yaml")
     with mock_aws():
@@ -111,7 +111,7 @@ def tables():
 def lambda_module(tables, monkeypatch):
     """Load ``functions/<name>/app.py`` by path with the environment the template gives it, the way
     Lambda imports it (no package, no sys.path games): ``lambda_module("fetch_latest")``."""
-    from changeflow.template import Template
+    from changeflow.local.template import Template
 
     template = Template(ROOT / "template.yaml")
     by_dir = {}
@@ -180,7 +180,7 @@ def http_exchange(method: str, url: str, body: bytes | str | None = None, conten
 @pytest.fixture
 def server():
     """``changeflow serve`` on 127.0.0.1 (a free port), Waits and back-offs at 1/1000 of their time."""
-    from changeflow.server import EmbeddedServer
+    from changeflow.local.server import EmbeddedServer
 
     with EmbeddedServer(port=0, time_scale=0.001) as running:
         yield running

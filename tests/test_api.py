@@ -11,9 +11,9 @@ import time
 import boto3
 import pytest
 
-from changeflow import moto_patches
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.cli import main
-from changeflow.server import EmbeddedServer
+from changeflow.local.server import EmbeddedServer
 from changeflow_core.names import execution_name
 from conftest import EVENTS, ROOT, http_exchange
 
@@ -41,7 +41,7 @@ def aws(server):
 def post_change(api, request):
     status, body = http("POST", f"{api}/changes", json.dumps(request))
     if status == 200 and "executionArn" in body:
-        assert moto_patches.wait_for_termination(body["executionArn"], 30)
+        assert wait_for_termination(body["executionArn"], 30)
     return status, body
 
 
@@ -162,7 +162,7 @@ def test_put_events_matching_the_rule_starts_the_workflow_with_the_detail(aws, s
     entries = json.loads((EVENTS / "eventbridge" / "put-events.json").read_text())
     assert aws("events").put_events(Entries=entries)["FailedEntryCount"] == 0
     [started] = executions(aws, server)
-    assert moto_patches.wait_for_termination(started["executionArn"], 30)
+    assert wait_for_termination(started["executionArn"], 30)
     description = aws("stepfunctions").describe_execution(executionArn=started["executionArn"])
     assert json.loads(description["input"]) == json.loads(entries[0]["Detail"])  # InputPath $.detail
     assert json.loads(description["output"])["outcome"] == "applied"

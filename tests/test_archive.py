@@ -10,7 +10,7 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
-from changeflow.faults import Injector
+from changeflow.checks.faults import Injector
 
 T0 = 1_767_225_600_000
 
@@ -81,7 +81,7 @@ def test_history_of_an_execution_that_never_existed_is_still_not_found(stack, cf
 
 
 def test_the_execution_log_is_kept_longer_than_step_functions_keeps_histories():
-    from changeflow.template import Template
+    from changeflow.local.template import Template
 
     from conftest import ROOT
 

@@ -23,7 +23,7 @@ WORKFLOW = EVENTS / "workflow"
 @pytest.fixture
 def stack_logs(monkeypatch):
     """The function logs of the embedded stack the next ``changeflow run`` starts: ``{logical id: lines}``."""
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     logs = {}
     stop = EmbeddedStack.stop
@@ -69,7 +69,7 @@ def test_run_accepts_arrays_and_runs_them_concurrently(capsys):
 def test_run_time_scale_defaults(monkeypatch, tmp_path, capsys):
     """One at a time the default stays 0.001; with --concurrency above 1 it is 0.1; a given
     --time-scale always wins."""
-    from changeflow import embedded
+    from changeflow.local import embedded
 
     scales = []
     original = embedded.EmbeddedStack.__init__
@@ -221,9 +221,9 @@ def cli(capsys, *args):
 @pytest.fixture
 def on_stack(stack, cf, monkeypatch):
     """The remote commands against the embedded stack (the same client code path as serve and AWS)."""
-    from changeflow import cli as cli_module
+    from changeflow.client import targets
 
-    monkeypatch.setattr(cli_module, "target", lambda args: cf)
+    monkeypatch.setattr(targets, "client_for", lambda args: cf)
     return cf
 
 
@@ -297,7 +297,7 @@ def test_stack_name_without_a_region_says_to_give_one(capsys, monkeypatch):
 @pytest.mark.enable_socket
 def test_the_issue_reproductions_print_no_traceback_in_a_real_process():
     # issue 13: `changeflow history nope` (ExecutionDoesNotExist) and --stack-name without a region (NoRegionError)
-    from changeflow.server import EmbeddedServer
+    from changeflow.local.server import EmbeddedServer
 
     env = {k: v for k, v in os.environ.items() if k not in ("AWS_DEFAULT_REGION", "AWS_REGION")}
     with EmbeddedServer(port=0, time_scale=0.001) as server:
@@ -331,7 +331,7 @@ def test_submit_exit_status_follows_the_rule(on_stack, capsys):
 
 
 def test_an_execution_that_ends_with_an_error_the_workflow_does_not_name_exits_three(capsys):
-    from changeflow.cli import execution_status
+    from changeflow.commands.output import execution_status
     from changeflow.client import Execution
 
     def ended(status, error=None):
@@ -378,11 +378,12 @@ def test_every_command_documents_its_exit_statuses_and_every_option(capsys):
 
 
 def test_documented_exit_statuses_are_the_ones_main_returns():
-    from changeflow import cli as cli_module
+    from changeflow.common import errors
 
-    assert (cli_module.OK, cli_module.REJECTED, cli_module.USAGE, cli_module.FAILED) == (0, 1, 2, 3)
-    for name, text in cli_module.EXIT_HELP.items():
-        codes = {int(line.split()[0]) for line in text.splitlines()[1:] if line[2:3].isdigit()}
+    assert (errors.OK, errors.REJECTED, errors.USAGE, errors.FAILED) == (0, 1, 2, 3)
+    _, commands = _subcommands()
+    for name, sub in commands.items():  # each command's exit-status section, as its --help prints it
+        codes = {int(line.split()[0]) for line in sub.epilog.splitlines()[1:] if line[2:3].isdigit()}
         assert codes <= {0, 1, 2, 3} and 0 in codes, name
 
 
@@ -427,7 +428,7 @@ def test_report_ranges_shows_gaps():
 
 
 def test_security_summary_says_the_findings_are_all_in_the_skip_table():
-    from changeflow.security import Finding, Step, step_status
+    from changeflow.checks.security import Finding, Step, step_status
 
     covered = [Finding("checkov", f"CKV_{i}", "R", "m") for i in range(27)]
     step = Step("checkov", "template", findings=covered)

@@ -64,8 +64,8 @@ def served():
     """``changeflow serve`` (port 0) holding the demo's story and the cases the tests click through."""
     from changeflow import demo
     from changeflow.client import Changeflow
-    from changeflow.faults import Injector
-    from changeflow.server import EmbeddedServer
+    from changeflow.checks.faults import Injector
+    from changeflow.local.server import EmbeddedServer
     from changeflow_core import model
 
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",

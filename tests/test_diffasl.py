@@ -7,8 +7,8 @@ from __future__ import annotations
 import copy
 import json
 
-from changeflow import diffasl
-from changeflow.cli import named_errors
+from changeflow.checks import diffasl
+from changeflow.client import named_errors
 
 from conftest import ASL, ROOT
 

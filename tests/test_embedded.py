@@ -10,7 +10,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from changeflow import moto_patches
+from changeflow.local.moto_patches.core.locking import Atomicity
+from changeflow.local.moto_patches.stepfunctions.clock import Clock
 from changeflow.client import Changeflow
 from conftest import ROOT
 
@@ -67,10 +68,10 @@ def test_each_dynamodb_request_is_atomic_under_concurrency(stack):
 def test_without_the_lock_moto_loses_conditional_updates():
     # the control: the same workload with the embedded stack's atomicity switched off loses updates,
     # so the test above would fail without it
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     outcomes = []
-    moto_patches.Atomicity.enabled = False
+    Atomicity.enabled = False
     try:
         for _ in range(3):
             with EmbeddedStack(ROOT, time_scale=0.001) as stack:
@@ -78,12 +79,12 @@ def test_without_the_lock_moto_loses_conditional_updates():
             if outcomes[-1][0] > outcomes[-1][1]:
                 break
     finally:
-        moto_patches.Atomicity.enabled = True
+        Atomicity.enabled = True
     assert any(wins > final for wins, final in outcomes), outcomes
 
 
 def test_waits_and_backoffs_are_compressed_without_editing_the_definition(stack, cf):
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     failures = iter([True] * 4)
 
@@ -92,19 +93,19 @@ def test_waits_and_backoffs_are_compressed_without_editing_the_definition(stack,
             raise RuntimeError("throttled")
         return invoke()
 
-    moto_patches.Clock.slept.clear()
+    Clock.slept.clear()
     with fault_hook(stack.lambdas, flaky):
         execution = cf.submit({"entityId": "e", "operation": "put", "attributes": {}, "effectiveAt": T0})
     assert execution.output["outcome"] == "applied"
-    requested = sum(seconds for kind, seconds in moto_patches.Clock.slept if kind == "retry")
+    requested = sum(seconds for kind, seconds in Clock.slept if kind == "retry")
     events = list(cf.history(execution.arn))
     elapsed = (events[-1]["timestamp"] - events[0]["timestamp"]).total_seconds()
-    assert len([s for k, s in moto_patches.Clock.slept if k == "retry"]) == 4
+    assert len([s for k, s in Clock.slept if k == "retry"]) == 4
     assert elapsed < requested  # the definition asked for these back-offs; the clock scaled them
 
 
 def test_the_stack_follows_the_template_renamed_function_and_new_parameter_values(tmp_path):
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     for part in ("functions", "layers", "statemachines"):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
@@ -141,7 +142,7 @@ def test_separate_history_table_parameter_creates_and_uses_a_second_table(make_s
 
 
 def test_unknown_or_invalid_parameter_is_refused():
-    from changeflow.template import Template, TemplateError
+    from changeflow.local.template import Template, TemplateError
 
     with pytest.raises(TemplateError, match="unknown template parameter"):
         Template(ROOT / "template.yaml", overrides={"NoSuchParameter": "1"})

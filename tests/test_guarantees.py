@@ -1,5 +1,5 @@
 """Nothing lost, nothing doubled: the guarantees proved on the real workflow (the ASL on the embedded
-stack) by the campaigns in changeflow.reliability, each with its invariants checked after every case.
+stack) by the campaigns in changeflow.checks.reliability, each with its invariants checked after every case.
 ``CHANGEFLOW_LONG=1`` runs bigger budgets."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from changeflow import reliability
+from changeflow.checks import reliability
 
 LONG = os.environ.get("CHANGEFLOW_LONG") == "1"
 

@@ -211,7 +211,7 @@ def seeded_cf():
     """One embedded stack for the class (with the conftest's sandbox environment), whose table holds
     ``doc#1`` version 1 from one valid put: something a bad request could corrupt."""
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     with pytest.MonkeyPatch.context() as env:
         for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):

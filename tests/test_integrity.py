@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from changeflow.cli import main
-from changeflow.integrity import repair, verify
+from changeflow.audit.repair import repair
+from changeflow.audit.verify import verify
 
 T0 = 1_767_225_600_000
 
@@ -68,9 +69,9 @@ def test_with_a_retention_window_the_oldest_versions_may_be_gone(make_stack):
 
 def test_verify_and_repair_on_the_command_line(stack, cf, capsys, monkeypatch):
     # the CLI reaches the embedded stack through the same code path as AWS: DescribeStacks on an endpoint
-    from changeflow import cli
+    from changeflow.client import targets
 
-    monkeypatch.setattr(cli, "target", lambda args: cf)
+    monkeypatch.setattr(targets, "client_for", lambda args: cf)
     cf.submit(put(T0, "c0"))
     cf.submit(put(T0 + 1, "c1"))
     assert main(["verify", "--all"]) == 0

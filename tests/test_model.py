@@ -1,6 +1,7 @@
 """Model-based testing (hypothesis): random sequences of put/patch/delete/rollback with random timestamps,
 redeliveries and injected faults run through the embedded workflow and through the reference model in
-changeflow.reliability; after every sequence the table must equal the model and the invariants hold.
+changeflow.checks.reference_model; after every sequence the table must equal the model and the invariants
+hold.
 The default budget keeps CI fast; CHANGEFLOW_LONG=1 runs 200 sequences."""
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from changeflow import reliability
+from changeflow.checks import reference_model, reliability
 from changeflow.client import Changeflow
-from changeflow.embedded import EmbeddedStack
+from changeflow.local.embedded import EmbeddedStack
 from conftest import ROOT
 
 EXAMPLES = 200 if os.environ.get("CHANGEFLOW_LONG") == "1" else 15
@@ -27,17 +28,17 @@ def shared_stack():
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(raw=reliability.change_sequences())
+@given(raw=reference_model.change_sequences())
 def test_workflow_matches_the_reference_model(shared_stack, raw):
     cf = Changeflow.for_embedded(shared_stack)
     entity = f"model-{next(_entities)}"
     tally = reliability.Tally("model")
-    reliability.model_case(shared_stack, cf, entity, reliability.materialise(entity, raw), tally)
+    reference_model.model_case(shared_stack, cf, entity, reference_model.materialise(entity, raw), tally)
     assert tally.violations == [], "\n".join(tally.violations)
 
 
 def test_the_model_itself_follows_the_rules():
-    model = reliability.Model()
+    model = reference_model.Model()
     put = lambda at, cid, v: {"operation": "put", "effectiveAt": at, "changeId": cid, "attributes": {"v": v}}  # noqa: E731
     assert model.apply(put(5, "a", 1)) == ("SUCCEEDED", "applied")
     assert model.apply(put(4, "b", 2)) == ("SUCCEEDED", "stale")
@@ -51,7 +52,7 @@ def test_the_model_itself_follows_the_rules():
 
 
 def test_the_model_patches_the_latest_version_and_nothing_else():
-    model = reliability.Model()
+    model = reference_model.Model()
     patch = lambda at, cid, **kw: {"operation": "patch", "effectiveAt": at, "changeId": cid, **kw}  # noqa: E731
     assert model.apply(patch(1, "p0", set={"a": 1})) == ("FAILED", "NotFound")  # nothing to patch
     model.apply({"operation": "put", "effectiveAt": 5, "changeId": "a", "attributes": {"v": 1, "a": 0}})

@@ -1,4 +1,5 @@
-"""moto_perf: each patch answers exactly what moto answers, only faster.
+"""moto's perf patches (each service's ``perf`` module in changeflow.local.moto_patches): each answers
+exactly what moto answers, only faster.
 
 For each patch, the same requests are answered by the patched code and by moto's own code on the same
 data, and the answers must be identical: the same items, in the same order, with the same
@@ -22,13 +23,16 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from moto.dynamodb.models.table import Table
 
-from changeflow import moto_perf
+from changeflow.local import moto_patches
+from changeflow.local.moto_patches.dynamodb.perf import Partition, Partitions
+from changeflow.local.moto_patches.originals import ORIGINALS
+from changeflow.local.moto_patches.stepfunctions.perf import ClosedHistory, Executions, PackedLogEvents
 
-moto_perf.install()
+moto_patches.install_perf()
 PATCHED_QUERY = Table.query
-STOCK_QUERY = moto_perf._ORIGINALS["table_query"]
+STOCK_QUERY = ORIGINALS["table_query"]
 PATCHED_SCAN = Table.scan
-STOCK_SCAN = moto_perf._ORIGINALS["table_scan"]
+STOCK_SCAN = ORIGINALS["table_scan"]
 
 TABLES = itertools.count()
 
@@ -285,7 +289,7 @@ def test_the_sorted_partition_keys_follow_new_and_removed_partitions():
     from moto.dynamodb.models.dynamo_type import DynamoType
 
     key = lambda s: DynamoType({"S": s})  # noqa: E731
-    partitions = moto_perf.Partitions(moto_perf.Partition)
+    partitions = Partitions(Partition)
     partitions[key("c")][key("v0")] = "c"
     partitions[key("a")][key("v0")] = "a"
     assert [k.value for k in partitions.sorted_keys()[0]] == ["a", "c"]
@@ -296,7 +300,7 @@ def test_the_sorted_partition_keys_follow_new_and_removed_partitions():
     clone[key("0")][key("v0")] = "0"
     assert [k.value for k in clone.sorted_keys()[0]] == ["0", "a", "b"]
     assert [k.value for k in partitions.sorted_keys()[0]] == ["a", "b"]
-    assert type(clone) is moto_perf.Partitions and type(clone[key("a")]) is moto_perf.Partition
+    assert type(clone) is Partitions and type(clone[key("a")]) is Partition
 
 
 def test_a_hash_key_only_table_answers_the_same():
@@ -359,7 +363,7 @@ def test_a_query_reads_one_partition_from_its_start_key(monkeypatch):
 
 
 def test_the_sorted_keys_follow_writes_and_deletes():
-    partition = moto_perf.Partition()
+    partition = Partition()
     from moto.dynamodb.models.dynamo_type import DynamoType
 
     key = lambda s: DynamoType({"S": s})  # noqa: E731
@@ -436,8 +440,8 @@ def test_start_and_describe_find_what_moto_finds(machine, starts, probes):
         except sfn.exceptions.ExecutionAlreadyExists:
             pass
     _wait_closed(sfn, [a for a, (_, hold) in zip(started, starts) if not hold])
-    stock_check = moto_perf._ORIGINALS["idempotency"]
-    stock_describe = moto_perf._ORIGINALS["describe_execution"]
+    stock_check = ORIGINALS["idempotency"]
+    stock_describe = ORIGINALS["describe_execution"]
     for name, hold in probes:
         body = json.dumps({"hold": hold})
         assert _outcome(lambda: StateMachine._handle_name_input_idempotency(state_machine, prefix + name, body)) \
@@ -455,17 +459,17 @@ def test_lookups_do_not_walk_the_executions(machine):
     _wait_closed(sfn, arns)
     executions = backend.describe_state_machine(arn).executions
     walked = []
-    original_iter = moto_perf.Executions.__iter__
-    moto_perf.Executions.__iter__ = lambda self: walked.append(1) or original_iter(self)
+    original_iter = Executions.__iter__
+    Executions.__iter__ = lambda self: walked.append(1) or original_iter(self)
     try:
         assert sfn.describe_execution(executionArn=arns[17])["name"] == "x17"
         with pytest.raises(sfn.exceptions.ExecutionAlreadyExists):
             sfn.start_execution(stateMachineArn=arn, name="x3", input=HOLD_NOT)
         sfn.start_execution(stateMachineArn=arn, name="new", input=HOLD_NOT)
     finally:
-        moto_perf.Executions.__iter__ = original_iter
+        Executions.__iter__ = original_iter
     assert walked == []
-    assert isinstance(executions, moto_perf.Executions) and len(executions) == 31
+    assert isinstance(executions, Executions) and len(executions) == 31
 
 
 def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine, monkeypatch):
@@ -473,24 +477,24 @@ def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine,
     what is kept is those events, compressed, not the interpreter's environment."""
     sfn, arn, backend = machine
     recorded = {}
-    original_init = moto_perf.ClosedHistory.__init__
+    original_init = ClosedHistory.__init__
 
     def record(self, env):
         execution_arn = env.states.context_object.context_object_data["Execution"]["Id"]
         recorded[execution_arn] = copy.deepcopy(env.event_manager.get_event_history())
         original_init(self, env)
 
-    monkeypatch.setattr(moto_perf.ClosedHistory, "__init__", record)
+    monkeypatch.setattr(ClosedHistory, "__init__", record)
     arns = [sfn.start_execution(stateMachineArn=arn, name=f"h{n}", input=json.dumps({"n": n, "hold": False}))["executionArn"]
             for n in range(3)]
     _wait_closed(sfn, arns)
     for execution_arn in arns:
         execution = backend.describe_execution(execution_arn)
         for _ in range(200):  # the status is set first, then the execution is compacted (same thread)
-            if isinstance(execution.exec_worker.env, moto_perf.ClosedHistory):
+            if isinstance(execution.exec_worker.env, ClosedHistory):
                 break
             time.sleep(0.01)
-        assert isinstance(execution.exec_worker.env, moto_perf.ClosedHistory)
+        assert isinstance(execution.exec_worker.env, ClosedHistory)
         assert backend.get_execution_history(execution_arn)["events"] == recorded[execution_arn]
         assert len(recorded[execution_arn]) >= 5  # started, states entered/exited, succeeded
         assert sfn.describe_execution(executionArn=execution_arn)["status"] == "SUCCEEDED"
@@ -501,7 +505,7 @@ def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine,
 
 # --- What a closed execution keeps (a long serve): the same answers, in less memory ------------------------
 def _changes(n: int, prefix: str) -> list[dict]:
-    from changeflow.reliability import T0
+    from changeflow.checks.reliability import T0
 
     return [{"entityId": f"{prefix}#{i % 2}", "operation": "put", "changeId": f"{prefix}-{i}",
              "attributes": {"n": i}, "effectiveAt": T0 + i} for i in range(n)]
@@ -532,13 +536,13 @@ def test_a_closed_executions_log_stream_is_packed_and_reads_the_same(stack):
     backend_group = logs_backends["123456789012"]["us-east-1"].groups[group]
     streams = sorted(backend_group.streams)
     assert len(streams) >= 3
-    assert all(isinstance(s.events, moto_perf.PackedLogEvents) for s in backend_group.streams.values())
+    assert all(isinstance(s.events, PackedLogEvents) for s in backend_group.streams.values())
     packed = _log_answers(logs, group, streams)
     for s in backend_group.streams.values():  # moto's own form: a list of LogEvent
         s.events = list(s.events)
     assert _log_answers(logs, group, streams) == packed
     assert len(packed[0]) >= 3 * 10 and all(json.loads(e["message"])["execution_arn"] for e in packed[0])
-    backend_group.streams[streams[0]].events = moto_perf.PackedLogEvents(backend_group.streams[streams[0]].events)
+    backend_group.streams[streams[0]].events = PackedLogEvents(backend_group.streams[streams[0]].events)
     logs.put_log_events(logGroupName=group, logStreamName=streams[0],
                         logEvents=[{"timestamp": int(time.time() * 1000), "message": "later"}])
     after = logs.get_log_events(logGroupName=group, logStreamName=streams[0], startFromHead=True)["events"]
@@ -551,8 +555,8 @@ def test_closed_executions_share_their_state_machine_snapshot_and_keep_no_waiter
     ARN, and a wait on an ended execution returns at once."""
     from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
-    from changeflow import moto_patches
     from changeflow.client import Changeflow
+    from changeflow.local.moto_patches.stepfunctions.termination import Termination, wait_for_termination
 
     client = Changeflow.for_embedded(stack)
     sfn = stack.client("stepfunctions")
@@ -571,11 +575,11 @@ def test_closed_executions_share_their_state_machine_snapshot_and_keep_no_waiter
         assert ran.get("Comment") == comment
         assert sfn.describe_execution(executionArn=arn)["status"] == "SUCCEEDED"
         worker = backend.describe_execution(arn).exec_worker
-        assert worker._evaluation_details is None and isinstance(worker.env, moto_perf.ClosedHistory)
-    assert moto_patches._Termination.events == {}
-    assert set(before + after) <= moto_patches._Termination.ended
+        assert worker._evaluation_details is None and isinstance(worker.env, ClosedHistory)
+    assert Termination.events == {}
+    assert set(before + after) <= Termination.ended
     started = time.monotonic()
-    assert moto_patches.wait_for_termination(before[0], 30) and time.monotonic() - started < 1
+    assert wait_for_termination(before[0], 30) and time.monotonic() - started < 1
 
 
 def test_the_model_registry_lists_the_live_objects_and_frees_the_rest():

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from changeflow import moto_patches
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.cli import main
 from changeflow_core import codec, wire
 from changeflow_core.errors import ValidationError
@@ -100,7 +100,7 @@ def post(server, text: str) -> dict:
     status, answer = raw_http("POST", f"{server.url}/v1/changes", text)
     assert status == 200, answer
     arn = json.loads(answer)["executionArn"]
-    assert moto_patches.wait_for_termination(arn, 60)
+    assert wait_for_termination(arn, 60)
     return aws(server, "stepfunctions").describe_execution(executionArn=arn)
 
 
@@ -227,7 +227,7 @@ def started_by_events(server, entries) -> dict:
     for _ in range(600):
         found = sfn.list_executions(stateMachineArn=outputs["ChangeStateMachineArn"])["executions"]
         if found:
-            assert moto_patches.wait_for_termination(found[0]["executionArn"], 60)
+            assert wait_for_termination(found[0]["executionArn"], 60)
             return sfn.describe_execution(executionArn=found[0]["executionArn"])
         time.sleep(0.05)
     raise AssertionError("the rule started no execution")
@@ -263,7 +263,7 @@ def test_a_start_execution_input_with_a_long_number_as_a_json_number_is_refused_
     arn = sfn.start_execution(stateMachineArn=outputs["ChangeStateMachineArn"], name="object-form", input=(
         '{"entityId": "num#sfn-object", "operation": "put", "changeId": "c1", '
         '"attributes": {"n": 12345678901234567890.123456789012345678}}'))["executionArn"]
-    assert moto_patches.wait_for_termination(arn, 60)
+    assert wait_for_termination(arn, 60)
     message = refusal(sfn.describe_execution(executionArn=arn))
     assert message.startswith("attributes.n: 1.2345678901234567e+19 came as a JSON number"), message
 

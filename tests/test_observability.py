@@ -26,7 +26,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from changeflow.template import Template
+from changeflow.local.template import Template
 from conftest import ROOT, load_event
 
 T0 = 1_767_225_600_000
@@ -460,7 +460,7 @@ def test_emf_the_real_workflow_counts_every_outcome_from_the_update_step(stack, 
 
 
 def test_emf_the_real_workflow_reports_the_retry_count_of_the_history_put(stack, cf):
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     failures = iter([True, True])
 
@@ -505,7 +505,7 @@ def own_process_per_function():
 def logged_stack(stack):
     """The embedded stack with Powertools' JSON log lines in the functions' logs, one key set per function
     (as if each function had its own process)."""
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     stack.warm()
     with fault_hook(stack.lambdas, own_process_per_function()):
@@ -698,8 +698,8 @@ def execution_log_events():
     """Real last events of three executions on the embedded stack, in the execution log's format:
     ``{"history_write_failed", "version_conflict", "succeeded"}``."""
     from changeflow.client import Changeflow
-    from changeflow.embedded import EmbeddedStack
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.embedded import EmbeddedStack
+    from changeflow.local.lambdas import fault_hook
 
     def broken(function, event, invoke):
         if function.logical_id == "PutHistoryFunction":
@@ -783,7 +783,7 @@ def test_a_log_handler_bound_to_a_closed_stream_is_pointed_at_the_function_logs(
     # healing it with setStream raised "I/O operation on closed file" and made the suite order-dependent.
     import io
 
-    from changeflow import lambdas
+    from changeflow.local import lambdas
 
     closed = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # what pytest's capture is: flush() raises once closed
     handler = logging.StreamHandler(closed)
@@ -818,7 +818,7 @@ def test_an_unhandled_error_logs_its_traceback_and_the_payload_keeps_the_handler
     function = stack.function("FetchLatestFunction")
     payload, failed = stack.lambdas.invoke(function, event)
     assert failed and payload["errorType"] == "ValidationError"
-    assert payload["stackTrace"] and all("changeflow/lambdas.py" not in frame for frame in payload["stackTrace"])
+    assert payload["stackTrace"] and all("changeflow/local/lambdas.py" not in frame for frame in payload["stackTrace"])
     assert any("fetch_latest/app.py" in frame for frame in payload["stackTrace"])
     [logged] = [line for line in function.logs if line.startswith("[ERROR] ValidationError: ")]
     assert payload["errorMessage"] in logged and "Traceback (most recent call last):" in logged

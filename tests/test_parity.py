@@ -1,5 +1,5 @@
 """Parity with AWS: each limit or semantic of AWS that the workflow can meet holds on the embedded stack
-too (moto_patches makes moto as strict as AWS's documentation), and the template's deploy-time settings
+too (changeflow.local.moto_patches makes moto as strict as AWS's documentation), and the template's deploy-time settings
 that only AWS can exercise are pinned here. Each test names the AWS page it follows."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-from changeflow import moto_patches
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.client import Changeflow
-from changeflow.template import Template
+from changeflow.local.template import Template
 from conftest import ROOT
 
 LAYER = ROOT / "layers" / "core"
@@ -148,7 +148,7 @@ def log_records(stack, execution_arn: str) -> list[dict]:
 def run(stack, arn: str, payload=None, name: str = "run") -> str:
     execution_arn = stack.client("stepfunctions").start_execution(
         stateMachineArn=arn, name=name, input=json.dumps(payload or {}))["executionArn"]
-    assert moto_patches.wait_for_termination(execution_arn, 30)
+    assert wait_for_termination(execution_arn, 30)
     return execution_arn
 
 
@@ -207,7 +207,7 @@ def test_a_state_output_over_256_kib_is_terminal_even_under_a_states_all_catch(s
 def test_a_lambda_result_over_256_kib_fails_the_task_with_data_limit_exceeded(stack):
     # AWS reports it as the task's failure, States.DataLimitExceeded (recorded from AWS: LocalStack's
     # tests/aws/services/stepfunctions/v2/error_handling/test_states_errors.snapshot.json). Stock moto too.
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     fetch = stack.function("FetchLatestFunction").arn
     arn = machine(stack, {"StartAt": "Fetch", "States": {"Fetch": {

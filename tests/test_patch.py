@@ -150,7 +150,7 @@ def test_a_rollback_to_a_patch_version_restores_its_content_without_its_patch_re
 # --- concurrency: the patch is applied to the version each attempt read ---------------------------------
 def test_a_conflict_re_applies_the_patch_to_the_new_latest_version_and_loses_no_field(stack, cf):
     # GIVEN another writer that patches field b between this patch's read and its write
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
     from changeflow_core import items, steps, store
     from changeflow_core.validation import validate_request
 
@@ -176,7 +176,7 @@ def test_a_conflict_re_applies_the_patch_to_the_new_latest_version_and_loses_no_
     assert execution.output["outcome"] == "applied" and execution.output["version"] == 3
     # AND both fields landed: the classic lost update does not happen
     assert cf.entity("doc#42")["latest"]["attributes"] == {"a": "mine", "b": "other"}
-    from changeflow.integrity import verify
+    from changeflow.audit.verify import verify
     assert verify(cf, "doc#42").problems == []
 
 
@@ -255,7 +255,7 @@ def tamper(cf, version, **changes):
 
 
 def test_verify_reports_a_patch_version_that_is_not_its_predecessor_with_the_patch_applied(cf):
-    from changeflow.integrity import verify
+    from changeflow.audit.verify import verify
 
     cf.submit(put(a=1, b=2))
     cf.submit(patch(set={"a": 5}))
@@ -267,7 +267,7 @@ def test_verify_reports_a_patch_version_that_is_not_its_predecessor_with_the_pat
 
 
 def test_verify_reports_a_patch_record_altered_to_hide_a_change(cf):
-    from changeflow.integrity import verify
+    from changeflow.audit.verify import verify
 
     cf.submit(put(a=1, b=2))
     cf.submit(patch(set={"a": 5, "b": 7}))
@@ -277,7 +277,7 @@ def test_verify_reports_a_patch_record_altered_to_hide_a_change(cf):
 
 def test_the_patch_check_refuses_a_patch_with_nothing_live_before_it_and_skips_what_expired():
     # the check itself, on items: a patch after a deletion or as version 1 cannot be right
-    from changeflow.integrity import patch_problems
+    from changeflow.audit.verify import patch_problems
 
     def item(n, operation, **content):
         return {model.VERSION: n, model.OPERATION: operation, **content}
@@ -300,15 +300,15 @@ def http(method, url, body=None):
 
 
 def test_a_patch_posted_to_the_api_applies_and_the_read_api_shows_what_it_changed(server):
-    from changeflow import moto_patches
+    from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 
     status, answer = http("POST", f"{server.url}/v1/changes", put(change="c1", title="Q3", status="draft"))
-    assert status == 200 and moto_patches.wait_for_termination(answer["executionArn"], 60)
+    assert status == 200 and wait_for_termination(answer["executionArn"], 60)
     # WHEN a patch is posted (the API's request model knows set and remove)
     status, answer = http("POST", f"{server.url}/v1/changes",
                           patch(change="c2", set={"status": "approved"}, remove=["title"], actor="carol"))
     assert status == 200, answer
-    assert moto_patches.wait_for_termination(answer["executionArn"], 60)
+    assert wait_for_termination(answer["executionArn"], 60)
     # THEN the read API's latest, version list and version show the patch
     _, latest = http("GET", f"{server.url}/v1/entities/doc%2342")
     assert latest["attributes"] == {"status": "approved"} and latest["patch"] == {
@@ -331,10 +331,10 @@ def test_the_api_request_model_refuses_a_malformed_patch_with_400_and_starts_not
 
 
 def test_a_put_with_a_patch_field_passes_the_model_and_the_workflow_names_the_field(server):
-    from changeflow import moto_patches
+    from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 
     status, answer = http("POST", f"{server.url}/v1/changes", put(change="c1", a=1) | {"set": {"a": 2}})
-    assert status == 200 and moto_patches.wait_for_termination(answer["executionArn"], 60)
+    assert status == 200 and wait_for_termination(answer["executionArn"], 60)
     description = boto3_client(server, "stepfunctions").describe_execution(executionArn=answer["executionArn"])
     assert description["status"] == "FAILED" and description["error"] == "ValidationError"
     assert json.loads(description["cause"])["errorMessage"].startswith("set: is only for a patch")

@@ -11,8 +11,8 @@ from urllib.parse import quote
 
 import pytest
 
-from changeflow import moto_patches
-from changeflow.server import EmbeddedServer
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
+from changeflow.local.server import EmbeddedServer
 from conftest import load_event
 
 pytestmark = pytest.mark.enable_socket
@@ -40,7 +40,7 @@ def server():
             request = urllib.request.Request(f"{api}/changes", data=body, method="POST",
                                              headers={"Content-Type": "application/json"})
             with urllib.request.urlopen(request, timeout=30) as response:
-                assert moto_patches.wait_for_termination(json.loads(response.read())["executionArn"], 30)
+                assert wait_for_termination(json.loads(response.read())["executionArn"], 30)
         yield running
 
 

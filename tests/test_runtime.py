@@ -21,7 +21,8 @@ import pytest
 
 from conftest import EVENTS, ROOT
 
-from changeflow import runtime
+from changeflow.local.runtime import emulator, functions
+from changeflow.local.runtime.dispatch import EmulatorRuntime
 from changeflow_core import wire
 from changeflow.cli import main
 
@@ -30,8 +31,8 @@ T0 = 1_767_225_600_000
 
 def _runtime_python() -> Path:
     try:
-        return runtime.runtime_python(ROOT)
-    except runtime.RuntimeSetupError as exc:
+        return emulator.runtime_python(ROOT)
+    except emulator.RuntimeSetupError as exc:
         if os.environ.get("CI"):
             raise  # make test builds it (make lambda-runtime): in CI its absence is a failure
         pytest.skip(str(exc))
@@ -52,7 +53,7 @@ def pyenv_has_313() -> bool:
 
 def test_the_runtime_is_python_3_13_where_pyenv_has_it(lambda_python):
     # what ships to Lambda runs on python3.13 (the template's Runtime): the tests' handlers too
-    version = runtime.runtime_version(lambda_python)
+    version = emulator.runtime_version(lambda_python)
     if pyenv_has_313():
         assert version == "python3.13"
     else:
@@ -217,13 +218,13 @@ def test_the_function_can_be_named_by_its_physical_name(probe, capsys):
 
 
 def test_interpret_tells_results_from_errors_as_the_lambda_service_does():
-    assert runtime.interpret(200, b'{"errorType": "X", "errorMessage": "m", "requestId": "r"}') == (
+    assert emulator.interpret(200, b'{"errorType": "X", "errorMessage": "m", "requestId": "r"}') == (
         {"errorType": "X", "errorMessage": "m", "requestId": "r"}, True)
     # a result that merely has an errorType among other fields is a result
-    assert runtime.interpret(200, b'{"errorType": "X", "errorMessage": "m", "order": 1}')[1] is False
-    assert runtime.interpret(200, b"Task timed out after 3.00 seconds") == (
+    assert emulator.interpret(200, b'{"errorType": "X", "errorMessage": "m", "order": 1}')[1] is False
+    assert emulator.interpret(200, b"Task timed out after 3.00 seconds") == (
         {"errorType": "Sandbox.Timedout", "errorMessage": "Error: Task timed out after 3.00 seconds"}, True)
-    assert runtime.interpret(200, b"null") == (None, False)
+    assert emulator.interpret(200, b"null") == (None, False)
 
 
 # --- every file in events/functions/, through the emulator, against an embedded serve ---------------------
@@ -233,7 +234,7 @@ WORKFLOW_ORDER = ["fetch_latest", "update_latest", "put_history", "tag_ttl", "de
 
 
 def functions_by_folder() -> dict[str, str]:
-    from changeflow.template import Template
+    from changeflow.local.template import Template
 
     template = Template(ROOT / "template.yaml")
     return {Path(template.function_properties(f)["CodeUri"]).name: f
@@ -242,7 +243,7 @@ def functions_by_folder() -> dict[str, str]:
 
 @pytest.fixture
 def served(lambda_python):
-    from changeflow.server import EmbeddedServer
+    from changeflow.local.server import EmbeddedServer
 
     with EmbeddedServer(port=0) as server:
         yield server
@@ -266,7 +267,7 @@ def test_every_function_event_runs_in_the_emulator_against_a_serve(served, capsy
         assert "REPORT RequestId:" in err
         results[path.stem] = json.loads(out)
         # THEN no function failed, and an API response is not a server error
-        assert not runtime.is_error_document(results[path.stem]), (path.name, results[path.stem])
+        assert not emulator.is_error_document(results[path.stem]), (path.name, results[path.stem])
         if isinstance(results[path.stem], dict) and "statusCode" in results[path.stem]:
             assert results[path.stem]["statusCode"] < 500, (path.name, results[path.stem])
     # AND each step did its work on the served table, in the workflow's order
@@ -284,7 +285,7 @@ def test_every_function_event_runs_in_the_emulator_against_a_serve(served, capsy
 # --- the whole workflow with handlers in the emulator ----------------------------------------------------
 @pytest.fixture
 def emulated(lambda_python):
-    from changeflow.embedded import EmbeddedStack
+    from changeflow.local.embedded import EmbeddedStack
 
     with EmbeddedStack(ROOT, time_scale=0.0005, lambda_runtime="emulator") as running:
         yield running
@@ -317,7 +318,7 @@ def test_handlers_do_not_take_turns_in_the_emulator(emulated):
     # GIVEN two executions whose fetch steps are held until both are in flight at once
     # (in-process, handlers take turns: the second would never arrive, and the barrier breaks)
     from changeflow.client import Changeflow
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     cf = Changeflow.for_embedded(emulated)
     cf.submit(put(entity="warm#1"))  # one environment per function, warm
@@ -347,16 +348,16 @@ def test_a_real_timeout_of_the_v0_write_is_an_unknown_outcome_resolved_by_a_fres
     # the runtime times the handler out while its write is still in flight, and the write then lands.
     # (4 s, not 1: the emulator counts a cold start inside the timeout, and a cold start here can take
     # seconds on a loaded machine; Lambda gives the first Init its own 10 s.)
-    from changeflow import moto_patches
+    from changeflow.local.moto_patches.core.locking import API_LOCK
     from changeflow.client import Changeflow
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     cf = Changeflow.for_embedded(emulated)
     emulated.function("UpdateLatestFunction").timeout_s = 4
     held = threading.Event()
 
     def hold_the_table():
-        with moto_patches.API_LOCK:
+        with API_LOCK:
             held.set()
             threading.Event().wait(8)
 
@@ -381,8 +382,8 @@ def test_a_real_timeout_of_the_v0_write_is_an_unknown_outcome_resolved_by_a_fres
 
 def test_lambda_runtime_option_reaches_the_embedded_stack(lambda_python, capsys, tmp_path, monkeypatch):
     calls = []
-    original = runtime.EmulatorRuntime.call
-    monkeypatch.setattr(runtime.EmulatorRuntime, "call",
+    original = EmulatorRuntime.call
+    monkeypatch.setattr(EmulatorRuntime, "call",
                         lambda self, function, event: calls.append(function.logical_id) or original(self, function, event))
     change = write(tmp_path / "c.json", put(entity="cli#1", v=1))
     code = main(["run", change, "--json", "--lambda-runtime", "emulator"])
@@ -396,7 +397,7 @@ def test_dynamodb_throttling_reaches_the_handler_out_of_process(emulated):
     # fault injection registers on the handler's DynamoDB client; out of process, the endpoint answers
     # the function's requests with the throttle, and the handler's own botocore retries them
     from changeflow.client import Changeflow
-    from changeflow.faults import Injector
+    from changeflow.checks.faults import Injector
 
     cf = Changeflow.for_embedded(emulated)
     function = emulated.function("FetchLatestFunction")
@@ -423,7 +424,7 @@ def test_with_stack_name_the_function_gets_the_deployed_resources_names():
         cloudformation.create_stack(StackName="prod", TemplateBody=json.dumps({"Resources": {"ChangeTable": table}}))
         physical = cloudformation.describe_stack_resource(
             StackName="prod", LogicalResourceId="ChangeTable")["StackResourceDetail"]["PhysicalResourceId"]
-        template = runtime._deployed_template(ROOT, ROOT / "template.yaml", "prod", "us-east-1", {})
-    spec = runtime.function_spec(template, ROOT, "FetchLatestFunction")
+        template = functions.deployed_template(ROOT, ROOT / "template.yaml", "prod", "us-east-1", {})
+    spec = functions.function_spec(template, ROOT, "FetchLatestFunction")
     assert physical != "changeflow-ChangeTable"
     assert spec.environment["TABLE_NAME"] == physical and spec.name == "prod-FetchLatestFunction"

@@ -1,4 +1,4 @@
-"""Security, checked by tools that are not ours (src/changeflow/security.py, `make lint`): the template
+"""Security, checked by tools that are not ours (src/changeflow/checks/security.py, `make lint`): the template
 passes every check but the skipped ones, and each check bites - a copy of the template with one bad
 change makes the tool that should notice it report it. The tools are installed by `make setup`; a
 missing one fails here (it is never skipped)."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from changeflow import security
-from changeflow.security import (CFN_LINT, CHECKOV, CONTROL_TOWER, PROJECT_GUARD, SAM_VALIDATE, SERVERLESS, SKIPPED,
+from changeflow.checks import security
+from changeflow.checks.security import (CFN_LINT, CHECKOV, CONTROL_TOWER, PROJECT_GUARD, SAM_VALIDATE, SERVERLESS, SKIPPED,
                                  Finding, Skip, Tools)
 from conftest import ROOT
 

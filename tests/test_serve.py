@@ -22,9 +22,9 @@ def test_boto3_starts_an_execution_and_reads_the_result_through_the_endpoint(ser
         StackName="changeflow")["Stacks"][0]["Outputs"]}
     arn = sfn.start_execution(stateMachineArn=outputs["ChangeStateMachineArn"], name="over-http",
                               input=json.dumps({"entityId": "e", "operation": "put", "attributes": {"a": 1}}))["executionArn"]
-    from changeflow import moto_patches
+    from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 
-    assert moto_patches.wait_for_termination(arn, 30)
+    assert wait_for_termination(arn, 30)
     assert json.loads(sfn.describe_execution(executionArn=arn)["output"])["outcome"] == "applied"
     items = dynamodb.query(TableName=outputs["ChangeTableName"], KeyConditionExpression="pk = :e",
                            ExpressionAttributeValues={":e": {"S": "e"}})["Items"]

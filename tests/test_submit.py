@@ -16,9 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from changeflow import moto_patches, names
-from changeflow.lambdas import LambdaServiceError, fault_hook
-from changeflow.server import EmbeddedServer
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
+
+from changeflow.client import names
+from changeflow.local.lambdas import LambdaServiceError, fault_hook
+from changeflow.local.server import EmbeddedServer
 from changeflow_core import names as core_names
 from changeflow_core.submissions import CHANGE_ID_PATTERN
 from changeflow_core.validation import MAX_REQUEST_BYTES, request_size
@@ -35,7 +37,7 @@ def post(api, request):
 
 
 def finish(answer):
-    assert moto_patches.wait_for_termination(answer["executionArn"], 30)
+    assert wait_for_termination(answer["executionArn"], 30)
 
 
 def name_of(arn):
@@ -191,7 +193,7 @@ def test_a_retry_while_the_first_runs_answers_that_execution_even_with_another_b
 def test_the_front_function_may_call_what_it_calls_in_either_workflow_type(api, server):
     """STANDARD calls StartExecution and DescribeExecution; EXPRESS StartExecution and GetItem
     (tests/test_submit_express.py); the policy is their union, on this machine and this table only."""
-    from changeflow.template import Template
+    from changeflow.local.template import Template
 
     template = Template(ROOT / "template.yaml")
     statements = template.function_properties("SubmitChangeFunction")["Policies"][0]["Statement"]
@@ -268,7 +270,7 @@ def test_the_change_id_pattern_means_the_same_in_python_and_ecmascript():
 
 
 def test_the_template_uses_that_pattern():
-    from changeflow.template import Template
+    from changeflow.local.template import Template
 
     body = Template(ROOT / "template.yaml").resources["ChangeApi"]["Properties"]["DefinitionBody"]
     assert body["definitions"]["ChangeRequest"]["properties"]["changeId"]["pattern"] == CHANGE_ID_PATTERN
@@ -345,7 +347,7 @@ def test_step_functions_errors_answer_retry_later_or_a_server_error(api, server,
 
 
 def test_the_translated_template_has_one_stage_and_string_gateway_status_codes():
-    from changeflow.cfn import transform
+    from changeflow.local.cfn import transform
 
     for stage in ("v1", "Stage"):
         resources = transform(ROOT / "template.yaml", {"ApiStageName": stage})["Resources"]

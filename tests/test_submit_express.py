@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from changeflow.server import EmbeddedServer
+from changeflow.local.server import EmbeddedServer
 from test_submit import finish, post, stored
 
 pytestmark = pytest.mark.enable_socket
@@ -31,7 +31,7 @@ def test_express_retries_after_failure_and_answers_an_applied_change_without_des
 
 
 def test_the_api_reliability_campaign_finds_no_lost_or_misanswered_change():
-    from changeflow import reliability
+    from changeflow.checks import reliability
 
     with EmbeddedServer(port=0, time_scale=0.001) as server:
         tally = reliability.api_retries(server, seed=1, entities=6)

@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from changeflow import audit
-from changeflow.integrity import repair, verify
+from changeflow.audit import digests, executions
+from changeflow.audit.repair import repair
+from changeflow.audit.verify import verify
 from changeflow_core import chain, model
 
 T0 = 1_767_225_600_000
@@ -125,7 +126,7 @@ def test_verify_names_the_version_that_was_tampered_with(recorded, case, capsys)
 def recompute_chain_from(cf, first: int) -> None:
     """The insider who knows the chain: after altering version ``first``, every later link and v0 are
     recomputed, so the chain is consistent again."""
-    history = audit.raw_history(cf, ENTITY)
+    history = digests.raw_history(cf, ENTITY)
     prev = chain.genesis(ENTITY)
     for stored in history:
         version = int(stored[model.VERSION]["N"])
@@ -134,26 +135,26 @@ def recompute_chain_from(cf, first: int) -> None:
             write(cf, version, resealed)
             stored = resealed
         prev = stored[chain.CHAIN_HASH]["S"]
-    newest = audit.raw_history(cf, ENTITY)[-1]
+    newest = digests.raw_history(cf, ENTITY)[-1]
     write(cf, None, {**newest, model.SK: {"S": model.LATEST_SK}})
 
 
 def test_a_digest_proves_even_a_tampering_that_recomputed_every_hash(recorded):
     TAMPERINGS.append("history rewritten with every hash recomputed, against a digest")
-    taken = audit.digest(recorded, [ENTITY])
-    assert audit.verify_since(recorded, taken) == {}
+    taken = digests.digest(recorded, [ENTITY])
+    assert digests.verify_since(recorded, taken) == {}
     set_attribute("title", {"S": "altered"})(recorded)
     recompute_chain_from(recorded, 2)
     assert verify(recorded, ENTITY).ok  # the chain alone is consistent again: this is what digests are for
-    problems = audit.verify_since(recorded, taken)[ENTITY]
+    problems = digests.verify_since(recorded, taken)[ENTITY]
     assert problems == ["version 4 no longer has the hash the digest recorded: it was rewritten"]
 
 
 def test_an_altered_digest_file_is_detected(recorded):
     TAMPERINGS.append("the digest file altered")
-    taken = audit.digest(recorded, [ENTITY])
+    taken = digests.digest(recorded, [ENTITY])
     taken["entities"][0]["version"] = 3
-    assert "(digest)" in audit.verify_since(recorded, taken)
+    assert "(digest)" in digests.verify_since(recorded, taken)
 
 
 def test_a_forged_version_with_a_correct_hash_is_caught_by_its_execution(recorded):
@@ -167,20 +168,21 @@ def test_a_forged_version_with_a_correct_hash_is_caught_by_its_execution(recorde
     write(recorded, 5, forged)
     write(recorded, None, {**forged, model.SK: {"S": model.LATEST_SK}})
     assert verify(recorded, ENTITY).ok  # a consistent chain...
-    problems = audit.check_executions(recorded, ENTITY)
+    problems = executions.check_executions(recorded, ENTITY)
     assert problems and problems[0].startswith("version 5: its execution reports")  # ...that no execution wrote
 
 
 def test_every_version_the_workflow_wrote_is_vouched_for_by_its_execution(recorded):
-    assert audit.check_executions(recorded, ENTITY) == []
+    assert executions.check_executions(recorded, ENTITY) == []
 
 
 def test_on_the_command_line_a_digest_kept_elsewhere_proves_what_changed_since(recorded, tmp_path, capsys, monkeypatch):
     """What an auditor runs: `changeflow digest --all --output FILE`, the file kept outside the account,
     then `changeflow verify --all --since-digest FILE` (exit 1 and the entity named once anything changed)."""
     from changeflow import cli
+    from changeflow.client import targets
 
-    monkeypatch.setattr(cli, "target", lambda args: recorded)
+    monkeypatch.setattr(targets, "client_for", lambda args: recorded)
     kept = tmp_path / "digest.json"
     assert cli.main(["digest", "--all", "--output", str(kept)]) == 0
     taken = json.loads(kept.read_text(encoding="utf-8"))
@@ -203,8 +205,9 @@ def test_on_the_command_line_a_digest_kept_elsewhere_proves_what_changed_since(r
 
 def test_on_the_command_line_verify_executions_names_a_forged_version(recorded, capsys, monkeypatch):
     from changeflow import cli
+    from changeflow.client import targets
 
-    monkeypatch.setattr(cli, "target", lambda args: recorded)
+    monkeypatch.setattr(targets, "client_for", lambda args: recorded)
     latest = item(recorded, None)
     body = {k: v for k, v in latest.items() if k != model.SOURCE_VERSION}
     forged = chain.seal({**body, model.SK: {"S": model.history_sk(5)}, model.VERSION: {"N": "5"},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from changeflow.template import Template
+from changeflow.local.template import Template
 from conftest import ASL, ROOT
 
 T0 = 1_767_225_600_000
@@ -226,7 +226,7 @@ def test_sam_build_succeeds_with_the_local_runtime(tmp_path, sam_home):
 
 @pytest.fixture(scope="module")
 def cloudformation():
-    from changeflow.cfn import transform
+    from changeflow.local.cfn import transform
 
     return transform(ROOT / "template.yaml")
 

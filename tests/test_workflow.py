@@ -251,7 +251,7 @@ def interfering(stack, cf, times):
 
 def test_conflicting_writer_loops_back_through_a_fresh_read(stack, cf):
     # GIVEN another writer that slips in between this execution's read and its write, three times
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     cf.submit(put(at=T0, change="base", v=0))
     with fault_hook(stack.lambdas, interfering(stack, cf, 3)):
@@ -268,7 +268,7 @@ def test_conflicting_writer_loops_back_through_a_fresh_read(stack, cf):
 
 
 def test_conflicts_beyond_the_bound_fail_with_version_conflict(stack, cf):
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     cf.submit(put(at=T0, change="base", v=0))
     with fault_hook(stack.lambdas, interfering(stack, cf, 99)):
@@ -283,7 +283,7 @@ def test_conflicts_beyond_the_bound_fail_with_version_conflict(stack, cf):
 
 
 def test_history_put_is_retried_with_backoff_and_then_succeeds(stack, cf):
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     failures = iter([True, True])
 
@@ -301,7 +301,7 @@ def test_history_put_is_retried_with_backoff_and_then_succeeds(stack, cf):
 
 
 def test_history_put_that_keeps_failing_ends_in_history_write_failed(stack, cf):
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     def broken(function, event, invoke):
         if function.logical_id == "PutHistoryFunction":
@@ -318,7 +318,7 @@ def test_history_put_that_keeps_failing_ends_in_history_write_failed(stack, cf):
 
 def test_history_put_runs_again_safely_after_a_redrive_like_rerun(stack, cf):
     # a redrive runs the failed history step again with the same state data: it must write the same item
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     def broken(function, event, invoke):
         if function.logical_id == "PutHistoryFunction":
@@ -338,7 +338,7 @@ def test_history_put_runs_again_safely_after_a_redrive_like_rerun(stack, cf):
 
 
 def test_lambda_service_exception_on_fetch_is_retried(stack, cf):
-    from changeflow.lambdas import LambdaServiceError, fault_hook
+    from changeflow.local.lambdas import LambdaServiceError, fault_hook
 
     failures = iter([True])
 
@@ -357,7 +357,7 @@ def test_lambda_service_exception_on_fetch_is_retried(stack, cf):
 
 def test_lost_response_of_the_v0_write_is_recovered_by_a_fresh_read(stack, cf):
     # the write lands but the Lambda dies before answering: the workflow must not add a version twice
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     lost = iter([True])
 
@@ -458,19 +458,19 @@ def test_a_change_id_reused_with_a_newer_effective_at_is_a_duplicate_and_writes_
 
 
 def test_a_change_id_reused_after_v0_forgot_it_writes_again_and_verify_reports_it(cf):
-    from changeflow import integrity
+    from changeflow.audit import verify
     from changeflow_core.model import RECENT_CHANGE_IDS
 
     # GIVEN c1, then as many other changes as v0 remembers ids
     cf.submit(put(at=1000, change="c1", v=1))
     for i in range(RECENT_CHANGE_IDS):
         cf.submit(put(at=1001 + i, change=f"other-{i}", v=i))
-    assert integrity.verify(cf, "doc#1").ok
+    assert verify.verify(cf, "doc#1").ok
     # WHEN c1 is reused at a newer time: outside the documented window it is a new change
     again = cf.submit(put(at=5000, change="c1", v="again"))
     assert again.output["outcome"] == "applied" and again.output["version"] == RECENT_CHANGE_IDS + 2
     # THEN verify reports the change that wrote two versions, though they are not neighbours
-    problems = integrity.verify(cf, "doc#1").problems
+    problems = verify.verify(cf, "doc#1").problems
     assert f"change 'c1' wrote versions 1 and {RECENT_CHANGE_IDS + 2}" in problems
 
 
@@ -478,16 +478,16 @@ def test_a_change_id_reused_after_v0_forgot_it_writes_again_and_verify_reports_i
 def always_failing(logical_id):
     def hook(function, event, invoke):
         if function.logical_id == logical_id:
-            from changeflow.lambdas import LambdaServiceError
+            from changeflow.local.lambdas import LambdaServiceError
             raise LambdaServiceError()
         return invoke()
     return hook
 
 
 def test_a_tag_step_that_keeps_failing_still_reports_the_applied_change_and_repair_tags_it(make_stack):
-    from changeflow import integrity
+    from changeflow.audit import repair, verify
     from changeflow.client import Changeflow
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     stack = make_stack(HistoryRetentionVersions="1", HistoryRetentionDays="30")
     cf = Changeflow.for_embedded(stack)
@@ -501,16 +501,16 @@ def test_a_tag_step_that_keeps_failing_still_reports_the_applied_change_and_repa
                                 "changeId": "c2", "effectiveAt": T0 + 1}
     assert states_entered(cf, execution)[-1] == "Report the result without the expiry tag"
     # AND verify finds version 1 left untagged, and repair tags it
-    assert "versions outside the retention window without an expiry: [1]" in integrity.verify(cf, "doc#1").problems
-    done, cannot = integrity.repair(cf, "doc#1")
+    assert "versions outside the retention window without an expiry: [1]" in verify.verify(cf, "doc#1").problems
+    done, cannot = repair.repair(cf, "doc#1")
     assert done == ["tagged version 1 for expiry"] and cannot == []
     assert cf.entity("doc#1")["versions"][0]["expiresAt"] is not None
 
 
 def test_a_missed_expiry_tag_is_healed_by_the_next_change(make_stack):
-    from changeflow import integrity
+    from changeflow.audit import verify
     from changeflow.client import Changeflow
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     stack = make_stack(HistoryRetentionVersions="1", HistoryRetentionDays="30")
     cf = Changeflow.for_embedded(stack)
@@ -521,11 +521,11 @@ def test_a_missed_expiry_tag_is_healed_by_the_next_change(make_stack):
     execution = cf.submit(put(at=T0 + 2, change="c3", v=3))
     tag = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
     assert json.loads(tag["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == [2, 1]
-    assert integrity.verify(cf, "doc#1").ok
+    assert verify.verify(cf, "doc#1").ok
 
 
 def test_a_fetch_step_that_keeps_failing_ends_in_a_named_error_and_writes_nothing(stack, cf):
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     with fault_hook(stack.lambdas, always_failing("FetchLatestFunction")):
         execution = cf.submit(put(at=T0, v=1))
@@ -535,7 +535,7 @@ def test_a_fetch_step_that_keeps_failing_ends_in_a_named_error_and_writes_nothin
 
 
 def test_a_stale_report_that_keeps_failing_ends_in_a_named_error(stack, cf):
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     cf.submit(put(at=T0 + 10, change="new", v=1))
     with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
@@ -546,7 +546,7 @@ def test_a_stale_report_that_keeps_failing_ends_in_a_named_error(stack, cf):
 # --- issue 10 section 3: the state machine resource at deploy time -------------------------------------
 def test_every_lambda_task_names_its_integration_through_the_stack_partition():
     # aws-cn and aws-us-gov have other partitions: no hard-coded arn:aws: in the definition
-    from changeflow.template import Template
+    from changeflow.local.template import Template
     from conftest import ASL, ROOT
 
     definition = json.loads(ASL.read_text())
@@ -560,7 +560,7 @@ def test_every_lambda_task_names_its_integration_through_the_stack_partition():
 
 @pytest.mark.parametrize("metric", ["ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted"])
 def test_an_alarm_fires_on_every_way_an_execution_can_end_without_an_outcome(metric):
-    from changeflow.template import Template
+    from changeflow.local.template import Template
     from conftest import ROOT
 
     template = Template(ROOT / "template.yaml")
@@ -574,7 +574,7 @@ def test_an_alarm_fires_on_every_way_an_execution_can_end_without_an_outcome(met
 def test_the_back_off_fits_express_five_minutes_and_the_parameter_says_what_express_gives_up():
     import re
 
-    from changeflow.template import Template
+    from changeflow.local.template import Template
     from changeflow_core.decisions import MAX_ATTEMPTS
     from conftest import ASL, ROOT
 
@@ -588,7 +588,7 @@ def test_the_back_off_fits_express_five_minutes_and_the_parameter_says_what_expr
 
 
 def test_a_v0_write_that_keeps_failing_ends_in_latest_write_failed_after_ten_attempts(stack, cf):
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
 
     with fault_hook(stack.lambdas, always_failing("UpdateLatestFunction")):
         execution = cf.submit(put(at=T0, v=1))

@@ -13,7 +13,8 @@ from changeflow_core import wire
 
 from . import report
 from .client import Changeflow
-from .embedded import EmbeddedStack
+from .common.serving import wait_until_interrupted
+from .local.embedded import EmbeddedStack
 
 STEPS = [
     ("create the entity", "01-create.json"),
@@ -53,7 +54,7 @@ def main(out=sys.stdout, serve: bool = False, port: int = 4566) -> int:
     the audit console at /console, until Ctrl-C."""
     from urllib.parse import urlencode
 
-    from .server import EmbeddedServer
+    from .local.server import EmbeddedServer
 
     running = EmbeddedServer(port=port, time_scale=0.001) if serve else EmbeddedStack(time_scale=0.001)
     with running:
@@ -72,7 +73,5 @@ def main(out=sys.stdout, serve: bool = False, port: int = 4566) -> int:
               f"{urlencode({'id': entity})})", file=out)
         print(f"   the stack's endpoint is {running.url} for the CLI and boto3; Ctrl-C stops", file=out)
         out.flush()
-        from .console import wait_until_interrupted
-
         wait_until_interrupted()
     return 0

@@ -99,7 +99,7 @@ class Console:
         return response(environ, start_response)
 
     def route(self, environ: dict, start_response: Callable) -> Any:
-        """A route for ``changeflow serve`` (server.EmbeddedServer.routes): None for any other path."""
+        """A route for ``changeflow serve`` (changeflow.local.server.EmbeddedServer): None for any other path."""
         path = environ.get("PATH_INFO", "")
         if path == "/console" or path.startswith("/console/"):
             return self(environ, start_response)

@@ -1,5 +1,5 @@
-"""What the console shows, read through the CLI's own client (``changeflow.client.Changeflow``) and
-``changeflow.integrity``: the same calls against the embedded stack, ``changeflow serve`` or AWS.
+"""What the console shows, read through the CLI's own client (``changeflow.client.Changeflow``) and the
+audit (``changeflow.audit``): the same calls against the embedded stack, ``changeflow serve`` or AWS.
 
 Every call here is a read (ListExecutions, DescribeExecution, GetExecutionHistory, DescribeStateMachine,
 GetItem, Query, Scan) except ``repair``, which only the console's explicit POST reaches.
@@ -15,7 +15,8 @@ from typing import Any
 
 from changeflow_core import items, model, store, wire
 
-from .. import integrity
+from ..audit import repair as audit_repair
+from ..audit import verify as audit_verify
 from ..client import TERMINAL, Changeflow
 
 PAGE = 50
@@ -224,8 +225,8 @@ class Reader:
         output = parse_json(description.get("output"))
         return (output.get("outcome") if isinstance(output, dict) else None), description["status"]
 
-    def verify(self, entity_id: str) -> integrity.Report:
-        return integrity.verify(self.client, entity_id)
+    def verify(self, entity_id: str) -> audit_verify.Report:
+        return audit_verify.verify(self.client, entity_id)
 
     def repair_can_act(self, entity_id: str) -> bool:
         """Repair writes v0's history item when it is missing, and nothing else."""
@@ -237,9 +238,9 @@ class Reader:
                               model.history_sk(version)) is None
 
     def repair(self, entity_id: str) -> tuple[list[str], list[str]]:
-        return integrity.repair(self.client, entity_id)
+        return audit_repair.repair(self.client, entity_id)
 
     def search(self, text: str, limit: int = 100) -> tuple[list[str], bool]:
         """Entity ids containing ``text`` (a scan of the tables, as ``verify --all`` does)."""
-        ids = [e for e in integrity.entities(self.client) if text in e]
+        ids = [e for e in audit_verify.entities(self.client) if text in e]
         return ids[:limit], len(ids) > limit

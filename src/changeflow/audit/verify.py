@@ -1,0 +1,161 @@
+"""``changeflow verify``: what an auditor checks about an entity's versions (contiguous, consistent with
+each other and with ``v0``, each patch its predecessor with the patch applied, expiries where the retention
+window puts them, and the hash chain). Reads only, through the same client on the embedded stack,
+``changeflow serve`` or AWS."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from changeflow_core import items, model, store
+
+from .digests import verify_chain
+
+# Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
+NOT_CONTENT = {model.SK, model.EXPIRES_AT}
+
+
+@dataclass
+class Report:
+    entity_id: str
+    versions: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)  # versions that should be in history and are not
+    found: bool = True  # False: no v0 and no (unexpired) history item
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _same_version(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    strip = lambda item: {k: v for k, v in item.items() if k not in NOT_CONTENT}  # noqa: E731
+    return strip(a) == strip(b)
+
+
+def verify(client, entity_id: str, now_s: float | None = None) -> Report:
+    """Check one entity: versions contiguous (from 1 unless the stack has a retention window), each history item consistent with its successor (the ratchet
+    never goes back, recorded times move forward, a rollback restores its source's content), the newest
+    history item equal to ``v0``, and no live ``v0`` carrying an expiry. Expired items count as gone."""
+    now_s = time.time() if now_s is None else now_s
+    report = Report(entity_id)
+    latest = store.get_item(client.dynamodb, client.table, entity_id, model.LATEST_SK)
+    history = [h for h in store.all_history(client.dynamodb, client.history_table, entity_id)
+               if not items.is_expired(h, now_s)]
+    report.versions = [int(h[model.VERSION]) for h in history]
+    by_version = {int(h[model.VERSION]): h for h in history}
+    if latest is None and not history:  # nothing to check: the CLI says "no such entity"
+        report.found = False
+        return report
+
+    for h in history:
+        if model.history_sk(int(h[model.VERSION])) != h[model.SK]:
+            report.problems.append(f"history item {h[model.SK]} holds version {h[model.VERSION]}")
+    if report.versions:
+        first = report.versions[0] if client.history_expires else 1  # without retention nothing may expire
+        expected = list(range(first, report.versions[-1] + 1))
+        missing = sorted(set(expected) - set(report.versions))
+        report.missing.extend(missing)
+        if missing:
+            report.problems.append(f"versions missing from history: {missing}")
+    for older, newer in zip(history, history[1:]):
+        n = newer[model.VERSION]
+        if newer[model.EFFECTIVE_AT] < older[model.EFFECTIVE_AT]:
+            report.problems.append(f"version {n} is older (effectiveAt) than version {older[model.VERSION]}")
+        if newer[model.RECORDED_AT] < older[model.RECORDED_AT]:
+            report.problems.append(f"version {n} was recorded before version {older[model.VERSION]}")
+        if newer[model.CHANGE_ID] == older[model.CHANGE_ID]:
+            report.problems.append(f"change {newer[model.CHANGE_ID]!r} wrote versions {older[model.VERSION]} and {n}")
+    first_of: dict[str, int] = {}  # a change id reused after v0 forgot it: any two versions, not only neighbours
+    for h in history:
+        change_id, n = h[model.CHANGE_ID], int(h[model.VERSION])
+        if change_id in first_of and first_of[change_id] != n - 1:
+            report.problems.append(f"change {change_id!r} wrote versions {first_of[change_id]} and {n}")
+        first_of.setdefault(change_id, n)
+    for h in history:
+        source = h.get(model.SOURCE_VERSION)
+        if source is not None and int(source) in by_version:
+            if items.content_of(by_version[int(source)]) != items.content_of(h):
+                report.problems.append(f"rollback version {h[model.VERSION]} differs from its source {source}")
+    report.problems.extend(patch_problems(history, by_version))
+
+    missed = untagged_versions(client, latest, history)
+    if missed:
+        report.problems.append(f"versions outside the retention window without an expiry: {missed}")
+
+    report.problems.extend(verify_chain(client, entity_id, now_s))  # the hash chain: names the first altered version
+    if latest is None:
+        if history and not history[-1].get(model.DELETED):
+            report.problems.append("no v0, but the newest version is not a deletion")
+        return report
+    current = int(latest[model.VERSION])
+    if not latest.get(model.DELETED) and latest.get(model.EXPIRES_AT) is not None:
+        report.problems.append(f"live v0 (version {current}) carries an expiry")
+    if latest.get(model.DELETED) and latest.get(model.EXPIRES_AT) is None:
+        report.problems.append(f"tombstone v0 (version {current}) has no expiry")
+    if report.versions and report.versions[-1] > current:
+        report.problems.append(f"history has version {report.versions[-1]}, beyond v0's {current}")
+    if current in by_version:
+        if not _same_version(latest, by_version[current]):
+            report.problems.append(f"history item of version {current} differs from v0")
+    else:
+        newest = report.versions[-1] if report.versions else 0
+        gap = list(range(newest + 1, current + 1))
+        report.missing.extend(gap)
+        report.problems.append(f"versions missing from history: {gap} (v0 is at version {current})")
+    return report
+
+
+def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str, Any]]) -> list[str]:
+    """Each patch version must be its predecessor's content with its recorded patch applied (a patch
+    whose predecessor has expired cannot be checked, and is not)."""
+    problems = []
+    for h in history:
+        if h.get(model.OPERATION) != model.PATCH:
+            continue
+        n, record = int(h[model.VERSION]), h.get(model.PATCH_RECORD)
+        before = by_version.get(n - 1)
+        if not isinstance(record, dict):
+            problems.append(f"patch version {n} does not record its patch")
+        elif n == 1 or (before is not None and before.get(model.DELETED)):
+            problems.append(f"patch version {n} has no live version before it to patch")
+        elif before is not None and items.content_of(h) != items.apply_patch(
+                items.content_of(before), record.get("set") or {}, record.get("remove") or []):
+            problems.append(f"patch version {n} is not version {n - 1} with its patch applied")
+    return problems
+
+
+def retention_window(client) -> tuple[int, int]:
+    outputs = client.outputs or {}
+    return int(outputs.get("HistoryRetentionVersions") or 0), int(outputs.get("HistoryRetentionDays") or 0)
+
+
+def untagged_versions(client, latest: dict[str, Any] | None, history: list[dict[str, Any]]) -> list[int]:
+    """History versions the retention window has left that carry no expiry: a tag step that failed past
+    its retries (the next change heals one such miss; repair heals any)."""
+    keep_versions, keep_days = retention_window(client)
+    if latest is None or not (keep_versions or keep_days):
+        return []
+    boundary = int(latest[model.VERSION]) - (keep_versions if keep_versions else 1)
+    return [int(h[model.VERSION]) for h in history
+            if int(h[model.VERSION]) <= boundary and h.get(model.EXPIRES_AT) is None]
+
+
+def entities(client) -> list[str]:
+    """Every entity id with a ``v0`` or a history item (a full scan: for audits, not for the hot path)."""
+    found = set()
+    tables = {client.table, client.history_table}
+    for table in tables:
+        start = None
+        while True:
+            kwargs = {"TableName": table, "ProjectionExpression": "#pk", "ExpressionAttributeNames": {"#pk": model.PK}}
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            page = client.dynamodb.scan(**kwargs)
+            found.update(i[model.PK]["S"] for i in page.get("Items", []))
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+    return sorted(found)

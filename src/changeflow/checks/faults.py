@@ -1,0 +1,104 @@
+"""Faults injected from the outside, never with switches inside the production handlers: around a
+function's invocation (the embedded stack's Lambda dispatch) and inside its AWS SDK calls (botocore
+event hooks on the handler's own clients).
+
+- ``fail_before``: the Lambda fails before its DynamoDB write (nothing written).
+- ``lose_response``: the handler runs (its write lands) but the Lambda fails or times out before answering.
+- ``service_error``: the Lambda service fails the Invoke (``Lambda.ServiceException``).
+- ``throttle``: DynamoDB answers ``ProvisionedThroughputExceededException`` / ``ThrottlingException``
+  to the handler's client a number of times (the SDK's own retries see them, as on AWS).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections import Counter
+from typing import Any, Callable, Iterator
+
+from botocore.awsrequest import AWSResponse
+from moto.core.botocore_stubber import MockRawResponse
+
+from ..local.lambdas import Function, LambdaService, LambdaServiceError, fault_hook
+
+THROTTLE_CODES = ("ProvisionedThroughputExceededException", "ThrottlingException")
+
+
+class InjectedFault(Exception):
+    """What an injected Lambda failure raises (its class name is the error the state machine sees)."""
+
+
+class LambdaTimeout(Exception):
+    """A function that ran out of time: the Lambda runtime reports it as ``Sandbox.Timedout``."""
+
+    error_type = "Sandbox.Timedout"
+
+
+class Injector:
+    """Counts what it injects, so a campaign can report faults injected."""
+
+    def __init__(self) -> None:
+        self.injected: Counter = Counter()
+        self._lock = threading.Lock()
+
+    def count(self, kind: str) -> None:
+        with self._lock:
+            self.injected[kind] += 1
+
+    @contextlib.contextmanager
+    def around(self, lambdas: LambdaService, rules: list[tuple[str, str, int]]) -> Iterator[None]:
+        """``rules``: (function logical id, fault kind, times). Kinds: before, lost, timeout, service."""
+        remaining = {(f, k): n for f, k, n in rules}
+        lock = threading.Lock()
+
+        def take(function: Function, kind: str) -> bool:
+            with lock:
+                key = (function.logical_id, kind)
+                if remaining.get(key, 0) > 0:
+                    remaining[key] -= 1
+                    return True
+            return False
+
+        def hook(function: Function, event: Any, invoke: Callable[[], Any]) -> Any:
+            if take(function, "service"):
+                self.count("lambda service exception")
+                raise LambdaServiceError()
+            if take(function, "before"):
+                self.count("failure before the write")
+                raise InjectedFault(f"{function.logical_id} failed before its write")
+            result = invoke()
+            if take(function, "lost"):
+                self.count("lost response after the write")
+                raise InjectedFault(f"{function.logical_id} failed after its write")
+            if take(function, "timeout"):
+                self.count("timeout after the write")
+                raise LambdaTimeout(f"Task timed out after {function.timeout_s}.00 seconds")
+            return result
+
+        with fault_hook(lambdas, hook):
+            yield
+
+    @contextlib.contextmanager
+    def throttle(self, function: Function, operation: str, times: int, code: str = THROTTLE_CODES[0]) -> Iterator[None]:
+        """The next ``times`` calls of ``operation`` by the function's DynamoDB client are throttled."""
+        client = function.module.dynamodb
+        remaining = [times]
+        lock = threading.Lock()
+
+        def before_send(request, **kwargs):
+            with lock:
+                if remaining[0] <= 0:
+                    return None
+                remaining[0] -= 1
+            self.count(f"DynamoDB {code}")
+            body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}",
+                               "message": "Rate of requests exceeds the allowed throughput."}).encode()
+            return AWSResponse(request.url, 400, {"x-amzn-ErrorType": code}, MockRawResponse(body))
+
+        event = f"before-send.dynamodb.{operation}"
+        client.meta.events.register_first(event, before_send)
+        try:
+            yield
+        finally:
+            client.meta.events.unregister(event, before_send)

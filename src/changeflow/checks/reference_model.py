@@ -1,0 +1,128 @@
+"""Campaign 5, model-based: the workflow against a reference model. ``Model`` is the semantics in a few
+lines (what the table must hold after changes applied one at a time), written apart from the code under
+test; ``change_sequences`` draws sequences of changes, redeliveries and faults (Hypothesis), and
+``model_case`` runs one on the embedded stack and compares the table with the model throughout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from changeflow_core.model import RECENT_CHANGE_IDS
+
+from ..client import Changeflow
+from .faults import Injector
+from .reliability import STEPS, T0, Tally, apply_patch, check
+
+
+class Model:
+    """The semantics in a few lines: what the table must hold after changes applied one at a time."""
+
+    def __init__(self):
+        self.latest: dict[str, Any] | None = None
+        self.versions: list[dict[str, Any]] = []
+
+    def apply(self, request: dict[str, Any]) -> tuple[str, str]:
+        """``(status, outcome or error)`` of one change, and its effect on the model."""
+        content = request.get("attributes")
+        if request["operation"] == "rollback":
+            k = request["toVersion"]
+            if k > len(self.versions) or self.versions[k - 1]["deleted"]:
+                return "FAILED", "NotFound"
+            content = self.versions[k - 1]["attributes"]
+        latest = self.latest
+        if latest and request["changeId"] in latest["changeIds"]:
+            return "SUCCEEDED", "duplicate"
+        if latest and request["effectiveAt"] < latest["effectiveAt"]:
+            return "SUCCEEDED", "stale"
+        if request["operation"] == "patch":  # of the latest version; nothing live to patch: NotFound
+            if latest is None or latest["deleted"]:
+                return "FAILED", "NotFound"
+            content = apply_patch(latest["attributes"], request.get("set", {}), request.get("remove", []))
+        version = len(self.versions) + 1
+        deleted = request["operation"] == "delete"
+        remembered = {**(latest["changeIds"] if latest else {}), request["changeId"]: version}
+        self.latest = {
+            "version": version, "effectiveAt": request["effectiveAt"], "changeId": request["changeId"],
+            "deleted": deleted, "attributes": {} if deleted else dict(content),
+            # the ids of the last RECENT_CHANGE_IDS changes applied, whatever their effectiveAt
+            "changeIds": dict(sorted(remembered.items(), key=lambda kv: kv[1])[-RECENT_CHANGE_IDS:]),
+        }
+        self.versions.append({k: v for k, v in self.latest.items() if k != "changeIds"})
+        return "SUCCEEDED", "applied"
+
+
+RECOVERABLE_FAULTS = [(step, kind) for step in STEPS for kind in ("before", "lost", "timeout", "service")]
+
+
+def model_case(stack, cf: Changeflow, entity: str, steps: list[tuple[dict, tuple[str, str] | None]],
+               tally: Tally) -> None:
+    """Run ``steps`` (a change and an optional fault) one at a time; compare with the model throughout."""
+    model = Model()
+    submitted = []
+    for request, fault in steps:
+        injector = Injector()
+        rules = [(fault[0], fault[1], 1)] if fault else []
+        with injector.around(stack.lambdas, rules):
+            execution = cf.submit(request)
+        tally.faults.update(injector.injected)
+        submitted.append((request, execution))
+        status, expected = model.apply(request)
+        got = (execution.output or {}).get("outcome") if execution.status == "SUCCEEDED" else execution.error
+        lost_write = fault is not None and fault[1] in ("lost", "timeout") and fault[0] in (
+            "UpdateLatestFunction", "DeleteTombstoneFunction")
+        allowed = {expected, "duplicate"} if (expected == "applied" and lost_write) else {expected}
+        if execution.status != status or got not in allowed:
+            tally.violations.append(f"model [{entity}]: {request} gave {execution.status} {got}, model {status} {expected}")
+    tally.cases += 1
+    check(cf, entity, submitted, tally)
+    state = cf.entity(entity)
+    keep = ("version", "effectiveAt", "changeId", "deleted", "attributes")
+    table_versions = [{k: v[k] for k in keep} for v in state["versions"]]
+    if table_versions != model.versions:
+        tally.violations.append(f"model [{entity}]: history {table_versions} != model {model.versions}")
+    latest = state["latest"]
+    if (latest and {k: latest[k] for k in keep}) != (model.latest and {k: model.latest[k] for k in keep}):
+        tally.violations.append(f"model [{entity}]: v0 {latest} != model {model.latest}")
+
+
+def change_sequences():
+    """Hypothesis strategy: up to 10 changes to one entity (puts, patches, deletes, rollbacks) with
+    timestamps from a small range (so ties and stale writes are common), redeliveries of earlier changes,
+    and faults."""
+    from hypothesis import strategies as st
+
+    fields = st.sampled_from(["v", "a", "b"])
+    patch = st.builds(
+        lambda at, set_, remove: {"operation": "patch", "effectiveAt": T0 + at,
+                                  **({"set": set_} if set_ else {}),
+                                  **({"remove": sorted(set(remove) - set(set_))} if set(remove) - set(set_) else {})},
+        st.integers(0, 5), st.dictionaries(fields, st.integers(0, 3), max_size=2), st.lists(fields, max_size=2),
+    ).filter(lambda request: "set" in request or "remove" in request)
+    operation = st.one_of(
+        st.builds(lambda at, v: {"operation": "put", "effectiveAt": T0 + at, "attributes": {"v": v}},
+                  st.integers(0, 5), st.integers(0, 3)),
+        patch,
+        st.builds(lambda at: {"operation": "delete", "effectiveAt": T0 + at}, st.integers(0, 5)),
+        st.builds(lambda at, k: {"operation": "rollback", "effectiveAt": T0 + at, "toVersion": k},
+                  st.integers(0, 5), st.integers(1, 4)),
+    )
+    step = st.tuples(
+        st.one_of(operation, st.integers(0, 9)),  # an int: deliver an earlier change again
+        st.one_of(st.none(), st.none(), st.sampled_from(RECOVERABLE_FAULTS)),
+    )
+    return st.lists(step, min_size=1, max_size=10)
+
+
+def materialise(entity: str, raw: list) -> list[tuple[dict, tuple[str, str] | None]]:
+    """Turn a drawn sequence into requests: fresh change ids, redeliveries copied from earlier requests."""
+    steps, made = [], []
+    for i, (op, fault) in enumerate(raw):
+        if isinstance(op, int):
+            if not made:
+                continue
+            request = made[op % len(made)]
+        else:
+            request = {"entityId": entity, "changeId": f"{entity}-c{i}", **op}
+            made.append(request)
+        steps.append((request, fault))
+    return steps

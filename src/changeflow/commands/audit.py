@@ -1,0 +1,152 @@
+"""``changeflow verify``, ``digest`` and ``repair``: the audit (changeflow.audit) from the command line,
+against ``changeflow serve`` or a stack deployed on AWS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from changeflow_core import chain, wire
+
+from .. import report
+from ..client import Changeflow, targets
+from ..common.errors import OK, REJECTED, UsageError
+from .options import EXIT_2, EXIT_3_REMOTE, add_remote_options, exit_help
+from .output import dump, no_such_entity
+
+
+def _versions_span(r) -> str:
+    if not r.versions:
+        return "no versions"
+    text = f"versions {report.ranges(r.versions)}"
+    return text + (f"; missing {report.ranges(r.missing)}" if r.missing else "")
+
+
+def cmd_verify(args) -> int:
+    from ..audit import executions, verify
+
+    client = targets.client_for(args)
+    if args.since_digest:
+        return _verify_since_digest(client, args)
+    ids = verify.entities(client) if args.all else [args.entity]
+    reports = [verify.verify(client, entity_id) for entity_id in ids]
+    if not args.all and not reports[0].found:
+        raise no_such_entity(args.entity)
+    if args.executions:
+        for r in reports:
+            r.problems.extend(executions.check_executions(client, r.entity_id))
+    if args.json:
+        dump([{"entityId": r.entity_id, "ok": r.ok, "versions": r.versions, "missing": r.missing,
+               "problems": r.problems} for r in reports])
+    else:
+        for r in reports:
+            print(f"{r.entity_id}: {'ok' if r.ok else 'PROBLEMS'} ({_versions_span(r)})")
+            for problem in r.problems:
+                print(f"  - {problem}")
+    return OK if all(r.ok for r in reports) else REJECTED
+
+
+def _verify_since_digest(client: Changeflow, args) -> int:
+    """Prove that nothing recorded before a digest has changed since (every entity the digest names)."""
+    from ..audit import digests
+
+    try:
+        taken = wire.loads(Path(args.since_digest).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{args.since_digest}: cannot read it ({exc.strerror or exc})") from exc
+    except ValueError as exc:
+        raise UsageError(f"{args.since_digest}: not a JSON digest ({exc})") from exc
+    if not isinstance(taken, dict) or not isinstance(taken.get("entities"), list):
+        raise UsageError(f"{args.since_digest}: not a changeflow digest (`changeflow digest --all` makes one)")
+    wanted = None if args.all or not args.entity else {args.entity}
+    if wanted is not None:
+        taken = {**taken, "entities": [h for h in taken["entities"] if h["entityId"] in wanted]}
+        taken["root"] = chain.merkle_root(taken["entities"])  # the proof is of these entities' heads
+    problems = digests.verify_since(client, taken)
+    if args.json:
+        dump({"digest": args.since_digest, "takenAt": taken.get("takenAt"), "entities": len(taken["entities"]),
+              "ok": not problems, "problems": problems})
+    else:
+        print(f"since the digest of {taken.get('takenAt')}: {len(taken['entities'])} entities, "
+              f"{'nothing recorded before it has changed' if not problems else 'CHANGED'}")
+        for entity_id, found in problems.items():
+            for problem in found:
+                print(f"  {entity_id}: {problem}")
+    return OK if not problems else REJECTED
+
+
+def cmd_digest(args) -> int:
+    from ..audit import digests, verify
+
+    client = targets.client_for(args)
+    ids = verify.entities(client) if args.all else [args.entity]
+    taken = digests.digest(client, ids)
+    if not args.all and not taken["entities"]:
+        raise no_such_entity(args.entity)
+    text = wire.dumps(taken)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        print(f"digest of {len(taken['entities'])} entities, root {taken['root']}, written to {args.output}")
+    else:
+        print(text)
+    return OK
+
+
+def cmd_repair(args) -> int:
+    from ..audit import repair, verify
+
+    client = targets.client_for(args)
+    if not verify.verify(client, args.entity).found:
+        raise no_such_entity(args.entity)
+    done, cannot = repair.repair(client, args.entity)
+    if args.json:
+        dump({"entityId": args.entity, "repaired": done, "cannotRepair": cannot})
+    else:
+        for line in done:
+            print(f"repaired: {line}")
+        for line in cannot:
+            print(f"cannot repair: {line}")
+        if not done and not cannot:
+            print(f"{args.entity}: nothing to repair")
+    return REJECTED if cannot else OK
+
+
+def add_verify(command) -> None:
+    verify = command("verify", "check an entity's versions (contiguous, consistent, v0 matches history)",
+                     exits=exit_help("0  every entity checked is consistent (and unchanged since --since-digest)",
+                                     "1  problems found (a gap, a broken hash chain, a change since the digest, a "
+                                     "version no execution wrote), or no such entity",
+                                     EXIT_2, EXIT_3_REMOTE))
+    add_remote_options(verify)
+    which = verify.add_mutually_exclusive_group(required=True)
+    which.add_argument("entity", nargs="?", help="entity id")
+    which.add_argument("--all", action="store_true", help="every entity (scans the tables)")
+    verify.add_argument("--since-digest", metavar="FILE",
+                        help="prove that nothing recorded before this digest (changeflow digest) has changed since")
+    verify.add_argument("--executions", action="store_true",
+                        help="also check that each version's executionArn names the execution that wrote it "
+                             "(one DescribeExecution per version)")
+    verify.set_defaults(func=cmd_verify)
+
+
+def add_digest(command) -> None:
+    digest = command("digest", "each entity's head version and chain hash, with a Merkle root: keep it elsewhere",
+                     "Print a digest: per entity, its head version and that version's chain hash; with --all, a "
+                     "Merkle root over every entity's head and the time it was taken. Keep it outside the account "
+                     "(another account, an S3 bucket with Object Lock); `changeflow verify --since-digest FILE` "
+                     "later proves that nothing recorded before it has changed.",
+                     exit_help("0  the digest was printed or written", "1  no such entity", EXIT_2, EXIT_3_REMOTE))
+    add_remote_options(digest)
+    which = digest.add_mutually_exclusive_group(required=True)
+    which.add_argument("entity", nargs="?", help="entity id")
+    which.add_argument("--all", action="store_true", help="every entity (scans the tables)")
+    digest.add_argument("--output", metavar="FILE", help="write the digest to FILE instead of standard output")
+    digest.set_defaults(func=cmd_digest)
+
+
+def add_repair(command) -> None:
+    repair = command("repair", "write v0's missing history item; say what cannot be repaired",
+                     exits=exit_help("0  repaired, or nothing to repair", "1  something cannot be repaired (listed), "
+                                     "or no such entity", EXIT_2, EXIT_3_REMOTE))
+    add_remote_options(repair)
+    repair.add_argument("entity", help="entity id")
+    repair.set_defaults(func=cmd_repair)

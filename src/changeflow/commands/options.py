@@ -1,0 +1,73 @@
+"""What the commands share on the command line: argparse types with one-line errors, the exit-status
+section of each command's --help, and the options several commands take (where the stack is, template
+parameters, where handlers run)."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+from ..local.runtime import LAMBDA_RUNTIMES
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+
+
+def _number(kind, low, high=None, what="a number"):
+    """An argparse type: ``kind`` within ``[low, high]``, else argparse's one-line error and status 2."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"from {low} to {high}" if high is not None else f"{low} or more"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give {what} {bound}")
+        return value
+    return parse
+
+
+PORT = _number(int, 0, 65535, "a port number")
+COUNT = _number(int, 1, what="a whole number")
+FACTOR = _number(float, 0.0, what="a number")
+SECONDS = _number(float, 0.0, what="a number of seconds")
+
+
+def exit_help(*lines: str) -> str:
+    """The ``exit status`` section of a command's --help: its own meanings of 1 and 3, and 0 and 2."""
+    return "exit status:\n" + "\n".join(textwrap.fill(line, 100, initial_indent="  ", subsequent_indent="     ")
+                                         for line in lines)
+
+
+EXIT_2 = "2  bad command line or file (unreadable, not JSON, bad --param, --stack-name without a region)"
+EXIT_3_REMOTE = "3  could not reach the endpoint or the stack, or AWS refused the request"
+EXIT_0_EXECUTIONS = "0  every execution SUCCEEDED (stale and duplicate outcomes included)"  # run, submit
+EXIT_DEFAULT = exit_help("0  done", "1  rejected: the stack answered no", EXIT_2, "3  could not do it")
+
+
+def add_remote_options(sub: argparse.ArgumentParser, json: bool = True,
+                       stack_help: str = "a stack deployed on AWS (sam deploy); needs a region and AWS credentials"
+                       ) -> None:
+    """Where the stack is, for the commands that talk to one: ``--endpoint-url`` (a running ``changeflow
+    serve``) or ``--stack-name`` (a stack deployed on AWS), its ``--region``, and ``--json``."""
+    where = sub.add_mutually_exclusive_group()
+    where.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, metavar="URL",
+                       help="a running `changeflow serve` (default %(default)s)")
+    where.add_argument("--stack-name", metavar="NAME", help=stack_help)
+    sub.add_argument("--region", default=None,
+                     help="AWS region of --stack-name (default: AWS_REGION or the AWS config; "
+                          "us-east-1 for --endpoint-url)")
+    if json:
+        sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def add_param_option(parser: argparse.ArgumentParser) -> None:
+    """``--param KEY=VALUE`` for the commands that start an embedded stack (run, serve)."""
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a template parameter, e.g. HistoryRetentionVersions=2 (repeatable)")
+
+
+def add_lambda_runtime_option(parser: argparse.ArgumentParser) -> None:
+    """``--lambda-runtime`` for the commands that start an embedded stack (run, serve)."""
+    parser.add_argument("--lambda-runtime", choices=LAMBDA_RUNTIMES, default=None,
+                        help="where handlers run: in-process (default, fastest) or emulator (one warm Lambda "
+                             "runtime process per function: python3.13, real timeouts, no Docker)")

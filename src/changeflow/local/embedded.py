@@ -1,0 +1,284 @@
+"""The embedded stack: the template's tables, functions and state machines on moto, in this process.
+
+Reads ``template.yaml`` (nothing about changeflow's resources is written here), creates each DynamoDB
+table with its key schema and TTL setting, registers each function with its merged environment and its
+layers' code on the import path, and creates each state machine from its ASL file with the
+``DefinitionSubstitutions`` resolved. Lambda invocations from the interpreter run the real handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from ..common.project import project_root
+from . import moto_patches
+from .lambdas import Function, LambdaService
+from .moto_patches.stepfunctions.clock import Clock
+from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
+from .runtime import LAMBDA_RUNTIMES
+from .runtime.dispatch import EmulatorRuntime
+from .template import Template
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+# What the embedded functions see besides the template's own variables: no X-Ray daemon runs here.
+EMBEDDED_FUNCTION_ENV = {"POWERTOOLS_TRACE_DISABLED": "true"}
+
+
+
+class EmbeddedStack:
+    """``with EmbeddedStack() as stack:`` - the whole application on moto, for as long as the block runs."""
+
+    def __init__(
+        self,
+        root: Path | None = None,
+        parameters: dict[str, str] | None = None,
+        time_scale: float = 1.0,
+        region: str = "us-east-1",
+        stack_name: str = "changeflow",
+        function_env: dict[str, str] | None = None,
+        caches: bool = True,
+        lambda_runtime: str | None = None,
+    ):
+        self.root = Path(root) if root else project_root()
+        self.region = region
+        self.template = Template(self.root / "template.yaml", stack_name, region, dict(parameters or {}))
+        self.time_scale = time_scale
+        self.function_env = {**EMBEDDED_FUNCTION_ENV, **(function_env or {})}
+        self.caches = caches
+        # "in-process" (the default) or "emulator" (changeflow.local.runtime); CHANGEFLOW_LAMBDA_RUNTIME sets the
+        # default
+        self.lambda_runtime = lambda_runtime or os.environ.get("CHANGEFLOW_LAMBDA_RUNTIME") or LAMBDA_RUNTIMES[0]
+        if self.lambda_runtime not in LAMBDA_RUNTIMES:
+            raise ValueError(f"Lambda runtime {self.lambda_runtime!r}: expected in-process or emulator")
+        self._mock = None
+        self.lambdas: LambdaService | None = None
+        self.state_machines: dict[str, str] = {}  # logical id -> ARN
+        self.outputs: dict[str, Any] = {}
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def __enter__(self) -> "EmbeddedStack":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "EmbeddedStack":
+        from moto import mock_aws
+
+        for key, value in FAKE_CREDENTIALS.items():
+            os.environ.setdefault(key, value)
+        os.environ.setdefault("AWS_DEFAULT_REGION", self.region)
+        # moto logs every failed state at ERROR with its internals; the execution history says it better.
+        logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
+        self.lambdas = LambdaService(self._layer_dirs())
+        moto_patches.install(self.lambdas.before_call, caches=self.caches)
+        Clock.scale = self.time_scale
+        self._mock = mock_aws(config=MOTO_CONFIG)
+        self._mock.start()
+        forget_terminations()
+        try:
+            if self.lambda_runtime == "emulator":
+                self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
+            self._create_tables()
+            self._create_queues_and_buses()
+            self._create_log_groups()
+            self._register_functions()
+            self._create_state_machines()
+            self._create_event_rules()
+            self.outputs = self.template.outputs()
+            self._publish_outputs()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.lambdas is not None and self.lambdas.runtime is not None:
+            self.lambdas.runtime.stop()
+            self.lambdas.runtime = None
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+            forget_terminations()
+            Clock.scale = 1.0
+
+    def client(self, service: str):
+        return boto3.client(service, region_name=self.region, config=Config(retries={"mode": "standard"}))
+
+    # --- resources from the template ------------------------------------------------------------
+    def _layer_dirs(self) -> list[Path]:
+        layers = self.template.of_type("AWS::Serverless::LayerVersion")
+        return [self.root / self.template.resolve(spec["Properties"]["ContentUri"]) for spec in layers.values()]
+
+    def _create_tables(self) -> None:
+        dynamodb = self.client("dynamodb")
+        for logical_id, spec in self.template.of_type("AWS::DynamoDB::Table").items():
+            props = self.template.resolve(spec["Properties"])
+            name = props.get("TableName") or self.template.physical_name(logical_id)
+            kwargs = {
+                "TableName": name,
+                "KeySchema": props["KeySchema"],
+                "AttributeDefinitions": props["AttributeDefinitions"],
+                "BillingMode": props.get("BillingMode", "PROVISIONED"),
+            }
+            if kwargs["BillingMode"] == "PROVISIONED":
+                kwargs["ProvisionedThroughput"] = props["ProvisionedThroughput"]
+            for optional in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "StreamSpecification"):
+                if optional in props:
+                    kwargs[optional] = props[optional]
+            if "SSESpecification" in props:
+                kwargs["SSESpecification"] = {"Enabled": bool(props["SSESpecification"].get("SSEEnabled"))}
+            if "DeletionProtectionEnabled" in props:
+                kwargs["DeletionProtectionEnabled"] = str(props["DeletionProtectionEnabled"]).lower() == "true"
+            dynamodb.create_table(**kwargs)
+            ttl = props.get("TimeToLiveSpecification")
+            if ttl and str(ttl.get("Enabled")).lower() == "true":
+                dynamodb.update_time_to_live(
+                    TableName=name,
+                    TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
+                )
+
+    def _create_queues_and_buses(self) -> None:
+        for logical_id in self.template.of_type("AWS::SQS::Queue"):
+            self.client("sqs").create_queue(QueueName=self.template.physical_name(logical_id))
+        for logical_id in self.template.of_type("AWS::Events::EventBus"):
+            self.client("events").create_event_bus(Name=self.template.physical_name(logical_id))
+
+    def _create_log_groups(self) -> None:
+        """The template's log groups, so that a state machine's LoggingConfiguration has somewhere to deliver
+        its execution log (an Express execution's only history)."""
+        logs = self.client("logs")
+        for logical_id in self.template.of_type("AWS::Logs::LogGroup"):
+            logs.create_log_group(logGroupName=self.template.physical_name(logical_id))
+
+    def _create_event_rules(self) -> None:
+        """EventBridge rules: SAM ``EventBridgeRule`` events of state machines and functions, and plain
+        ``AWS::Events::Rule`` resources, with their targets (moto_patches.events.targets delivers to Step Functions)."""
+        events = self.client("events")
+        rules = []
+        for kind in ("AWS::Serverless::StateMachine", "AWS::Serverless::Function"):
+            for logical_id, spec in self.template.of_type(kind).items():
+                for event_id, event in spec.get("Properties", {}).get("Events", {}).items():
+                    if event["Type"] not in ("EventBridgeRule", "CloudWatchEvent"):
+                        continue
+                    props = self.template.resolve(event["Properties"])
+                    target = {"Id": f"{logical_id}{event_id}Target", "Arn": self.template.arn(logical_id)}
+                    for key in ("InputPath", "Input", "RetryPolicy", "DeadLetterConfig", "InputTransformer"):
+                        if key in props:
+                            target[key] = props[key]
+                    rules.append((f"{logical_id}{event_id}", props.get("EventBusName", "default"),
+                                  props["Pattern"], [target]))
+        for logical_id, spec in self.template.of_type("AWS::Events::Rule").items():
+            props = self.template.resolve(spec["Properties"])
+            rules.append((self.template.physical_name(logical_id), props.get("EventBusName", "default"),
+                          props["EventPattern"], props.get("Targets", [])))
+        for name, bus, pattern, targets in rules:
+            events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern), State="ENABLED")
+            events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
+
+    def _register_functions(self) -> None:
+        for logical_id in self.template.of_type("AWS::Serverless::Function"):
+            props = self.template.function_properties(logical_id)
+            environment = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+            environment.update(self.function_env)
+            environment.update(
+                AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(props.get("MemorySize", 128)),
+                AWS_REGION=self.region,
+            )
+            self.lambdas.add(
+                Function(
+                    logical_id=logical_id,
+                    name=props.get("FunctionName") or self.template.physical_name(logical_id),
+                    arn=self.template.arn(logical_id),
+                    code_dir=self.root / props["CodeUri"],
+                    handler=props["Handler"],
+                    environment=environment,
+                    memory_mb=int(props.get("MemorySize", 128)),
+                    timeout_s=int(props.get("Timeout", 3)),
+                )
+            )
+
+    def _create_state_machines(self) -> None:
+        sfn = self.client("stepfunctions")
+        for logical_id, spec in self.template.of_type("AWS::Serverless::StateMachine").items():
+            props = self.template.resolve(spec["Properties"])
+            definition = substitute(
+                (self.root / props["DefinitionUri"]).read_text(encoding="utf-8"),
+                props.get("DefinitionSubstitutions", {}),
+            )
+            arn = sfn.create_state_machine(
+                name=self.template.physical_name(logical_id),
+                definition=definition,
+                roleArn=f"arn:aws:iam::{self.template.ref('AWS::AccountId')}:role/{logical_id}Role",
+                type=props.get("Type", "STANDARD"),
+                tracingConfiguration={"enabled": bool(props.get("Tracing", {}).get("Enabled", False))},
+                **logging_configuration(props.get("Logging")),
+            )["stateMachineArn"]
+            self.state_machines[logical_id] = arn
+
+    def _publish_outputs(self) -> None:
+        """Record the stack's Outputs as a CloudFormation stack of the same name, so that a client finds
+        the state machine and tables through ``DescribeStacks`` here exactly as on AWS."""
+        body = {
+            "Resources": {"EmbeddedStack": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+            "Outputs": {name: {"Value": str(value)} for name, value in self.outputs.items()},
+        }
+        with warnings.catch_warnings():  # moto creates no resource for the marker, and says so
+            warnings.simplefilter("ignore", UserWarning)
+            self.client("cloudformation").create_stack(
+                StackName=self.template.stack_name, TemplateBody=json.dumps(body)
+            )
+
+    # --- conveniences for tests and tools -------------------------------------------------------
+    @staticmethod
+    def wait_for_termination(execution_arn: str, timeout: float) -> bool:
+        """Block until the execution (started on this stack) has ended; ``False`` on timeout."""
+        return wait_for_termination(execution_arn, timeout)
+
+    def function(self, logical_id: str) -> Function:
+        return next(f for f in self.lambdas.functions.values() if f.logical_id == logical_id)
+
+    def warm(self) -> None:
+        """Import every handler now (their cold starts) rather than on first invocation."""
+        for function in self.lambdas.functions.values():
+            self.lambdas.load(function)
+
+
+def logging_configuration(logging: dict[str, Any] | None) -> dict[str, Any]:
+    """SAM's ``Logging`` property as CreateStateMachine's ``loggingConfiguration`` argument (none if absent)."""
+    if not logging:
+        return {}
+    return {"loggingConfiguration": {
+        "level": logging.get("Level", "OFF"),
+        "includeExecutionData": str(logging.get("IncludeExecutionData", False)).lower() == "true",
+        "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": d["CloudWatchLogsLogGroup"]["LogGroupArn"]}}
+                         for d in logging.get("Destinations", [])],
+    }}
+
+
+def substitute(definition: str, substitutions: dict[str, Any]) -> str:
+    """``${Name}`` -> value, as ``DefinitionSubstitutions`` does; an unknown placeholder is an error."""
+    def replace(match):
+        name = match.group(1)
+        if name not in substitutions:
+            raise KeyError(f"definition placeholder ${{{name}}} has no DefinitionSubstitutions entry")
+        return str(substitutions[name])
+
+    text = re.sub(r"\$\{([A-Za-z0-9_]+)\}", replace, definition)
+    json.loads(text)
+    return text

@@ -1,0 +1,336 @@
+"""Lambda in-process: every function of the template, loaded from its own ``app.py`` with the environment
+the template gives it, invoked the way the Lambda service invokes it (JSON in, JSON out, an unhandled
+exception becomes ``FunctionError: Unhandled`` with ``errorType`` = the exception's class name).
+
+What a handler prints (Powertools' JSON logs and EMF metrics), the warnings it raises and the traceback
+of an unhandled error go to the function's log, like CloudWatch Logs, not to the terminal. Faults can be injected around the handler from the outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import logging
+import os
+import sys
+import threading
+import traceback
+import uuid
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import unquote
+
+from botocore.awsrequest import AWSResponse
+from botocore.client import BaseClient
+from botocore.response import StreamingBody
+from moto.core.botocore_stubber import MockRawResponse
+
+
+class LambdaServiceError(Exception):
+    """Raised by a fault hook: the Lambda service itself fails the ``Invoke`` request
+    (the state machine sees ``Lambda.<code>``, e.g. ``Lambda.ServiceException``)."""
+
+    def __init__(self, code: str = "ServiceException", message: str = "Lambda was unable to process the request",
+                 status: int = 500):
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of the Lambda context object that handlers and Powertools read."""
+
+    function_name: str
+    invoked_function_arn: str
+    memory_limit_in_mb: int
+    timeout_ms: int
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
+
+    log_stream_name = "embedded"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.timeout_ms
+
+
+# A fault hook is called as hook(function, event, invoke) and returns the handler's result: it may raise
+# before calling invoke (the Lambda failed before its write), call it and then raise (lost response),
+# or raise LambdaServiceError (the service failed).
+FaultHook = Callable[["Function", Any, Callable[[], Any]], Any]
+
+
+@dataclass
+class Function:
+    logical_id: str
+    name: str
+    arn: str
+    code_dir: Path
+    handler: str
+    environment: dict[str, str]
+    memory_mb: int = 128
+    timeout_s: int = 3
+    module: Any = None
+    # the most recent log lines and AWS calls of each function: bounded, so a long `serve` does not grow
+    # with them (they were about 21 KB per change at 20,000 entries each)
+    logs: deque = field(default_factory=lambda: deque(maxlen=2_000))
+    # (service, operation, request parameters, response) of every AWS call the handler's clients make
+    api_calls: deque = field(default_factory=lambda: deque(maxlen=2_000))
+    invocations: int = 0
+
+    def entry_point(self) -> Callable[[Any, Any], Any]:
+        return getattr(self.module, self.handler.rsplit(".", 1)[1])
+
+
+class _ThreadLocalStdout(io.TextIOBase):
+    """sys.stdout that sends what a handler prints to its function's log and the rest to the terminal."""
+
+    def __init__(self, terminal):
+        self.terminal = terminal
+        self.local = threading.local()
+
+    @property
+    def current(self):
+        """Where text that is not a handler's goes: sys.stdout now (when something, such as a test's
+        capture, has replaced the router since), else the terminal the router replaced."""
+        return sys.stdout if sys.stdout is not self else self.terminal
+
+    def write(self, text: str) -> int:
+        function = getattr(self.local, "function", None)
+        if function is None:
+            return self.current.write(text)
+        for line in text.splitlines():
+            if line.strip():
+                function.logs.append(line)
+        return len(text)
+
+    def flush(self) -> None:
+        self.current.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.current, name)
+
+
+_STDOUT = _ThreadLocalStdout(sys.stdout)
+
+
+def _heal_log_streams() -> None:
+    """Point log handlers whose stream has been closed at the router: Powertools binds its process-wide
+    handler to whatever sys.stdout was when the first Logger was made (in a test run, a capture that is
+    closed by now), where a Lambda process would have its own stdout."""
+    loggers = [logging.getLogger()] + [
+        lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    for logger in loggers:
+        for handler in logger.handlers:
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
+                _rebind(handler)
+
+
+def _rebind(handler: logging.StreamHandler) -> None:
+    """Point ``handler`` at the router without touching its old stream: ``StreamHandler.setStream``
+    flushes the old stream first, which raises ``ValueError`` when that stream is closed (a test's
+    capture that has ended), so the stream is replaced under the handler's lock instead."""
+    handler.acquire()
+    try:
+        handler.stream = _STDOUT
+    finally:
+        handler.release()
+
+
+_show_warning = warnings.showwarning
+
+
+def _routed_showwarning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning raised while a handler runs (Powertools' "No application metrics to publish") goes to
+    the function's log, as the Lambda runtime sends stderr to CloudWatch Logs; others as before."""
+    function = getattr(_STDOUT.local, "function", None)
+    if function is None or file is not None:
+        return _show_warning(message, category, filename, lineno, file, line)
+    function.logs.append(warnings.formatwarning(message, category, filename, lineno, line).rstrip("\n"))
+
+
+def _log_unhandled(function: "Function", exc: BaseException, frames: list[str]) -> None:
+    """What the Lambda Python runtime logs for an unhandled error: one log event with the error and its
+    traceback (the execution history's ``cause`` keeps the error message for people)."""
+    function.logs.append(f"[ERROR] {getattr(exc, 'error_type', type(exc).__name__)}: {exc}\n"
+                         "Traceback (most recent call last):\n" + "".join(frames).rstrip("\n"))
+
+
+def _handler_frames(exc: BaseException) -> list[str]:
+    """The traceback from the handler's code on, as the Lambda runtime reports it: without the frames
+    of this dispatcher, which has no counterpart on Lambda."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__]
+    return traceback.format_list(frames)
+
+
+def _route_stdout() -> _ThreadLocalStdout:
+    """Put the router in place as sys.stdout (again, if something swapped it since): a handler's
+    logger binds the stream at import, and EMF metrics print to whatever sys.stdout is then. Warnings
+    raised while a handler runs are routed to its log the same way."""
+    global _show_warning
+    if sys.stdout is not _STDOUT:
+        _STDOUT.terminal = sys.stdout
+        sys.stdout = _STDOUT
+        _heal_log_streams()  # whatever replaced stdout may have been closed since, under some logger
+    if warnings.showwarning is not _routed_showwarning:
+        _show_warning = warnings.showwarning  # whatever is in place now (a test's capture), for other warnings
+        warnings.showwarning = _routed_showwarning
+    return _STDOUT
+
+
+class LambdaService:
+    """The functions of one embedded stack, and the ``Invoke`` answer the interpreter's client gets."""
+
+    _import_lock = threading.Lock()
+
+    def __init__(self, layer_dirs: list[Path]):
+        self.functions: dict[str, Function] = {}
+        self.fault_hook: FaultHook | None = None
+        # Powertools Metrics keeps one metric set per process (on Lambda every concurrent invocation has
+        # its own process), so in one process invocations take turns. Executions still interleave
+        # between steps, and every DynamoDB request is atomic, which is what the guarantees rest on.
+        self.invoke_lock = threading.RLock()
+        # ``--lambda-runtime emulator``: an EmulatorRuntime (changeflow.local.runtime.dispatch) runs every
+        # invocation instead
+        self.runtime = None
+        for layer in layer_dirs:
+            if str(layer) not in sys.path:
+                sys.path.insert(0, str(layer))
+        self.stdout = _route_stdout()
+
+    def add(self, function: Function) -> None:
+        self.functions[function.name] = function
+
+    def find(self, name_or_arn: str) -> Function | None:
+        # arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER], or NAME
+        name = name_or_arn.split(":")[6] if name_or_arn.startswith("arn:") else name_or_arn.split(":")[0]
+        return self.functions.get(name)
+
+    def load(self, function: Function) -> None:
+        """Import the handler's module (its cold start) with the function's environment in place."""
+        if self.runtime is not None:
+            return self.runtime.warm(function)
+        if function.module is not None:
+            return
+        path = function.code_dir / (function.handler.rsplit(".", 1)[0].replace(".", "/") + ".py")
+        with self._import_lock:
+            if function.module is not None:  # another invocation imported it meanwhile
+                return
+            _route_stdout()
+            saved = {k: os.environ.get(k) for k in function.environment}
+            os.environ.update(function.environment)
+            self.stdout.local.function = function
+            try:
+                spec = importlib.util.spec_from_file_location(f"changeflow_lambda_{function.logical_id}", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            finally:
+                self.stdout.local.function = None
+                for key, value in saved.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
+            function.module = module
+        for value in vars(module).values():
+            if isinstance(value, BaseClient):
+                _record_calls(value, function)
+            # a Powertools Logger (known by what it offers: a test may have re-imported Powertools): its
+            # process-wide stdlib logger may hold a handler bound to a stdout that predates this stack
+            if hasattr(type(value), "registered_handler") and isinstance(getattr(value, "service", None), str):
+                for handler in logging.getLogger(value.service).handlers:
+                    if isinstance(handler, logging.StreamHandler):
+                        _rebind(handler)
+
+    def invoke(self, function: Function, event: Any) -> tuple[Any, bool]:
+        """Run the handler as Lambda would: ``(payload, function_error)``. Raises LambdaServiceError."""
+        if self.runtime is not None:
+            return self.runtime.invoke(function, event, self.fault_hook)
+        self.load(function)
+        context = LambdaContext(function.name, function.arn, function.memory_mb, function.timeout_s * 1000)
+        with self.invoke_lock:
+            _route_stdout()
+            function.invocations += 1
+            self.stdout.local.function = function
+            try:
+                run = lambda: function.entry_point()(event, context)  # noqa: E731
+                result = self.fault_hook(function, event, run) if self.fault_hook else run()
+                return json.loads(json.dumps(result)), False
+            except LambdaServiceError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the Lambda runtime reports every unhandled error
+                frames = _handler_frames(exc)
+                _log_unhandled(function, exc, frames)
+                return {
+                    "errorMessage": str(exc),
+                    "errorType": getattr(exc, "error_type", type(exc).__name__),
+                    "requestId": context.aws_request_id,
+                    "stackTrace": frames,
+                }, True
+            finally:
+                self.stdout.local.function = None
+
+    # botocore ``before-call.lambda.Invoke``: answering here skips serialising, signing and HTTP.
+    def before_call(self, model, params, **kwargs):
+        function_ref = unquote(params["url_path"].split("/")[3])
+        function = self.find(function_ref)
+        if function is None:
+            return _error_response(404, "ResourceNotFoundException", f"Function not found: {function_ref}")
+        event = json.loads(params.get("body") or b"{}")
+        try:
+            payload, failed = self.invoke(function, event)
+        except LambdaServiceError as exc:
+            return _error_response(exc.status, exc.code, exc.message)
+        data = json.dumps(payload).encode("utf-8")
+        parsed = {
+            "ResponseMetadata": {"RequestId": str(uuid.uuid4()), "HTTPStatusCode": 200, "HTTPHeaders": {},
+                                 "RetryAttempts": 0},
+            "StatusCode": 200,
+            "ExecutedVersion": "$LATEST",
+            "Payload": StreamingBody(io.BytesIO(data), len(data)),
+        }
+        if failed:
+            parsed["FunctionError"] = "Unhandled"
+        return AWSResponse("https://lambda.embedded/", 200, {}, MockRawResponse(b"")), parsed
+
+
+def _record_calls(client: BaseClient, function: Function) -> None:
+    """Keep every request a handler's client makes, with its response (for least-privilege and cost)."""
+    service = client.meta.service_model.service_name
+
+    def after_call(http_response, parsed, model, **kwargs):
+        function.api_calls.append((service, model.name, kwargs.get("context", {}).get("params"), parsed))
+
+    def keep_params(params, context, **kwargs):
+        context["params"] = params
+
+    client.meta.events.register("provide-client-params", keep_params)
+    client.meta.events.register("after-call", after_call)
+
+
+def _error_response(status: int, code: str, message: str):
+    parsed = {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"RequestId": str(uuid.uuid4()), "HTTPStatusCode": status, "HTTPHeaders": {},
+                             "RetryAttempts": 0},
+    }
+    return AWSResponse("https://lambda.embedded/", status, {}, MockRawResponse(b"")), parsed
+
+
+@contextlib.contextmanager
+def fault_hook(service: LambdaService, hook: FaultHook):
+    """Install a fault hook for the duration of a ``with`` block."""
+    previous, service.fault_hook = service.fault_hook, hook
+    try:
+        yield
+    finally:
+        service.fault_hook = previous

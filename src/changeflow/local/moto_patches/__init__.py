@@ -1,0 +1,97 @@
+"""moto, patched for the embedded stack, grouped by service as moto groups its own code (``core``,
+``stepfunctions``, ``events``, ``dynamodb``), one AWS behaviour group per module, each module citing its
+AWS page. Two kinds of patch:
+
+- Where moto 5.2.5 is more lenient than AWS, or does something AWS does not, the patch makes it do what
+  AWS's documentation says (tests/test_parity.py shows each one failing on stock moto). Patches of the
+  Step Functions interpreter keep what it does (the same states, transitions, retries and history
+  events) and change only how the world around it behaves.
+- Where moto's cost grows faster than the work, a ``perf`` module per service makes it linear, changing
+  how fast moto answers and never what it answers (tests/test_moto_perf.py compares the answers).
+
+What each module does:
+
+- ``core.locking``: every request atomic; ``core.perf``: moto's model registry keeps live objects only.
+- ``stepfunctions.lambda_tasks``: Lambda tasks answered by the stack's handlers, failures named
+  ``Lambda.<Code>``; ``.clock``: Wait states and retry back-offs on the stack's time scale;
+  ``.parse_cache``: definitions and JSONPath parsed once; ``.history``: GetExecutionHistory paged;
+  ``.start_execution``: StartExecution's name and input rules; ``.context_object``: ``StartTime`` as AWS
+  writes it; ``.termination``: an event when an execution ends; ``.express``: Express workflows and
+  execution time limits; ``.execution_log``: the execution log in CloudWatch Logs; ``.intrinsics``:
+  ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted.
+- ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue.
+- ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.perf``: Query and Scan in
+  linear time.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from .core import locking
+from .core import perf as core_perf
+from .dynamodb import limits as dynamodb_limits
+from .dynamodb import perf as dynamodb_perf
+from .events import targets
+from .originals import ORIGINALS
+from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
+                            parse_cache, start_execution, termination)
+from .stepfunctions import perf as stepfunctions_perf
+
+_INSTALL_LOCK = threading.Lock()
+_PERF_LOCK = threading.Lock()
+
+
+def install(invoke: Callable[..., Any], caches: bool = True) -> None:
+    """Install every patch once per process. ``invoke`` answers ``before-call.lambda.Invoke``.
+    ``caches=False`` leaves out the caches (clients, parsed definitions, JSONPath) and the perf patches, for
+    measuring what they save; nothing else depends on them. The order is part of the design: where two
+    patches wrap one method, the one installed later runs outside the other."""
+    with _INSTALL_LOCK:
+        if "installed" in ORIGINALS:
+            if ORIGINALS["caches"] != caches:
+                raise RuntimeError("moto is already patched with caches=%s in this process" % ORIGINALS["caches"])
+            ORIGINALS["invoke"][0] = invoke
+            return
+        ORIGINALS["caches"] = caches
+        ORIGINALS["invoke"] = [invoke]
+        lambda_tasks.patch_lambda_clients(cache=caches)
+        lambda_tasks.patch_lambda_error_names()
+        clock.patch_time()
+        if caches:
+            parse_cache.patch_parse_cache()
+            parse_cache.patch_jsonpath_cache()
+            install_perf()  # linear-cost indexes: same answers, no super-linear scans
+        history.patch_history_paging()
+        start_execution.patch_execution_names()
+        targets.patch_eventbridge_to_stepfunctions()
+        context_object.patch_start_time()
+        termination.patch_termination()
+        locking.patch_request_lock()
+        # AWS's limits and semantics where moto 5.2.5 is more lenient (tests/test_parity.py shows each
+        # failing on stock moto; limits moto already enforces as AWS does are not patched)
+        start_execution.patch_execution_name_rules()
+        start_execution.patch_execution_input_limit()
+        express.patch_express_names_not_deduped()
+        express.patch_express_apis_unavailable()
+        execution_log.patch_execution_log_delivery()
+        express.patch_express_duration_limit()
+        intrinsics.patch_math_random_end_exclusive()
+        dynamodb_limits.patch_dynamodb_number_limits()
+        dynamodb_limits.patch_dynamodb_expression_size()
+        dynamodb_limits.patch_dynamodb_key_size_on_reads()
+        ORIGINALS["installed"] = True
+
+
+def install_perf() -> None:
+    """The perf patches, once per process (``install`` calls this unless ``caches=False``)."""
+    with _PERF_LOCK:
+        if ORIGINALS.get("perf installed"):
+            return
+        dynamodb_perf.patch_query_by_partition()
+        dynamodb_perf.patch_scan_by_key_order()
+        stepfunctions_perf.patch_execution_index()
+        stepfunctions_perf.patch_compact_closed_executions()
+        core_perf.patch_model_registry()
+        ORIGINALS["perf installed"] = True

@@ -1,0 +1,90 @@
+"""moto's model registry, live objects only, and the helper the perf patches' indexes share.
+
+``BaseModel.__new__`` appends every model object moto ever makes to its class's ``instances_tracked``
+list, which only moto's dashboard (``/moto-api/data.json``) reads and nothing empties while a mock runs:
+every DynamoDB ``Item`` (each version written, each overwritten ``v0``, and the copy of every item each
+GetItem, Query and Scan returns), every CloudWatch Logs event, every state machine snapshot. A long
+``serve`` kept them all, so memory grew with every read as well as every write. The patch keeps the
+registry's entries as weak references: the dashboard lists the objects still alive (everything the
+backends hold), in the order they were made; an object nothing else holds is freed. Not an AWS
+behaviour: what moto answers is unchanged (tests/test_moto_perf.py)."""
+
+from __future__ import annotations
+
+import weakref
+
+from ..originals import ORIGINALS
+
+
+def forgetting(base: type, name: str, *derived: str):
+    """``base.name`` for a subclass that keeps derived indexes: the call first forgets them (sets each
+    attribute in ``derived`` to None), to be rebuilt on their next use."""
+    def method(self, *args, **kwargs):
+        for attribute in derived:
+            setattr(self, attribute, None)
+        return getattr(base, name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+class LiveInstances:
+    """A model class's ``instances_tracked``: what moto's list held (every object of the class made since
+    the last reset, in order), as weak references, so an object the backends no longer hold is freed.
+    Dead references are dropped whenever the list has doubled since the last sweep (amortised O(1))."""
+
+    __slots__ = ("_refs", "_swept")
+
+    def __init__(self, objects=()):
+        self._refs: list = []
+        self._swept = 0
+        for obj in objects:
+            self.append(obj)
+
+    def append(self, obj) -> None:
+        try:
+            self._refs.append(weakref.ref(obj))
+        except TypeError:  # not weakly referenceable (a class with __slots__): kept as moto keeps it
+            self._refs.append(lambda obj=obj: obj)
+        if len(self._refs) > 2 * self._swept + 64:
+            self._refs = [r for r in self._refs if r() is not None]
+            self._swept = len(self._refs)
+
+    def __iter__(self):
+        return (obj for obj in (r() for r in list(self._refs)) if obj is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return any(True for _ in self)
+
+    def __getitem__(self, index):
+        return list(self)[index]
+
+    def remove(self, obj) -> None:
+        for i, r in enumerate(self._refs):
+            if r() is obj:
+                del self._refs[i]
+                return
+        raise ValueError("not tracked")
+
+    def clear(self) -> None:
+        self._refs.clear()
+        self._swept = 0
+
+
+def patch_model_registry() -> None:
+    from moto.core.common_models import BaseModel
+
+    ORIGINALS.setdefault("model_new", BaseModel.__dict__["__new__"])
+
+    def __new__(cls, *args, **kwargs):
+        instance = super(BaseModel, cls).__new__(cls)
+        tracked = cls.__dict__.get("instances_tracked")
+        if type(tracked) is not LiveInstances:  # made by moto's metaclass, or reset to [] since
+            tracked = LiveInstances(tracked or ())
+            cls.instances_tracked = tracked
+        tracked.append(instance)
+        return instance
+
+    BaseModel.__new__ = staticmethod(__new__)

@@ -1,0 +1,1 @@
+"""Patches of moto's EventBridge (``moto.events``): rules deliver to Step Functions (``targets``)."""

@@ -1,0 +1,77 @@
+"""Lambda tasks: the interpreter's Lambda client is a real boto3 client whose ``Invoke`` is answered by
+the embedded stack's handler (``before-call.lambda.Invoke``), made once per region and service instead of
+once per task (client creation dominated stock executions); and a failed ``Invoke`` request becomes the
+error ``Lambda.<Code>`` (``Lambda.ServiceException``), as Step Functions reports it, where stock moto names
+every such failure ``Exception``.
+https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+from typing import Any
+
+from ..originals import ORIGINALS
+
+
+def patch_lambda_clients(cache: bool) -> None:
+    import moto.stepfunctions.parser.asl.parse.preprocessor  # noqa: F401 - imports every task module
+    import moto.stepfunctions.parser.asl.utils.boto_client as boto_client
+
+    original = ORIGINALS.setdefault("boto_client_for", boto_client.boto_client_for)
+    clients: dict[tuple, Any] = {}
+    lock = threading.Lock()
+
+    def dispatch(**kwargs):
+        return ORIGINALS["invoke"][0](**kwargs)
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None):
+        key = (region, service, boto_client.botocore_stubber.enabled)
+        with lock:
+            client = clients.get(key) if cache else None
+            if client is None:
+                client = original(region=region, service=service, state_credentials=state_credentials)
+                if service == "lambda":
+                    client.meta.events.register_first("before-call.lambda.Invoke", dispatch)
+                if cache:
+                    clients[key] = client
+        return client
+
+    for module in list(sys.modules.values()):
+        if (
+            isinstance(module, types.ModuleType)
+            and module.__name__.startswith("moto.stepfunctions.parser")
+            and getattr(module, "boto_client_for", None) is original
+        ):
+            module.boto_client_for = boto_client_for
+
+
+def patch_lambda_error_names() -> None:
+    from botocore.exceptions import ClientError
+    from moto.stepfunctions.parser.api import HistoryEventType, LambdaFunctionFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import state_task_lambda
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    task = state_task_lambda.StateTaskLambda
+    original = ORIGINALS.setdefault("lambda_from_error", task._from_error)
+
+    def _from_error(self, env, ex):
+        if not isinstance(ex, ClientError):
+            return original(self, env, ex)
+        error = ex.response.get("Error", {})
+        name = f"Lambda.{error.get('Code', 'ServiceException')}"
+        return FailureEvent(
+            env=env,
+            error_name=CustomErrorName(name),
+            event_type=HistoryEventType.LambdaFunctionFailed,
+            event_details=EventDetails(
+                lambdaFunctionFailedEventDetails=LambdaFunctionFailedEventDetails(
+                    error=name, cause=error.get("Message", "")
+                )
+            ),
+        )
+
+    task._from_error = _from_error
