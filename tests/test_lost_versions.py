@@ -19,10 +19,10 @@ import threading
 
 import pytest
 
-from changeflow import moto_patches
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.client import Changeflow
-from changeflow.faults import InjectedFault, LambdaTimeout
-from changeflow.lambdas import fault_hook
+from changeflow.checks.faults import InjectedFault, LambdaTimeout
+from changeflow.local.lambdas import fault_hook
 
 T0 = 1_767_225_600_000
 WRITERS = ("UpdateLatestFunction", "DeleteTombstoneFunction")
@@ -60,7 +60,7 @@ class Race:
         def _wait_interval(this, env, wait_seconds):
             if env.states.context_object.context_object_data["Execution"]["Id"] == self.mine_arn:
                 for arn in list(self.arns):
-                    assert moto_patches.wait_for_termination(arn, 120), arn
+                    assert wait_for_termination(arn, 120), arn
             return original(this, env, wait_seconds)
 
         monkeypatch.setattr(wait_function.WaitFunction, "_wait_interval", _wait_interval)
@@ -100,13 +100,13 @@ def fetch_results(cf, execution):
 
 
 def assert_every_version_kept(cf, entity="doc#1"):
-    from changeflow import integrity
+    from changeflow.audit.verify import verify
 
     state = cf.entity(entity)
     numbers = [v["version"] for v in state["versions"]]
     assert numbers == list(range(1, state["latest"]["version"] + 1)), numbers
     assert state["versions"][-1] == {**state["latest"], "expiresAt": None}  # a tombstone's expiry is v0's only
-    assert integrity.verify(cf, entity).problems == []
+    assert verify(cf, entity).problems == []
     return state
 
 
@@ -184,8 +184,8 @@ def test_the_rule_holds_in_every_configuration(make_stack, monkeypatch, paramete
     state = cf.entity("doc#1")
     by_version = {v["version"]: v for v in state["versions"]}
     assert by_version[3]["changeId"] == "mine" and by_version[4] == state["latest"]
-    from changeflow import integrity
-    assert integrity.verify(cf, "doc#1").problems == []
+    from changeflow.audit.verify import verify
+    assert verify(cf, "doc#1").problems == []
 
 
 def test_versions_deleted_by_ttl_are_not_mistaken_for_the_missing_one(make_stack, monkeypatch):
@@ -208,8 +208,8 @@ def test_versions_deleted_by_ttl_are_not_mistaken_for_the_missing_one(make_stack
     # THEN only version 3, the one v0 held, was written back; the version TTL deleted stays deleted
     assert [r.get("historyRepaired") for r in fetch_results(cf, b)] == [3]
     assert [v["version"] for v in cf.entity("doc#1")["versions"]] == [2, 3, 4]
-    from changeflow import integrity
-    assert integrity.verify(cf, "doc#1").problems == []
+    from changeflow.audit.verify import verify
+    assert verify(cf, "doc#1").problems == []
 
 
 def test_a_read_after_a_tombstone_expired_and_was_deleted_writes_nothing_back_and_numbering_goes_on(cf):

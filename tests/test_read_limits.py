@@ -31,8 +31,8 @@ LIMIT = validation.MAX_ENTITY_ID_BYTES
 
 @pytest.fixture(scope="module")
 def server():
-    from changeflow import moto_patches
-    from changeflow.server import EmbeddedServer
+    from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
+    from changeflow.local.server import EmbeddedServer
 
     with EmbeddedServer(port=0, time_scale=0.001) as running:
         for entity in ("x" * LIMIT, "é" * (LIMIT // 2), "doc#1"):
@@ -40,7 +40,7 @@ def server():
                                "effectiveAt": T0})
             status, _, raw = http_exchange("POST", f"{running.url}/v1/changes", body)
             assert status == 200, raw
-            assert moto_patches.wait_for_termination(json.loads(raw)["executionArn"], 60)
+            assert wait_for_termination(json.loads(raw)["executionArn"], 60)
         yield running
 
 

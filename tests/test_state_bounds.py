@@ -92,7 +92,7 @@ def patch_removing(names: int, change: str):
 ])
 def test_a_patch_that_fits_the_request_limit_but_not_a_state_is_refused_by_name_and_writes_nothing(
         stack, cf, window, margin, fault):
-    from changeflow.faults import Injector
+    from changeflow.checks.faults import Injector
     from changeflow_core.validation import MAX_REQUEST_BYTES, request_size
 
     # GIVEN {"blob": 150,000 x} at version 1
@@ -192,7 +192,7 @@ def test_every_operation_at_the_bound_applies_with_every_state_under_256_kib_and
 def test_at_the_bound_a_lost_write_response_still_ends_applied_with_its_history(make_stack, fault, workflow):
     # the back-off path carries the error beside the content: the write step's output is R + error
     from changeflow.client import Changeflow
-    from changeflow.faults import Injector
+    from changeflow.checks.faults import Injector
 
     stack = make_stack(WorkflowType=workflow)
     cf = Changeflow.for_embedded(stack)
@@ -210,7 +210,7 @@ def test_at_the_bound_a_lost_write_response_still_ends_applied_with_its_history(
 @pytest.mark.slow  # the SDK's own retries sleep for real (~25 s) before the write step fails
 def test_at_the_bound_a_write_throttled_past_the_sdk_retries_backs_off_and_applies(stack, cf):
     # the largest error measured on the write step: a DynamoDB ThrottlingException with its stack trace
-    from changeflow.faults import Injector
+    from changeflow.checks.faults import Injector
 
     request = sized(stack, put_of("thr#1", "c1"), carried.MAX_RESULT_BYTES)
     function = stack.function("UpdateLatestFunction")
@@ -244,7 +244,7 @@ def test_a_delete_cannot_come_near_the_bound_whatever_its_fields_and_the_ids_v0_
 def test_a_put_that_fit_at_its_first_attempt_is_refused_by_name_at_a_later_one_if_it_no_longer_fits(stack, cf):
     # another writer in between fills the ids v0 remembers with long ones: the same put, read again,
     # would carry more than every state can. Refused by name at that attempt; nothing of it was written.
-    from changeflow.lambdas import fault_hook
+    from changeflow.local.lambdas import fault_hook
     from changeflow_core import steps
     from changeflow_core.validation import validate_request
 
