@@ -19,7 +19,7 @@ import decimal
 from decimal import Decimal
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from changeflow_core import codec
@@ -79,8 +79,11 @@ def projected_scan(cf):
     return cf.dynamodb.scan(TableName=cf.table, ProjectionExpression="pk, sk, version", ConsistentRead=True)["Items"]
 
 
-def test_a_put_of_1e38_and_a_patch_of_an_entity_holding_1e100_store_numbers_every_reader_reads(cf):
+def test_a_put_of_1e38_and_a_patch_of_an_entity_holding_1e100_are_read_back_by_every_audit(cf):
     # GIVEN {"n": 1E+38} put as JSON text (the number exact, as a client sends it)
+    from changeflow.audit import digests
+    from changeflow.audit.verify import entities, verify
+
     first = cf.submit('{"entityId":"big","operation":"put","attributes":{"n":1E+38},"effectiveAt":%d,'
                       '"changeId":"c1"}' % T0)
     assert first.output["outcome"] == "applied"
@@ -90,11 +93,60 @@ def test_a_put_of_1e38_and_a_patch_of_an_entity_holding_1e100_store_numbers_ever
     patched = cf.submit({"entityId": "huge", "operation": "patch", "set": {"m": 1}, "effectiveAt": T0 + 1,
                          "changeId": "c2"})
     assert patched.output["outcome"] == "applied"
-    # THEN each is stored in its short exact form, in v0 and in history
+    # THEN DynamoDB holds them as it returns them, written out (1 and 38 zeros: more than boto3's 38 digits)
     stored = {(i["pk"]["S"], i["sk"]["S"]): i["n"]["N"] for t in {cf.table, cf.history_table}
               for i in cf.dynamodb.scan(TableName=t)["Items"]}
-    assert stored == {("big", "v0"): "1E+38", ("big", "v#0000000001"): "1E+38",
-                      ("huge", "v0"): "1E+100", ("huge", "v#0000000001"): "1E+100", ("huge", "v#0000000002"): "1E+100"}
-    # AND a projected read of the table (moto reads it with boto3's 38-digit deserializer) works
-    assert len(projected_scan(cf)) == 5
+    assert stored[("big", "v0")] == "1" + "0" * 38 and stored[("huge", "v#0000000002")] == "1" + "0" * 100
+    # AND every read of them works: a projected scan (verify --all, digest --all, the console's list),
+    # verify, the chain, a digest, and the values are exact
+    assert len(projected_scan(cf)) == 5 and entities(cf) == ["big", "huge"]
+    assert verify(cf, "big").problems == [] and verify(cf, "huge").problems == []
+    assert digests.verify_chain(cf, "huge") == []
+    assert [h["version"] for h in digests.digest(cf, entities(cf))["entities"]] == [1, 2]
     assert cf.entity("huge")["latest"]["attributes"] == {"n": 10 ** 100, "m": 1}
+    assert cf.entity("big")["versions"][0]["attributes"] == {"n": 10 ** 38}
+
+
+# --- every number DynamoDB stores, through put, patch, rollback, read, verify and digest ------------------
+@pytest.fixture(scope="module")
+def shared():
+    """One embedded stack for the property test's examples (each on its own entity)."""
+    from changeflow.client import Changeflow
+    from changeflow.local.embedded import EmbeddedStack
+    from conftest import ROOT
+
+    with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
+        yield Changeflow.for_embedded(stack)
+
+
+def as_json_text(number) -> str:
+    return format(Decimal(number), "E") if isinstance(number, Decimal) else str(number)
+
+
+EXAMPLES = iter(range(10 ** 6))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(dynamodb_numbers(), min_size=1, max_size=4), dynamodb_numbers())
+def test_any_number_goes_through_put_patch_rollback_read_verify_and_digest_exactly(aws_sandbox, shared, numbers, other):
+    from changeflow.audit import digests
+    from changeflow.audit.verify import entities, verify
+
+    cf, entity = shared, f"num#{next(EXAMPLES)}"
+    fields = ",".join(f'"n{i}":{as_json_text(n)}' for i, n in enumerate(numbers))
+    # version 1: a put of the numbers, as JSON text (every digit); 2: a patch setting one more, removing n0;
+    # 3: a rollback to 1
+    put = cf.submit('{"entityId":"%s","operation":"put","attributes":{%s},"effectiveAt":%d,"changeId":"c1"}'
+                    % (entity, fields, T0))
+    patch = cf.submit('{"entityId":"%s","operation":"patch","set":{"other":%s},"remove":["n0"],"effectiveAt":%d,'
+                      '"changeId":"c2"}' % (entity, as_json_text(other), T0 + 1))
+    rollback = cf.submit({"entityId": entity, "operation": "rollback", "toVersion": 1, "effectiveAt": T0 + 2,
+                          "changeId": "c3"})
+    assert [e.output["outcome"] for e in (put, patch, rollback)] == ["applied"] * 3, (put.cause, patch.cause)
+    first = {f"n{i}": Decimal(n) for i, n in enumerate(numbers)}
+    second = {**{k: v for k, v in first.items() if k != "n0"}, "other": Decimal(other)}
+    versions = [{k: Decimal(v) for k, v in version["attributes"].items()} for version in cf.entity(entity)["versions"]]
+    assert versions == [first, second, first]
+    assert verify(cf, entity).problems == [] and digests.verify_chain(cf, entity) == []
+    assert entity in entities(cf)  # the projected scan every --all audit makes
+    assert digests.digest(cf, [entity])["entities"][0]["version"] == 3
