@@ -150,3 +150,19 @@ def test_any_number_goes_through_put_patch_rollback_read_verify_and_digest_exact
     assert verify(cf, entity).problems == [] and digests.verify_chain(cf, entity) == []
     assert entity in entities(cf)  # the projected scan every --all audit makes
     assert digests.digest(cf, [entity])["entities"][0]["version"] == 3
+
+
+def test_the_console_lists_and_shows_an_entity_holding_1e38(server):
+    # /console/entities answered 500 for the whole stack once one entity held 1E+38
+    import json
+
+    from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
+    from conftest import http_exchange
+
+    body = '{"entityId":"big","operation":"put","attributes":{"n":1E+38},"effectiveAt":%d,"changeId":"c1"}' % T0
+    status, _, raw = http_exchange("POST", f"{server.url}/v1/changes", body)
+    assert status == 200 and wait_for_termination(json.loads(raw)["executionArn"], 60)
+    status, _, page = http_exchange("GET", f"{server.url}/console/entities?q=big")
+    assert status == 200 and b"big" in page
+    status, _, page = http_exchange("GET", f"{server.url}/console/entity?id=big")
+    assert status == 200 and b"1" + b"0" * 38 in page
