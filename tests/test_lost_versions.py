@@ -19,6 +19,7 @@ import threading
 
 import pytest
 
+from changeflow.local.moto_patches.stepfunctions.clock import Holds
 from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.client import Changeflow
 from changeflow.checks.faults import InjectedFault, LambdaTimeout
@@ -43,27 +44,16 @@ class Race:
     """A's v0 write lands, its answer is lost (``fault``), and ``others`` run start to end in A's back-off.
     ``before_others`` runs in that window first (e.g. TTL deleting expired items).
 
-    The window is held open by A's own Wait state ("Back off before reading again"): on the embedded
-    stack a Wait is the interpreter's ``WaitFunction._wait_interval``; for A's execution it first waits
-    for the others to end. Nothing else changes: the same states run, in the same order."""
+    The window is held open by the embedded stack's clock (``Holds``): A's next wait, its back-off ("Back off
+    before reading again"), first waits for the others to end. Nothing else changes: the same states run,
+    in the same order."""
 
-    def __init__(self, stack, cf, monkeypatch, mine, others, fault="timeout", before_others=None):
-        from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
-
+    def __init__(self, stack, cf, mine, others, fault="timeout", before_others=None):
         self.stack, self.cf, self.mine, self.others, self.fault = stack, cf, mine, others, fault
         self.before_others = before_others
         self.arns: list[str] = []
         self.mine_arn: str | None = None
         self.lock = threading.Lock()
-        original = wait_function.WaitFunction._wait_interval
-
-        def _wait_interval(this, env, wait_seconds):
-            if env.states.context_object.context_object_data["Execution"]["Id"] == self.mine_arn:
-                for arn in list(self.arns):
-                    assert wait_for_termination(arn, 120), arn
-            return original(this, env, wait_seconds)
-
-        monkeypatch.setattr(wait_function.WaitFunction, "_wait_interval", _wait_interval)
 
     def hook(self, function, event, invoke):
         result = invoke()
@@ -77,6 +67,8 @@ class Race:
                     self.before_others()
                 for other, name in self.others:
                     self.arns.append(self.cf.start(other, name=name)[1])
+                Holds.hold(event["execution"]["name"],
+                           lambda: [wait_for_termination(arn, 120) for arn in self.arns])
                 if self.fault == "timeout":
                     raise LambdaTimeout("Task timed out after 10.00 seconds")
                 raise InjectedFault(f"{function.logical_id} failed after its write")
@@ -124,14 +116,14 @@ SETUPS = {  # what the entity holds before the race, so that every operation has
 ])
 @pytest.mark.parametrize("fault", ["timeout", "lost"])
 def test_a_lost_write_response_with_a_concurrent_writer_keeps_every_version_and_reports_applied(
-        stack, cf, monkeypatch, mine_op, other_op, fault):
+        stack, cf, mine_op, other_op, fault):
     # GIVEN an entity at version 2
     for change in SETUPS["base"]:
         cf.submit(change)
     # WHEN A's write of version 3 lands but its answer is lost, and B changes the entity in A's back-off
     mine = request(mine_op, "mine", at=T0 + 10)
     other = request(other_op, "other", at=T0 + 20, toVersion=2)
-    a, (b,) = Race(stack, cf, monkeypatch, mine, [(other, None)], fault=fault).run()
+    a, (b,) = Race(stack, cf, mine, [(other, None)], fault=fault).run()
     # THEN A is applied with version 3 (its own execution wrote it), B applied with version 4
     assert (a.status, a.output["outcome"], a.output["version"]) == ("SUCCEEDED", "applied", 3), (a.error, a.cause)
     assert (b.status, b.output["outcome"], b.output["version"]) == ("SUCCEEDED", "applied", 4), (b.error, b.cause)
@@ -143,13 +135,13 @@ def test_a_lost_write_response_with_a_concurrent_writer_keeps_every_version_and_
 
 
 def test_a_redelivery_in_another_execution_during_the_window_is_a_duplicate_and_the_writer_applied(
-        stack, cf, monkeypatch):
+        stack, cf):
     # GIVEN A's write landed and its answer was lost; the same change arrives again as another execution
     # (Standard answers a second StartExecution of A's running name with A itself: another name, as the
     # API names a new attempt or an at-least-once source redelivers)
     cf.submit(request("put", "c1"))
     mine = request("put", "mine", at=T0 + 1)
-    a, (again,) = Race(stack, cf, monkeypatch, mine, [(mine, "mine-delivered-again")]).run()
+    a, (again,) = Race(stack, cf, mine, [(mine, "mine-delivered-again")]).run()
     # THEN the execution that wrote version 2 says applied; the redelivery says duplicate, version 2
     assert a.name != again.name
     assert (a.output["outcome"], a.output["version"]) == ("applied", 2)
@@ -157,10 +149,10 @@ def test_a_redelivery_in_another_execution_during_the_window_is_a_duplicate_and_
     assert assert_every_version_kept(cf)["versions"][1]["executionArn"] == a.arn
 
 
-def test_several_writers_in_the_window_each_keep_their_version(stack, cf, monkeypatch):
+def test_several_writers_in_the_window_each_keep_their_version(stack, cf):
     cf.submit(request("put", "c1"))
     others = [(request("patch", f"o{i}", at=T0 + 5, **{f"f{i}": i}), None) for i in range(3)]
-    a, rest = Race(stack, cf, monkeypatch, request("put", "mine", at=T0 + 1), others).run()
+    a, rest = Race(stack, cf, request("put", "mine", at=T0 + 1), others).run()
     assert (a.output["outcome"], a.output["version"]) == ("applied", 2)
     assert sorted(r.output["version"] for r in rest) == [3, 4, 5] and {r.output["outcome"] for r in rest} == {"applied"}
     assert_every_version_kept(cf)
@@ -172,12 +164,12 @@ def test_several_writers_in_the_window_each_keep_their_version(stack, cf, monkey
     {"HistoryRetentionVersions": "1"},  # version n-1 expires as soon as n is written
     {"HistoryRetentionVersions": "1", "HistoryRetentionDays": "30"},
 ], ids=["separate-history-table", "express", "keep-1-version", "keep-1-version-30-days"])
-def test_the_rule_holds_in_every_configuration(make_stack, monkeypatch, parameters):
+def test_the_rule_holds_in_every_configuration(make_stack, parameters):
     stack = make_stack(**parameters)
     cf = Changeflow.for_embedded(stack)
     for change in SETUPS["base"]:
         cf.submit(change)
-    a, (b,) = Race(stack, cf, monkeypatch, request("put", "mine", at=T0 + 10),
+    a, (b,) = Race(stack, cf, request("put", "mine", at=T0 + 10),
                    [(request("patch", "other", at=T0 + 20), None)]).run()
     assert (a.output["outcome"], a.output["version"], b.output["outcome"], b.output["version"]) == (
         "applied", 3, "applied", 4)
@@ -188,7 +180,7 @@ def test_the_rule_holds_in_every_configuration(make_stack, monkeypatch, paramete
     assert verify(cf, "doc#1").problems == []
 
 
-def test_versions_deleted_by_ttl_are_not_mistaken_for_the_missing_one(make_stack, monkeypatch):
+def test_versions_deleted_by_ttl_are_not_mistaken_for_the_missing_one(make_stack):
     # GIVEN a retention of one version (version n-1 expires as n is written) and TTL deleting every
     # expired item in the window: history holds only version 2 when B reads v0 = 3
     stack = make_stack(HistoryRetentionVersions="1")
@@ -202,7 +194,7 @@ def test_versions_deleted_by_ttl_are_not_mistaken_for_the_missing_one(make_stack
                 if "expiresAt" in item:
                     cf.dynamodb.delete_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})
 
-    a, (b,) = Race(stack, cf, monkeypatch, request("put", "mine", at=T0 + 10),
+    a, (b,) = Race(stack, cf, request("put", "mine", at=T0 + 10),
                    [(request("patch", "other", at=T0 + 20), None)], before_others=ttl_sweep).run()
     assert (a.output["version"], b.output["version"]) == (3, 4)
     # THEN only version 3, the one v0 held, was written back; the version TTL deleted stays deleted
