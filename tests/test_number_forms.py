@@ -108,17 +108,6 @@ def test_a_put_of_1e38_and_a_patch_of_an_entity_holding_1e100_are_read_back_by_e
 
 
 # --- every number DynamoDB stores, through put, patch, rollback, read, verify and digest ------------------
-@pytest.fixture(scope="module")
-def shared():
-    """One embedded stack for the property test's examples (each on its own entity)."""
-    from changeflow.client import Changeflow
-    from changeflow.local.embedded import EmbeddedStack
-    from conftest import ROOT
-
-    with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
-        yield Changeflow.for_embedded(stack)
-
-
 def as_json_text(number) -> str:
     return format(Decimal(number), "E") if isinstance(number, Decimal) else str(number)
 
@@ -128,11 +117,11 @@ EXAMPLES = iter(range(10 ** 6))
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(dynamodb_numbers(), min_size=1, max_size=4), dynamodb_numbers())
-def test_any_number_goes_through_put_patch_rollback_read_verify_and_digest_exactly(aws_sandbox, shared, numbers, other):
+def test_any_number_goes_through_put_patch_rollback_read_verify_and_digest_exactly(cf, numbers, other):
     from changeflow.audit import digests
     from changeflow.audit.verify import entities, verify
 
-    cf, entity = shared, f"num#{next(EXAMPLES)}"
+    entity = f"num#{next(EXAMPLES)}"  # one stack for the examples (hypothesis reuses the fixture)
     fields = ",".join(f'"n{i}":{as_json_text(n)}' for i, n in enumerate(numbers))
     # version 1: a put of the numbers, as JSON text (every digit); 2: a patch setting one more, removing n0;
     # 3: a rollback to 1
