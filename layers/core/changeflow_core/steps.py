@@ -59,7 +59,7 @@ def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
 
 def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,
           writers: dict[str, str]) -> dict[str, Any]:
-    """Read ``v0`` consistently (making sure history holds the version it holds: ``store.fetch_latest``),
+    """Read ``v0`` consistently (making sure history holds the version it holds: ``store.read_latest``),
     and a rollback's source version, and decide. A stale change ends here (``ChangeIsStale``); the result
     names the function that writes ``v0`` for this operation (the state machine calls it by that name).
     Every state of the attempt must be able to carry the result (``carried.check``), or nothing is
