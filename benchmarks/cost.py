@@ -40,7 +40,8 @@ PRICES = {  # USD, us-east-1, list prices on 2026-11-21
     "dynamodb_per_rru": 0.125 / 1e6,  # on-demand read request unit (4 KB strongly consistent read)
 }
 LAMBDA_MEMORY_GB = 0.25  # MemorySize 256 in the template's Globals
-PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback"]
+PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
+HANDLER_MS = 5.0  # assumed per Lambda invocation in the dollar figures
 
 
 CHAIN = ("prevHash", "chainHash")  # the hash chain's attributes (changeflow_core.chain)
@@ -100,7 +101,10 @@ def attributes_for(item_bytes: int) -> dict:
     return {"body": "x" * max(0, item_bytes - overhead)}
 
 
-def measure_paths(item_bytes: int) -> dict:
+def measure_paths(item_bytes: int, parameters: dict | None = None) -> dict:
+    """Each path once, in order, on one entity whose ``v0`` item is ``item_bytes``; ``write-back`` last: an
+    update read after the history item of the version ``v0`` holds went missing (its writer's answer was
+    lost, or its history put failed), which the fetch step writes back from ``v0`` before going on."""
     from changeflow.client import Changeflow
     from changeflow.local.embedded import EmbeddedStack
 
@@ -120,12 +124,17 @@ def measure_paths(item_bytes: int) -> dict:
         # removed, on the content the rollback restored (item_bytes); the item grows by that field and the
         # patch record ({"set": {"status": "approved"}, "remove": ["draftNote"]})
         ("patch", change(7, 50, operation="patch", set={"status": "approved"}, remove=["draftNote"])),
+        ("write-back", change(8, 60, operation="put", attributes=attrs)),
     ]
     results = {}
-    with EmbeddedStack(ROOT, time_scale=0.001) as stack:
+    with EmbeddedStack(ROOT, time_scale=0.001, parameters=parameters or {}) as stack:
         cf = Changeflow.for_embedded(stack)
         stack.warm()
         for path, request in plan:
+            if path == "write-back":  # the history item of the version v0 holds is missing
+                held = cf.entity(e)["latest"]["version"]
+                cf.dynamodb.delete_item(TableName=cf.history_table,
+                                        Key={"pk": {"S": e}, "sk": {"S": f"v#{held:010d}"}})
             old = {**table_sizes(cf.dynamodb, cf.table), **table_sizes(cf.dynamodb, cf.history_table)}
             old_unchained = {**table_sizes(cf.dynamodb, cf.table, chain=False),
                              **table_sizes(cf.dynamodb, cf.history_table, chain=False)}
@@ -272,6 +281,46 @@ def print_contention(rows: list[dict]) -> None:
               f"{r['read_units_per_applied']:>7.1f}{r['write_units_per_applied']:>7.1f}{r['p50_s']:>8.1f}{r['p99_s']:>8.1f}")
 
 
+def units_report(report: dict) -> str:
+    """The load-independent part of the report: units, transitions, invocations, dollars, the chain's share,
+    and the fetch step's read in both table layouts."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print("DynamoDB units per change (computed from request item sizes; reads strongly consistent)")
+        print(f"{'path':<10}{'outcome':<10}" + "".join(f"{f'{s // 1000} KB R/W':>14}" for s in report["sizes"])
+              + f"{'transact. W (1 KB)':>20}{'transitions':>13}{'invocations':>13}")
+        for path in PATHS:
+            row = report["sizes"][1000][path]
+            cells = "".join(f"{report['sizes'][s][path]['read_units']:>7g}/{report['sizes'][s][path]['write_units']:<6g}"
+                            for s in report["sizes"])
+            trans = row["transactional_write_units"]
+            print(f"{path:<10}{row['outcome']:<10}{cells}{('' if trans is None else f'{trans:g}'):>20}"
+                  f"{row['state_transitions']:>13}{row['lambda_invocations']:>13}")
+        print("\nThe hash chain's share (prevHash + chainHash: 145 bytes per item): units without it -> with it")
+        for path in PATHS:
+            cells = "".join(
+                f"{report['sizes'][s][path]['read_units_without_chain']:>5g}/{report['sizes'][s][path]['write_units_without_chain']:<4g}"
+                f"-> {report['sizes'][s][path]['read_units']:g}/{report['sizes'][s][path]['write_units']:<6g}"
+                for s in report["sizes"])
+            print(f"{path:<10}{cells}")
+        print(f"\nCost per million changes at 1 KB (USD; Lambda {int(LAMBDA_MEMORY_GB * 1024)} MB x {HANDLER_MS:g} ms "
+              "per invocation assumed; Express: 64 MB, 100 ms)")
+        for path in PATHS:
+            c = report["sizes"][1000][path]["cost_per_million"]
+            print(f"{path:<10} standard {c['standard']:>8.2f}   express {c['express']:>8.2f}")
+        print("\nThe fetch step's read and the write-back of a missing history item (issue 26.2): requests and "
+              "read / write units per change")
+        for layout, sizes in (("one table", report["sizes"]), ("separate history table", report["separate_history_table"])):
+            for path in ("update", "write-back"):
+                cells = "   ".join(f"{s // 1000} KB {sizes[s][path]['read_units']:g} / {sizes[s][path]['write_units']:g}"
+                                   for s in sizes if s in (1000, 100_000))
+                print(f"{layout:<24}{path:<12}{' '.join(sizes[1000][path]['requests']):<60}{cells}")
+    return out.getvalue().rstrip("\n")
+
+
 def cost_per_million(path: dict, handler_ms: float) -> dict:
     lambda_cost = path["lambda_invocations"] * (
         PRICES["lambda_per_request"] + LAMBDA_MEMORY_GB * max(1.0, handler_ms) / 1000 * PRICES["lambda_per_gb_second"])
@@ -352,6 +401,8 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=1.0, help="of Waits and back-offs in the contention runs")
     parser.add_argument("--compare-today", action="store_true", help="also run main's back-off ceilings (up to 60 s)")
     parser.add_argument("--contention-only", action="store_true")
+    parser.add_argument("--units-only", action="store_true",
+                        help="only the DynamoDB units, transitions and invocations (no timings: any load)")
     args = parser.parse_args()
     ks = [int(k) for k in args.contention.split(",") if k.strip()]
 
@@ -372,11 +423,18 @@ def main() -> None:
         if args.json:
             print(json.dumps(rows, indent=2))
         return
-    report = {"prices": PRICES, "sizes": {}}
+    report = {"prices": PRICES, "sizes": {}, "separate_history_table": {}}
     for size in (1000, 4000, 100_000):
         report["sizes"][size] = measure_paths(size)
+    for size in (1000, 100_000):  # the fetch step's two reads with SeparateHistoryTable=true
+        report["separate_history_table"][size] = measure_paths(size, {"SeparateHistoryTable": "true"})
+    handler_ms = HANDLER_MS
+    if args.units_only:  # load-independent figures only: no timings, no build
+        for path in report["sizes"][1000].values():
+            path["cost_per_million"] = cost_per_million(path, handler_ms)
+        print(json.dumps(report, indent=2, default=str) if args.json else units_report(report))
+        return
     report["cold_start"] = cold_starts()
-    handler_ms = 5.0
     for path in report["sizes"][1000].values():
         path["cost_per_million"] = cost_per_million(path, handler_ms)
     if not args.no_build:
@@ -385,28 +443,7 @@ def main() -> None:
         report["contention"] = contention_table()
         print(json.dumps(report, indent=2, default=str))
         return
-    print("DynamoDB units per change (computed from request item sizes; reads strongly consistent)")
-    print(f"{'path':<10}{'outcome':<10}" + "".join(f"{f'{s // 1000} KB R/W':>14}" for s in report["sizes"])
-          + f"{'transact. W (1 KB)':>20}{'transitions':>13}{'invocations':>13}")
-    for path in PATHS:
-        row = report["sizes"][1000][path]
-        cells = "".join(f"{report['sizes'][s][path]['read_units']:>7g}/{report['sizes'][s][path]['write_units']:<6g}"
-                        for s in report["sizes"])
-        trans = row["transactional_write_units"]
-        print(f"{path:<10}{row['outcome']:<10}{cells}{('' if trans is None else f'{trans:g}'):>20}"
-              f"{row['state_transitions']:>13}{row['lambda_invocations']:>13}")
-    print("\nThe hash chain's share (prevHash + chainHash: 145 bytes per item): units without it -> with it")
-    for path in PATHS:
-        cells = "".join(
-            f"{report['sizes'][s][path]['read_units_without_chain']:>5g}/{report['sizes'][s][path]['write_units_without_chain']:<4g}"
-            f"-> {report['sizes'][s][path]['read_units']:g}/{report['sizes'][s][path]['write_units']:<6g}"
-            for s in report["sizes"])
-        print(f"{path:<10}{cells}")
-    print(f"\nCost per million changes at 1 KB (USD; Lambda {int(LAMBDA_MEMORY_GB * 1024)} MB x {handler_ms:g} ms "
-          "per invocation assumed; Express: 64 MB, 100 ms)")
-    for path in PATHS:
-        c = report["sizes"][1000][path]["cost_per_million"]
-        print(f"{path:<10} standard {c['standard']:>8.2f}   express {c['express']:>8.2f}")
+    print(units_report(report))
     cold = report["cold_start"]
     print(f"\nCold start (median of 7, fresh interpreter): bare boto3 + DynamoDB client "
           f"{cold['bare_boto3_dynamodb_client'] * 1000:.0f} ms")

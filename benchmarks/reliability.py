@@ -45,6 +45,12 @@ def main() -> int:
         faults = r.faults(stack, cf, times=(1, 2, 3))
         faults.add(r.history_outage(stack, cf))
         tallies.append(faults)
+    windows = r.Tally("2b. every fault with another writer in its window (4 configurations)")
+    for parameters in ({"HistoryRetentionVersions": "3", "HistoryRetentionDays": "30"}, {"SeparateHistoryTable": "true"},
+                       {"WorkflowType": "EXPRESS"}, {"HistoryRetentionVersions": "1"}):
+        with EmbeddedStack(ROOT, time_scale=0.001, parameters=parameters) as stack:
+            r.writers_in_windows(stack, Changeflow.for_embedded(stack), windows)
+    tallies.append(windows)
     with EmbeddedStack(ROOT, time_scale=0.002) as stack:
         cf = Changeflow.for_embedded(stack)
         duplicates = r.Tally("3. duplicates")

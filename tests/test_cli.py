@@ -250,7 +250,7 @@ NOT_JSON = "{not json"
     (["run", WORKFLOW / "01-create.json", "--history", "nope"], 2, "--history nope: no execution of this run"),
     (["run", WORKFLOW / "01-create.json", "--concurrency", "two"], 2, "'two' is not a whole number"),
     (["run", WORKFLOW / "01-create.json", "--concurrency", "0"], 2, "give a whole number 1 or more"),
-    (["run", WORKFLOW / "01-create.json", "--time-scale", "-1"], 2, "give a number 0.0 or more"),
+    (["run", WORKFLOW / "01-create.json", "--time-scale", "-1"], 2, "give a number from 0.0 to 1000.0"),
     (["run"], 2, "required: FILE"),
     (["nope"], 2, "invalid choice"),
     # the remote commands, against a stack that answers

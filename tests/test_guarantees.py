@@ -75,7 +75,25 @@ def test_faults_at_every_step_boundary_lose_and_double_nothing(make_stack, step,
         reliability.fault_case(stack, cf, step, kind, times, tally)
     no_violations(tally)
     assert sum(tally.faults.values()) > 0  # the faults really were injected
-    assert set(tally.outcomes) <= {"applied", "duplicate"}  # recovered: every change took effect once
+    assert set(tally.outcomes) == {"applied"}  # recovered: every change took effect once, and says so
+
+
+CONFIGURATIONS = [{"HistoryRetentionVersions": "3", "HistoryRetentionDays": "30"}, {"SeparateHistoryTable": "true"},
+                  {"WorkflowType": "EXPRESS"}, {"HistoryRetentionVersions": "1"}]
+
+
+@pytest.mark.parametrize("parameters", CONFIGURATIONS if LONG else CONFIGURATIONS[:1],
+                         ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
+def test_every_fault_with_another_writer_in_its_window_loses_and_misreports_nothing(make_stack, parameters):
+    # issue 26.2: each fault of each step (before, lost, timeout, service), and another writer, or the same
+    # change delivered again, running start to end in the window the fault opens
+    from changeflow.client import Changeflow
+
+    stack = make_stack(**parameters)
+    tally = reliability.writers_in_windows(stack, Changeflow.for_embedded(stack))
+    no_violations(tally)
+    assert tally.cases == 40 and sum(tally.faults.values()) == 40
+    assert tally.outcomes == {"applied": 100, "duplicate": 20}  # each case: the base, two writers (or one again)
 
 
 def test_a_history_put_that_keeps_failing_is_detected_and_repaired(stack, cf):

@@ -246,7 +246,7 @@ EXPECTED_RESULTS = {
     "read_api": lambda r: r["statusCode"] == 200 and [i["version"] for i in json.loads(r["body"])["items"]] == [1],
 }
 DYNAMODB_CALLS = {
-    "fetch_latest": ["GetItem", "Query"],  # v0 (absent), then the newest history version
+    "fetch_latest": ["Query"],  # v0 and the newest history version in one read (issue 26.2)
     "update_latest": ["PutItem"],
     "put_history": ["PutItem"],
     "delete_tombstone": ["PutItem"],

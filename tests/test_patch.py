@@ -209,21 +209,18 @@ def test_a_patch_that_would_grow_the_content_past_the_limit_is_refused_by_name_a
     assert snapshot(cf) == before
 
 
-def test_the_largest_patch_that_fits_applies_with_every_state_under_256_kib_and_one_byte_more_is_refused(cf):
-    # GIVEN an entity of ~100 KB, and patches whose patched content plus patch (both carried between steps,
-    # as DynamoDB JSON) come to the limit (or one byte under), and one character more
-    from changeflow_core import items
+def test_the_largest_patch_that_fits_applies_with_every_state_under_256_kib_and_one_byte_more_is_refused(stack, cf):
+    # GIVEN an entity of ~100 KB, and patches whose fetch result (the patched content and the patch, both
+    # carried between steps as DynamoDB JSON, with the rest of the change and the ids v0 remembers) comes
+    # to the bound every state can carry (changeflow_core.carried), and one character more
+    from changeflow_core import carried
+    from test_state_bounds import carried_size
 
     cf.submit(put(body="x" * 100_000))
-    content = {"body": {"S": "x" * 100_000}}
-
-    def carried(more):  # what the steps carry: the patched content and the patch, as DynamoDB JSON
-        padded = {"more": {"S": "y" * more}}
-        return items.wire_size({**content, **padded}) + items.wire_size(padded)
-
-    base = carried(0)
-    more = (validation.MAX_REQUEST_BYTES - base) // 2  # each byte of the value is carried twice
-    assert validation.MAX_REQUEST_BYTES - 1 <= carried(more) <= validation.MAX_REQUEST_BYTES < carried(more + 1)
+    base = carried_size(stack, patch(change="largest", set={"more": ""}))
+    more = (carried.MAX_RESULT_BYTES - base) // 2  # each character of the value is carried twice
+    assert carried_size(stack, patch(change="largest", set={"more": "y" * more})) in (
+        carried.MAX_RESULT_BYTES - 1, carried.MAX_RESULT_BYTES)
     execution = cf.submit(patch(change="largest", set={"more": "y" * more}))
     # THEN it applies, and no state input, output, task parameters or result exceeds Step Functions' limit
     assert execution.output["outcome"] == "applied", execution.cause

@@ -18,7 +18,7 @@ spec.loader.exec_module(readme_tables)
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 BLOCKS = {"cost-units", "cold-start", "embedded-vs-direct"}
-PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch"]
+PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
 HANDLERS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
             "TagTtlFunction", "ReadApiFunction", "SubmitChangeFunction"]  # every function of template.yaml
 
@@ -70,6 +70,18 @@ def test_the_generator_renders_dated_tables_with_the_readmes_columns(tmp_path, o
         rows = readme_tables.parse_table(body)
         assert columns(rows[0]) == columns(readme_tables.parse_table(readme[name])[0])
         assert len(rows) == len(readme_tables.parse_table(readme[name]))
+
+
+def test_units_only_output_renders_the_units_table_alone_named_by_its_command(tmp_path):
+    # benchmarks/cost.py --units-only: no timings measured, so the cold-start table is left as it was
+    output = cost_output()
+    del output["cold_start"], output["package_bytes"]
+    result = tmp_path / "result.json"
+    result.write_text(json.dumps(output))
+    os.utime(result, (1_795_305_600, 1_795_305_600))
+    blocks = readme_tables.blocks_of(result)
+    assert set(blocks) == {"cost-units"}
+    assert blocks["cost-units"].startswith("Measured on 2026-11-22 (`benchmarks/cost.py --units-only --json`)")
 
 
 def columns(header: list[str]) -> list[str]:

@@ -403,7 +403,7 @@ def test_dynamodb_throttling_reaches_the_handler_out_of_process(emulated):
     function = emulated.function("FetchLatestFunction")
     emulated.lambdas.load(function)
     injector = Injector()
-    with injector.throttle(function, "GetItem", 2, "ProvisionedThroughputExceededException"):
+    with injector.throttle(function, "Query", 2, "ProvisionedThroughputExceededException"):  # its one read
         execution = cf.submit(put(entity="throttled#1", v=1))
     assert injector.injected == {"DynamoDB ProvisionedThroughputExceededException": 2}
     assert execution.output["outcome"] == "applied"

@@ -116,6 +116,12 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
     repaired = cf.submit(put(T0 + 1, "b"))  # duplicate whose first delivery lost its history: repaired from v0
     assert repaired.output["outcome"] == "duplicate"
     assert [v["version"] for v in cf.entity("e")["versions"]] == [1, 2]
+    # the history step's own repair (a redelivery's history put that has not run yet): from v0 too
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key={"pk": {"S": "e"}, "sk": {"S": "v#0000000002"}})
+    history_event = json.loads((ROOT / "events" / "functions" / "put_history.json").read_text())
+    history_event.update(change={**history_event["change"], "entityId": "e", "changeId": "b"}, latest=None,
+                         content=None, written={"outcome": "duplicate", "version": 2, "recordedAt": None})
+    assert stack.lambdas.invoke(stack.function("PutHistoryFunction"), history_event)[0]["history"] == "repaired"
     cf.submit({"entityId": "e", "operation": "rollback", "toVersion": 2, "effectiveAt": T0 + 2})
     cf.submit({"entityId": "e", "operation": "delete", "effectiveAt": T0 + 3})
     read_event = json.loads((ROOT / "events" / "functions" / "read_api.json").read_text())

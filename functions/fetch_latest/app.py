@@ -1,9 +1,11 @@
 """Step 1, fetch-latest: validate the change request (or, after a back-off, take the change from the
-state), read the entity's latest state consistently, and decide. A stale change ends here.
+state), read the entity's latest state consistently (writing the version ``v0`` holds to history if its
+writer never did: whoever moves v0 on makes sure history has it), and decide. A stale change ends here.
 
 Input: ``{"request": {"request": "<change request as JSON text>"} (or a request object), "execution": {"id", "name", "startTime"}}``, or after a back-off
 ``{"change", "content", "attempt", "error", "execution": {"name"}}``.
-Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``.
+Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``, and
+``historyRepaired``: the version whose history item the read wrote from ``v0`` (its writer never did).
 Raises ``ValidationError`` or ``NotFound`` (nothing is written by any later step), ``ChangeIsStale``
 (the report step returns the outcome), ``VersionConflict`` or ``LatestWriteFailed`` (attempts spent).
 """
@@ -49,5 +51,8 @@ def lambda_handler(event, context):
     except VersionConflict:  # the caller's expectedVersion is not current: counted, then the named failure
         observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change.operation)
         raise
-    logger.info("fetched", extra={"latestVersion": (fetched["latest"] or {}).get("version", 0)})
+    if "historyRepaired" in fetched:  # the version v0 held was missing from history: written from v0
+        observe.count(metrics, observe.HISTORY_REPAIRED, change.operation)
+    logger.info("fetched", extra={"latestVersion": (fetched["latest"] or {}).get("version", 0),
+                                  "historyRepaired": fetched.get("historyRepaired")})
     return fetched

@@ -4,7 +4,8 @@ machine retries, and safe to run again when a failed execution is redriven.
 
 Input: the write step's input plus ``written`` (its result) and ``retryCount``.
 Output: the execution's output (``entityId``, ``operation``, ``outcome``, ``version``, ``changeId``,
-``effectiveAt``) and ``history``: ``written``|``present``|``repaired``|``unrepairable``.
+``effectiveAt``) and ``history``: ``written``|``present``|``repaired``|``unrepairable``. A duplicate whose
+version this execution wrote (its v0 write landed, the answer was lost) is ``applied``.
 Raises ``HistoryConflict`` if version n belongs to another change (never retried).
 """
 

@@ -6,7 +6,7 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from changeflow_core import observe, reads, wire
+from changeflow_core import observe, reads, validation, wire
 from changeflow_core.errors import NotFound, ValidationError
 
 TABLE_NAME = os.environ["TABLE_NAME"]
@@ -21,8 +21,9 @@ app = APIGatewayRestResolver(serializer=wire.dumps)  # numbers as JSON numbers w
 
 def entity_id(raw: str) -> str:
     """The id as API Gateway decoded it (``pathParameters``): the route matched the raw path, where an
-    id's ``/`` is still ``%2F``, so ``raw`` (still percent-encoded) only routes."""
-    value = app.current_event.path_parameters["id"]
+    id's ``/`` is still ``%2F``, so ``raw`` (still percent-encoded) only routes. An id no change could
+    have written (the workflow's own rule) is a 400 naming ``entityId``."""
+    value = validation.check_entity_id(app.current_event.path_parameters["id"])
     observe.annotate(tracer, value)
     return value
 

@@ -30,16 +30,39 @@ RANGE = "magnitudes 1E-130 to 9.9999999999999999999999999999999999999E+125, and 
 
 
 
+def number_text(value: Any) -> str:
+    """The one form changeflow sends a number to DynamoDB in: its exact value, trailing zeros trimmed, an
+    integer of up to 38 digits written out (``123000``), any other number in Python's exact notation
+    (``1E+38``, ``1.5``, ``1E-130``): never more than 38 digits. DynamoDB accepts any form and normalises
+    it, but returns large numbers written out (``1E+100`` comes back as a 1 and 100 zeros: boto/boto3#2500,
+    #4636), which boto3's own deserializer (a 38-digit context that traps ``Rounded``) and every reader
+    built on it cannot read (boto/boto3#4693, aws-powertools/powertools-lambda-python#4845): so a stored
+    number is never written longer than it must be, and an integer that reached us as Python ``int``
+    (a patch re-serializes the content it read) is trimmed like any other."""
+    number = Decimal(value) if not isinstance(value, Decimal) else value
+    if not number.is_finite():
+        raise TypeError("Infinity and NaN not supported")
+    sign, digits, exponent = number.as_tuple()
+    digits = list(digits)
+    while len(digits) > 1 and digits[-1] == 0:
+        digits.pop()
+        exponent += 1
+    if digits == [0]:
+        return "0"
+    trimmed = Decimal((sign, tuple(digits), exponent))
+    if exponent >= 0 and trimmed.adjusted() < MAX_NUMBER_DIGITS:
+        return str(int(trimmed))
+    return str(trimmed)
+
+
 class _Serializer(TypeSerializer):
-    """boto3's serializer, but numbers exact: boto3 converts them in a context with Emin=-128
-    (boto3/dynamodb/types.py ``DYNAMODB_CONTEXT``), which refuses DynamoDB's own smallest magnitudes,
-    1E-130 to 1E-128, with ``Underflow``. ``check_number`` has already checked DynamoDB's limits."""
+    """boto3's serializer, but numbers exact and in one form (``number_text``): boto3 converts them in a
+    context with Emin=-128 (boto3/dynamodb/types.py ``DYNAMODB_CONTEXT``), which refuses DynamoDB's own
+    smallest magnitudes, 1E-130 to 1E-128, with ``Underflow``. ``check_number`` has already checked
+    DynamoDB's limits."""
 
     def _serialize_n(self, value):
-        number = Decimal(value) if not isinstance(value, Decimal) else value
-        if not number.is_finite():
-            raise TypeError("Infinity and NaN not supported")
-        return str(int(number)) if number == number.to_integral_value() and number.adjusted() < 40 else str(number)
+        return number_text(value)
 
 
 class _Deserializer(TypeDeserializer):

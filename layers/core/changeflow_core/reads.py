@@ -68,15 +68,25 @@ def encode_cursor(key: dict | None) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
+HISTORY_SK = re.compile(rf"{re.escape(model.HISTORY_PREFIX)}[0-9]{{{model.VERSION_DIGITS}}}")
+
+
 def decode_cursor(cursor: str | None, entity_id: str) -> dict | None:
+    """The ``ExclusiveStartKey`` a cursor this API returned stands for, or a ``ValidationError`` naming
+    ``cursor``: exactly this entity's partition key and a history sort key (``v#`` and ten digits), each
+    one string value. A forged key is refused here, never sent: DynamoDB refuses an attribute value with
+    two types, and a sort key over 1,024 bytes, with a ValidationException (a 5xx to our caller)."""
     if not cursor:
         return None
     try:
         key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        ok = key[model.PK] == {"S": entity_id} and key[model.SK]["S"].startswith(model.HISTORY_PREFIX) and len(key) == 2
-    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
+    except (ValueError, TypeError, binascii.Error) as exc:
         raise ValidationError("cursor", "is not a cursor this API returned") from exc
-    if not ok:
+    if not (isinstance(key, dict) and set(key) == {model.PK, model.SK}
+            and all(isinstance(key[k], dict) and set(key[k]) == {"S"} and isinstance(key[k]["S"], str) for k in key)
+            and HISTORY_SK.fullmatch(key[model.SK]["S"])):
+        raise ValidationError("cursor", "is not a cursor this API returned")
+    if key[model.PK]["S"] != entity_id:
         raise ValidationError("cursor", "belongs to another entity")
     return key
 

@@ -12,12 +12,12 @@ import json
 import time
 from typing import Any
 
-from . import items, model, store, wire
+from . import carried, items, model, store, wire
 from .decisions import (
     MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, report,
 )
 from .errors import NotFound, ValidationError, VersionConflict
-from .validation import MAX_REQUEST_BYTES, Change, validate_attributes, validate_request
+from .validation import Change, validate_attributes, validate_request
 
 
 def now_ms() -> int:
@@ -36,20 +36,6 @@ def rollback_content(client, history_table: str, entity_id: str, version: int, n
     if item.get(model.DELETED, {}).get("BOOL"):
         raise NotFound(f"version {version} of entity {entity_id!r} is a deletion; it has no content")
     return {name: value for name, value in item.items() if name not in model.RESERVED}
-
-
-def check_carried_size(content: dict | None, patch_set: dict | None = None) -> None:
-    """The content (and a patch's ``set``, carried in the change) travels in the state of every step up to
-    the history put: refuse what would not fit (Step Functions' 256 KiB per state) before anything is
-    written."""
-    size = items.wire_size(content or {}) + (items.wire_size(patch_set) if patch_set else 0)
-    if size <= MAX_REQUEST_BYTES:
-        return
-    carried = (f"{size} bytes as DynamoDB JSON (the form the workflow carries), "
-               f"over the {MAX_REQUEST_BYTES}-byte request limit")
-    if patch_set:
-        raise ValidationError("set", f"the patched content and the patch are {carried}")
-    raise ValidationError("attributes", carried)
 
 
 def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
@@ -73,36 +59,41 @@ def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
 
 def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,
           writers: dict[str, str]) -> dict[str, Any]:
-    """Read ``v0`` consistently (and a rollback's source version) and decide. A stale change ends here
-    (``ChangeIsStale``); the result names the function that writes ``v0`` for this operation (the state
-    machine calls it by that name)."""
-    item, latest = store.fetch_latest(client, table, history_table, change.entityId)
+    """Read ``v0`` consistently (making sure history holds the version it holds: ``store.read_latest``),
+    and a rollback's source version, and decide. A stale change ends here (``ChangeIsStale``); the result
+    names the function that writes ``v0`` for this operation (the state machine calls it by that name).
+    Every state of the attempt must be able to carry the result (``carried.check``), or nothing is
+    written: a ``ValidationError`` names the field that takes the room."""
+    item, latest, helped = store.read_latest(client, table, history_table, change.entityId)
+    repaired = {"historyRepaired": helped} if helped is not None else {}  # in the task result: the audit trail
     if change.operation == model.ROLLBACK and content is None:
         content = rollback_content(client, history_table, change.entityId, change.toVersion)
     if attempt == 1 and change.operation != model.PATCH:
-        check_carried_size(content)
         items.check_item_size_of_values(change, items.from_wire(content) if content is not None else None)
     outcome, version = decide(change, latest)
-    if outcome == model.STALE:
-        raise ChangeIsStale(report(change, model.STALE, version))
+    if outcome == model.DUPLICATE:  # nothing to write: the history step copies v0 if it must
+        return {"change": {**change.to_json(), "set": None, "remove": None}, "latest": latest, "content": None,
+                "writer": writers[change.operation], "attempt": attempt, **repaired}
     if change.operation == model.PATCH:  # applied to the version just read, on every attempt
         content = patch_content(item, change) if outcome == WRITE else None
-    return {"change": change.to_json(), "latest": latest, "content": content, "writer": writers[change.operation],
-            "attempt": attempt}
+    result = {"change": change.to_json(), "latest": latest, "content": content, "writer": writers[change.operation],
+              "attempt": attempt, **repaired}
+    carried.check(result)
+    if outcome == model.STALE:
+        raise ChangeIsStale(report(change, model.STALE, version))
+    return result
 
 
 def patch_content(item: dict | None, change: Change) -> dict:
     """A patch's new content as DynamoDB JSON, from the ``v0`` item just read: ``NotFound`` if there is no
     live entity to patch (never written, deleted, or its tombstone expired), ``ValidationError`` if the
-    result would not fit the state or the item."""
+    result would not fit the item (the state: ``carried.check``, on the whole result)."""
     if item is None or item.get(model.DELETED):
         state = "was deleted" if item is not None else "does not exist"
         raise NotFound(f"entity {change.entityId!r} {state}: a patch changes a live entity (create it with a put)")
     values = items.patched(item, change)
-    content = items.to_wire(values)
-    check_carried_size(content, change.set)
     items.check_item_size_of_values(change, values)
-    return content
+    return items.to_wire(values)
 
 
 # --- step 2: the conditional v0 write -------------------------------------------------------------------
@@ -135,7 +126,8 @@ def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0
             if state["attempt"] >= MAX_ATTEMPTS:
                 raise VersionConflict(f"entity {change.entityId!r} kept changing through {MAX_ATTEMPTS} attempts; "
                                       f"it is at version {version}") from None
-            raise WriteConflict(f"entity {change.entityId!r} moved to version {version} after it was read "
+            # no entity id here: this error travels in the state beside the content (carried.ERROR_BYTES)
+            raise WriteConflict(f"the entity moved to version {version} after it was read "
                                 f"(attempt {state['attempt']})") from None
         return {"outcome": outcome, "version": version, "recordedAt": None}
     return {"outcome": model.APPLIED, "version": version, "recordedAt": recorded_at}
@@ -144,14 +136,22 @@ def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0
 # --- step 3: history --------------------------------------------------------------------------------------
 def record_history(client, table: str, history_table: str, state: dict[str, Any]) -> dict[str, Any]:
     """Put version n's history item (the same item ``v0`` got), or make sure a duplicate's exists; return
-    the execution's output and what the history put did."""
+    the execution's output and what the history put did.
+
+    A duplicate whose version this very execution wrote (its v0 write landed but the answer was lost, and
+    the fresh read found the change already there) is reported ``applied``: the item names the execution
+    that wrote it. A change delivered again in another execution stays ``duplicate``."""
     change, written = Change.from_json(state["change"]), state["written"]
-    if written["outcome"] == model.APPLIED:
+    outcome = written["outcome"]
+    if outcome == model.APPLIED:
         item = item_for(state, written["version"], written["recordedAt"], tombstone_ttl_days=0)
         history = "written" if store.put_history(client, history_table, items.history_of(item)) else "present"
     else:  # a duplicate: the first delivery may have stopped before its history put
-        history = store.ensure_history(client, table, history_table, change.entityId, written["version"])
-    return {**report(change, written["outcome"], written["version"]), "history": history}
+        history, stored = store.settle_history(client, table, history_table, change.entityId, written["version"])
+        if stored is not None and (stored.get(model.EXECUTION), stored.get(model.CHANGE_ID)) == (
+                state["execution"]["id"], change.changeId):
+            outcome = model.APPLIED
+    return {**report(change, outcome, written["version"]), "history": history}
 
 
 # --- step 4: expiry tags and the stale report --------------------------------------------------------------

@@ -36,12 +36,6 @@ def get_item(client, table: str, entity_id: str, sk: str) -> dict[str, Any] | No
     return codec.deserialize_item(response.get("Item"))
 
 
-def newest_history(client, history_table: str, entity_id: str) -> dict[str, Any] | None:
-    """The highest version in history (one item, strongly consistent)."""
-    found, _ = query_history(client, history_table, entity_id, newest_first=True, limit=1, consistent=True)
-    return found[0] if found else None
-
-
 def fetch_latest_state(client, table: str, history_table: str, entity_id: str) -> dict[str, Any] | None:
     """What a decision needs about the entity: ``v0`` read consistently, or when no ``v0`` exists (never
     written, or its tombstone expired) the newest history version, so numbering and the ratchet go on."""
@@ -49,12 +43,64 @@ def fetch_latest_state(client, table: str, history_table: str, entity_id: str) -
 
 
 def fetch_latest(client, table: str, history_table: str, entity_id: str) -> tuple[dict | None, dict | None]:
-    """``(v0 item or None, the decision's state)`` from one consistent read of ``v0`` (a patch applies
-    itself to that item's content: no second read)."""
-    latest = get_item(client, table, entity_id, model.LATEST_SK)
-    if latest is not None:
-        return latest, items.latest_state(latest)
-    return None, items.latest_state(newest_history(client, history_table, entity_id), present=False)
+    """``(v0 item or None, the decision's state)``: ``read_latest`` without what it repaired."""
+    item, latest, _ = read_latest(client, table, history_table, entity_id)
+    return item, latest
+
+
+def read_latest(client, table: str, history_table: str, entity_id: str) -> tuple[dict | None, dict | None, int | None]:
+    """``(v0 item or None, the decision's state, the version whose history item it wrote or None)``.
+
+    The rule that keeps every version: whoever moves ``v0`` from n to n+1 first makes sure history has
+    version n. ``v0`` holds n's whole item, so when history lacks it (its writer's history put has not
+    run, or never will: a lost response, a failed execution) it is written here, from ``v0``, before any
+    decision: a conditional put, idempotent, the same item the writer would have put.
+
+    One request tells both: history sort keys ``v#0000000042`` sort before ``v0`` (``#`` < ``0``), so one
+    consistent Query of the partition, newest first, ``Limit=2``, returns ``v0`` and the newest history
+    item (DynamoDB charges a Query the sum of the items' sizes rounded up to 4 KB: for small items what
+    the GetItem of ``v0`` cost). With a separate history table it takes a second read there.
+    An expired history item is still there until TTL deletes it; versions below n are not looked at
+    (the retention window expires them): only n, the one ``v0`` holds, is ever written back."""
+    if table == history_table:
+        response = client.query(
+            TableName=table,
+            KeyConditionExpression="#pk = :pk AND #sk BETWEEN :history AND :latest",
+            ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK},
+            ExpressionAttributeValues={":pk": {"S": entity_id}, ":history": {"S": model.HISTORY_PREFIX},
+                                       ":latest": {"S": model.LATEST_SK}},
+            ScanIndexForward=False,
+            Limit=2,
+            ConsistentRead=True,
+        )
+        found = response.get("Items", [])
+        wire_latest = next((i for i in found if i[model.SK]["S"] == model.LATEST_SK), None)
+        wire_newest = next((i for i in found if i[model.SK]["S"] != model.LATEST_SK), None)
+    else:
+        wire_latest = client.get_item(TableName=table, Key=_key(entity_id, model.LATEST_SK),
+                                      ConsistentRead=True).get("Item")
+        found, _ = query_history(client, history_table, entity_id, newest_first=True, limit=1, consistent=True,
+                                 raw=True)
+        wire_newest = found[0] if found else None
+    if wire_latest is None:
+        return None, items.latest_state(codec.deserialize_item(wire_newest), present=False), None
+    helped = None
+    version = int(wire_latest[model.VERSION]["N"])
+    newest = model.version_of_sk(wire_newest[model.SK]["S"]) if wire_newest is not None else 0
+    if newest < version:
+        put_history_wire(client, history_table, history_wire(wire_latest))
+        helped = version
+    latest = codec.deserialize_item(wire_latest)
+    return latest, items.latest_state(latest), helped
+
+
+def history_wire(wire_latest: dict[str, dict]) -> dict[str, dict]:
+    """The history item of the version a ``v0`` item (DynamoDB JSON) holds: the same attributes, its
+    history sort key, no tombstone expiry (``items.history_of``, without a round trip through Python
+    values: every number as DynamoDB returned it)."""
+    item = {k: v for k, v in wire_latest.items() if k != model.EXPIRES_AT}
+    item[model.SK] = {"S": model.history_sk(int(wire_latest[model.VERSION]["N"]))}
+    return item
 
 
 def rollback_content(client, history_table: str, entity_id: str, version: int) -> dict[str, Any]:
@@ -107,10 +153,15 @@ def write_latest(client, table: str, item: dict[str, Any], latest: dict[str, Any
 def put_history(client, history_table: str, item: dict[str, Any]) -> bool:
     """PutItem of history item n, never overwriting: ``True`` if written now, ``False`` if this change
     had already written it (a retry or a redrive). Another change's item there is a ``HistoryConflict``."""
+    return put_history_wire(client, history_table, codec.serialize_item(item))
+
+
+def put_history_wire(client, history_table: str, item: dict[str, dict]) -> bool:
+    """``put_history`` of an item already in DynamoDB JSON."""
     try:
         client.put_item(
             TableName=history_table,
-            Item=codec.serialize_item(item),
+            Item=item,
             # history is immutable: version n is written once
             ConditionExpression="attribute_not_exists(#pk)",
             ExpressionAttributeNames={"#pk": model.PK},
@@ -120,30 +171,35 @@ def put_history(client, history_table: str, item: dict[str, Any]) -> bool:
     except ClientError as exc:
         if not _is_condition_failure(exc):
             raise
-        old = codec.deserialize_item(exc.response.get("Item")) or {}
-        if old.get(model.CHANGE_ID) == item[model.CHANGE_ID]:
+        old = exc.response.get("Item") or {}
+        change_id = item[model.CHANGE_ID]["S"]
+        if old.get(model.CHANGE_ID, {}).get("S") == change_id:
             return False
         raise HistoryConflict(
-            f"version {item[model.VERSION]} of {item[model.PK]!r} was written by change "
-            f"{old.get(model.CHANGE_ID)!r}, not {item[model.CHANGE_ID]!r}"
+            f"version {item[model.VERSION]['N']} of {item[model.PK]['S']!r} was written by change "
+            f"{old.get(model.CHANGE_ID, {}).get('S')!r}, not {change_id!r}"
         ) from exc
 
 
 def ensure_history(client, table: str, history_table: str, entity_id: str, version: int) -> str:
     """Make sure history item ``version`` exists: ``present``, ``repaired`` (copied from ``v0``, which
     still holds that version) or ``unrepairable`` (``v0`` has moved on; its content is not known)."""
-    if get_item(client, history_table, entity_id, model.history_sk(version)) is not None:
-        return "present"
-    latest = get_item(client, table, entity_id, model.LATEST_SK)
-    if latest is None or int(latest[model.VERSION]) != version:
-        return "unrepairable"
-    put_history(client, history_table, items.history_of(codec_ready(latest)))
-    return "repaired"
+    return settle_history(client, table, history_table, entity_id, version)[0]
 
 
-def codec_ready(item: dict[str, Any]) -> dict[str, Any]:
-    """A plain-JSON item made writable again (numbers as Decimals)."""
-    return {name: codec.to_dynamo_value(name, value) for name, value in item.items()}
+def settle_history(client, table: str, history_table: str, entity_id: str,
+                   version: int) -> tuple[str, dict[str, Any] | None]:
+    """``ensure_history`` and the history item it found or wrote (plain JSON; ``None`` if unrepairable)."""
+    item = get_item(client, history_table, entity_id, model.history_sk(version))
+    if item is not None:
+        return "present", item
+    wire_latest = client.get_item(TableName=table, Key=_key(entity_id, model.LATEST_SK),
+                                  ConsistentRead=True).get("Item")
+    if wire_latest is None or int(wire_latest[model.VERSION]["N"]) != version:
+        return "unrepairable", None
+    wire = history_wire(wire_latest)
+    put_history_wire(client, history_table, wire)
+    return "repaired", codec.deserialize_item(wire)
 
 
 def tag_expiry(client, history_table: str, entity_id: str, version: int, expires_at: int) -> bool:
@@ -173,9 +229,10 @@ def tag_expiry(client, history_table: str, entity_id: str, version: int, expires
 
 def query_history(
     client, history_table: str, entity_id: str, *, newest_first: bool = True, limit: int | None = None,
-    start_key: dict | None = None, consistent: bool = False, unexpired_at: int | None = None,
+    start_key: dict | None = None, consistent: bool = False, unexpired_at: int | None = None, raw: bool = False,
 ) -> tuple[list[dict[str, Any]], dict | None]:
-    """One page of history items (plain JSON) and the key to continue from (``None`` at the end).
+    """One page of history items (plain JSON; ``raw``: DynamoDB JSON) and the key to continue from
+    (``None`` at the end).
     With ``unexpired_at`` (epoch seconds), items whose expiry has passed are filtered out: DynamoDB
     deletes expired items lazily, and it filters after ``limit``, so such a page may be short."""
     kwargs: dict[str, Any] = dict(
@@ -195,7 +252,8 @@ def query_history(
     if start_key:
         kwargs["ExclusiveStartKey"] = start_key
     response = client.query(**kwargs)
-    return [codec.deserialize_item(i) for i in response.get("Items", [])], response.get("LastEvaluatedKey")
+    found = response.get("Items", [])
+    return (found if raw else [codec.deserialize_item(i) for i in found]), response.get("LastEvaluatedKey")
 
 
 def all_history(client, history_table: str, entity_id: str, consistent: bool = True) -> list[dict[str, Any]]:

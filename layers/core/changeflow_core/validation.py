@@ -16,11 +16,10 @@ from . import codec, model, wire
 from .errors import ValidationError
 
 # The one maximum request size (compact UTF-8 JSON), checked at every entry point before anything is
-# written. Below Step Functions' 256 KiB per state input/output (AWS: "Quotas related to state machine
-# executions") by the room the workflow's own state data needs around the content: the normalised change
-# (entityId, changeId, actor, reason: up to ~8 KB), the ids v0 remembers (up to ~8.5 KB), an error's Cause
-# on the back-off path and the Lambda integration's result envelope. The content itself travels as DynamoDB
-# JSON, which the fetch step also holds to this limit (steps.check_carried_size).
+# written, below Step Functions' 256 KiB per state input/output (AWS: "Quotas related to state machine
+# executions"). It is not the bound on what the states carry: the fetch step measures that on the data
+# itself (the whole change, the ids v0 remembers, the content as DynamoDB JSON, room for an error on the
+# back-off path and the Lambda integration's envelope) before anything is written (changeflow_core.carried).
 MAX_REQUEST_BYTES = 224 * 1024
 MAX_ENTITY_ID_BYTES = 1024  # DynamoDB allows 2048 for a partition key; keep room for the prefixes
 MAX_CHANGE_ID_CHARS = 128
@@ -105,6 +104,16 @@ def _integer(field: str, value: Any, minimum: int, maximum: int) -> int:
     return value
 
 
+def check_entity_id(value: Any) -> str:
+    """An entity id the workflow accepts: the one rule for every entry point and every read (a read of
+    an id no change could have written is refused by name, never sent to DynamoDB, whose key limit it
+    may exceed)."""
+    entity_id = _text("entityId", value, MAX_ENTITY_ID_BYTES, required=True)
+    if len(entity_id.encode("utf-8", "surrogatepass")) > MAX_ENTITY_ID_BYTES:
+        raise ValidationError("entityId", f"is longer than {MAX_ENTITY_ID_BYTES} bytes")
+    return entity_id
+
+
 def epoch_ms(timestamp: str) -> int:
     """Epoch milliseconds of an ISO-8601 timestamp such as ``$$.Execution.StartTime`` (exact: no float)."""
     moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
@@ -162,9 +171,7 @@ def validate_request(request: Any, execution: dict[str, Any]) -> Change:
     if unknown:
         raise ValidationError(unknown[0], "is not a field of a change request")
 
-    entity_id = _text("entityId", request.get("entityId"), MAX_ENTITY_ID_BYTES, required=True)
-    if len(entity_id.encode("utf-8")) > MAX_ENTITY_ID_BYTES:
-        raise ValidationError("entityId", f"is longer than {MAX_ENTITY_ID_BYTES} bytes")
+    entity_id = check_entity_id(request.get("entityId"))
 
     operation = request.get("operation")
     if operation not in model.OPERATIONS:

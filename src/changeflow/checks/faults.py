@@ -7,6 +7,9 @@ event hooks on the handler's own clients).
 - ``service_error``: the Lambda service fails the Invoke (``Lambda.ServiceException``).
 - ``throttle``: DynamoDB answers ``ProvisionedThroughputExceededException`` / ``ThrottlingException``
   to the handler's client a number of times (the SDK's own retries see them, as on AWS).
+- ``writer_in_window``: one of the faults above on one change, and other writers started at that moment,
+  run to their end inside the window the fault opens (the faulted execution's back-off or Retry waits
+  for them: the clock's ``Holds``), every time.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ from typing import Any, Callable, Iterator
 from botocore.awsrequest import AWSResponse
 from moto.core.botocore_stubber import MockRawResponse
 
+from changeflow_core import wire
+
 from ..local.lambdas import Function, LambdaService, LambdaServiceError, fault_hook
+from ..local.moto_patches.stepfunctions.clock import Holds
+from ..local.moto_patches.stepfunctions.termination import wait_for_termination
 
 THROTTLE_CODES = ("ProvisionedThroughputExceededException", "ThrottlingException")
 
@@ -33,6 +40,28 @@ class LambdaTimeout(Exception):
     """A function that ran out of time: the Lambda runtime reports it as ``Sandbox.Timedout``."""
 
     error_type = "Sandbox.Timedout"
+
+
+FAULT_NAMES = {"before": "failure before the write", "lost": "lost response after the write",
+               "timeout": "timeout after the write", "service": "lambda service exception"}
+
+
+def change_id_of(event: Any) -> str | None:
+    """The change a step's event is about: the state's change, the tag step's own field, or (the first
+    fetch) the request the execution started with."""
+    if not isinstance(event, dict):
+        return None
+    if isinstance(event.get("change"), dict):
+        return event["change"].get("changeId")
+    if "changeId" in event:
+        return event["changeId"]
+    if "request" in event:
+        try:
+            request = wire.read_request(event["request"])
+        except Exception:  # noqa: BLE001 - a request the workflow refuses names no change here
+            return None
+        return request.get("changeId") if isinstance(request, dict) else None
+    return None
 
 
 class Injector:
@@ -78,6 +107,40 @@ class Injector:
 
         with fault_hook(lambdas, hook):
             yield
+
+    @contextlib.contextmanager
+    def writer_in_window(self, lambdas: LambdaService, step: str, kind: str, change_id: str,
+                         start_others: Callable[[], list[str]], timeout: float = 120.0) -> Iterator[list[str]]:
+        """Inject ``kind`` (before, lost, timeout, service) once into ``step`` for change ``change_id``;
+        at that moment ``start_others()`` starts other executions (their ARNs), and the faulted execution's
+        next wait lasts until they have all ended. Yields the list the ARNs are added to."""
+        started: list[str] = []
+        fired = threading.Lock()
+
+        def window(event: Any) -> None:
+            if not fired.acquire(blocking=False):
+                return
+            started.extend(start_others())
+            self.count(f"{FAULT_NAMES[kind]}, another writer in its window")
+            Holds.hold(event["execution"]["name"],
+                       lambda: all(wait_for_termination(arn, timeout) for arn in list(started)))
+
+        def hook(function: Function, event: Any, invoke: Callable[[], Any]) -> Any:
+            if function.logical_id != step or change_id_of(event) != change_id or fired.locked():
+                return invoke()
+            if kind in ("service", "before"):
+                window(event)
+                if kind == "service":
+                    raise LambdaServiceError()
+                raise InjectedFault(f"{function.logical_id} failed before its write")
+            result = invoke()
+            window(event)
+            if kind == "timeout":
+                raise LambdaTimeout(f"Task timed out after {function.timeout_s}.00 seconds")
+            raise InjectedFault(f"{function.logical_id} failed after its write")
+
+        with fault_hook(lambdas, hook):
+            yield started
 
     @contextlib.contextmanager
     def throttle(self, function: Function, operation: str, times: int, code: str = THROTTLE_CODES[0]) -> Iterator[None]:

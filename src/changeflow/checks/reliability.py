@@ -24,6 +24,7 @@ from typing import Any
 from ..audit.repair import repair
 from ..audit.verify import verify
 from ..client import Changeflow, Execution, named_errors
+from ..local.moto_patches.stepfunctions.clock import Holds
 from .faults import THROTTLE_CODES, Injector
 
 # The errors the workflow names, read from the checkout's ASL file.
@@ -105,6 +106,14 @@ def check(cf: Changeflow, entity: str, submitted: list[tuple[dict, Execution]], 
             problems.append(f"version {v['version']} content is not change {v['changeId']!r}'s")
         if v["deleted"] != (request["operation"] == "delete"):
             problems.append(f"version {v['version']} deleted flag does not match its operation")
+    by_arn = {execution.arn: execution for _, execution in submitted}
+    for v in versions:  # the execution that wrote a version says so: applied, that version
+        writer = by_arn.get(v.get("executionArn"))
+        said = ((writer.output or {}).get("outcome"), (writer.output or {}).get("version")) if writer else None
+        if writer and writer.status == "SUCCEEDED" and said != ("applied", v["version"]):
+            problems.append(f"misreported: {writer.name} wrote version {v['version']} and said {said}")
+        if writer and writer.status == "FAILED" and writer.error != "HistoryWriteFailed":
+            problems.append(f"misreported: {writer.name} wrote version {v['version']} and failed {writer.error}")
     for change_id, outcomes in reported.items():
         if "applied" in outcomes and change_id not in ids:
             problems.append(f"change {change_id!r} was reported applied but has no version")
@@ -169,7 +178,7 @@ def fault_case(stack, cf: Changeflow, step: str, kind: str, times: int, tally: T
     function = stack.function(step)
     stack.lambdas.load(function)
     if kind == "throttle":
-        operation = {"FetchLatestFunction": "GetItem", "TagTtlFunction": "UpdateItem"}.get(step, "PutItem")
+        operation = {"FetchLatestFunction": "Query", "TagTtlFunction": "UpdateItem"}.get(step, "PutItem")  # its one read
         code = THROTTLE_CODES[times % 2]
         with injector.throttle(function, operation, times, code):
             submitted = [(r, cf.submit(r)) for r in requests]
@@ -190,6 +199,59 @@ def faults(stack, cf: Changeflow, times: tuple[int, ...] = (1, 2)) -> Tally:
         for kind in KINDS:
             for n in times:
                 fault_case(stack, cf, step, kind, n, tally)
+    return tally
+
+
+# --- 2b. every fault with another writer in the window it opens ---------------------------------------
+WINDOW_KINDS = ["before", "lost", "timeout", "service"]  # a throttle the SDK absorbs opens no window here
+
+
+def writer_in_window_case(stack, cf: Changeflow, step: str, kind: str, tally: Tally, again: bool = False) -> None:
+    """One change suffers ``kind`` at ``step``; another writer to the same entity, at the same effectiveAt,
+    starts then and runs to its end before the faulted execution goes on (its back-off or Retry waits).
+    Both must apply, every version must be in history, and each execution must say what it did.
+    ``again``: the other writer is the same change delivered again (another execution): one version, the
+    execution that wrote it says applied, the other duplicate."""
+    injector = Injector()
+    entity, at = f"window-{step}-{kind}{'-again' if again else ''}", T0 + 1
+    base = put(entity, T0, f"{entity}-0", base=True)
+    other = {"entityId": entity, "operation": "patch", "set": {"other": True}, "effectiveAt": at,
+             "changeId": f"{entity}-other"}
+    if step == "DeleteTombstoneFunction":
+        mine = {"entityId": entity, "operation": "delete", "effectiveAt": at, "changeId": f"{entity}-mine"}
+        other = put(entity, at, f"{entity}-other", other=True)  # a patch of a deleted entity is NotFound
+    elif step == "FetchLatestFunction":
+        mine = {"entityId": entity, "operation": "patch", "set": {"mine": True}, "effectiveAt": at,
+                "changeId": f"{entity}-mine"}
+    else:
+        mine = put(entity, at, f"{entity}-mine", mine=True)
+    if again:
+        other = mine
+    submitted = [(base, cf.submit(base))]
+    start = (lambda: [cf.start(mine, name=f"{entity}-again")[1]]) if again else (lambda: [cf.start(other)[1]])
+    with injector.writer_in_window(stack.lambdas, step, kind, mine["changeId"], start) as others:
+        mine_execution = cf.submit(mine)
+    submitted.append((mine, mine_execution))
+    if not others:
+        tally.violations.append(f"faults x concurrency [{entity}]: the fault never fired")
+    submitted += [(other, cf.wait(arn)) for arn in others]
+    tally.cases += 1
+    tally.faults.update(injector.injected)
+    check(cf, entity, submitted, tally)
+    said = sorted((e.output or {}).get("outcome") or e.error for _, e in submitted[1:])
+    expected = ["applied", "duplicate"] if again else ["applied", "applied"]
+    if said != expected:
+        tally.violations.append(f"faults x concurrency [{entity}]: at one effectiveAt, said {said}, not {expected}")
+    if Holds.release(mine_execution.name):
+        tally.violations.append(f"faults x concurrency [{entity}]: the window was never held open")
+
+
+def writers_in_windows(stack, cf: Changeflow, tally: Tally | None = None) -> Tally:
+    tally = tally or Tally("2b. every fault with another writer in its window")
+    for step in STEPS:
+        for kind in WINDOW_KINDS:
+            for again in (False, True):
+                writer_in_window_case(stack, cf, step, kind, tally, again=again)
     return tally
 
 

@@ -5,7 +5,9 @@ parameters, where handlers run)."""
 from __future__ import annotations
 
 import argparse
+import math
 import textwrap
+from urllib.parse import urlsplit
 
 from ..local.runtime import LAMBDA_RUNTIMES
 
@@ -13,12 +15,15 @@ DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
 
 
 def _number(kind, low, high=None, what="a number"):
-    """An argparse type: ``kind`` within ``[low, high]``, else argparse's one-line error and status 2."""
+    """An argparse type: ``kind`` within ``[low, high]``, else argparse's one-line error and status 2
+    (``inf`` and ``nan`` are not numbers a command can use)."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}: give a finite one")
         if value < low or (high is not None and value > high):
             bound = f"from {low} to {high}" if high is not None else f"{low} or more"
             raise argparse.ArgumentTypeError(f"{text} is out of range: give {what} {bound}")
@@ -28,8 +33,23 @@ def _number(kind, low, high=None, what="a number"):
 
 PORT = _number(int, 0, 65535, "a port number")
 COUNT = _number(int, 1, what="a whole number")
-FACTOR = _number(float, 0.0, what="a number")
+# a time scale multiplies the definition's Waits and back-offs (at most 33 s): 1000 makes them 9 hours
+FACTOR = _number(float, 0.0, 1000.0, what="a number")
 SECONDS = _number(float, 0.0, what="a number of seconds")
+
+
+def ENDPOINT(text: str) -> str:  # noqa: N802 - an argparse type, named like the others
+    """An argparse type: an http(s) URL with a host (and a valid port, if any), else a one-line error."""
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL with a host, "
+                                         "such as http://127.0.0.1:4566")
+    del port
+    return text
 
 
 def exit_help(*lines: str) -> str:
@@ -50,7 +70,7 @@ def add_remote_options(sub: argparse.ArgumentParser, json: bool = True,
     """Where the stack is, for the commands that talk to one: ``--endpoint-url`` (a running ``changeflow
     serve``) or ``--stack-name`` (a stack deployed on AWS), its ``--region``, and ``--json``."""
     where = sub.add_mutually_exclusive_group()
-    where.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, metavar="URL",
+    where.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, metavar="URL", type=ENDPOINT,
                        help="a running `changeflow serve` (default %(default)s)")
     where.add_argument("--stack-name", metavar="NAME", help=stack_help)
     sub.add_argument("--region", default=None,

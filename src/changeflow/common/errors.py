@@ -21,3 +21,8 @@ class NotFound(Exception):
 
 class ToolFailure(Exception):
     """The tool could not do its job (the stack, the endpoint, AWS): exit status 3."""
+
+
+class ProjectNotFound(UsageError, FileNotFoundError):
+    """No project here: no template.yaml in the directory or above it, nor where CHANGEFLOW_ROOT points (a
+    usage problem, exit status 2; still a FileNotFoundError for code that catches that)."""

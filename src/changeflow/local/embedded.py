@@ -22,7 +22,7 @@ from botocore.config import Config
 from ..common.project import project_root
 from . import botocore_loader, moto_patches
 from .lambdas import Function, LambdaService
-from .moto_patches.stepfunctions.clock import Clock
+from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
 from .runtime import LAMBDA_RUNTIMES
 from .runtime.dispatch import EmulatorRuntime
@@ -94,6 +94,7 @@ class EmbeddedStack:
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
         forget_terminations()
+        Holds.clear()  # a window a campaign left open on a stack that is gone (names repeat across stacks)
         try:
             if self.lambda_runtime == "emulator":
                 self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
@@ -118,6 +119,7 @@ class EmbeddedStack:
             self._mock.stop()
             self._mock = None
             forget_terminations()
+            Holds.clear()
             Clock.scale = 1.0
             self._clients.clear()
 

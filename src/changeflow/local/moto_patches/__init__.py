@@ -20,8 +20,9 @@ What each module does:
   execution time limits; ``.execution_log``: the execution log in CloudWatch Logs; ``.intrinsics``:
   ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted.
 - ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue.
-- ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.perf``: Query and Scan in
-  linear time.
+- ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.numbers``: numbers stored
+  normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
+  attribute value; ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
 """
 
@@ -32,7 +33,9 @@ from typing import Any, Callable
 
 from .core import locking
 from .core import perf as core_perf
+from .dynamodb import attribute_values as dynamodb_attribute_values
 from .dynamodb import limits as dynamodb_limits
+from .dynamodb import numbers as dynamodb_numbers
 from .dynamodb import perf as dynamodb_perf
 from .events import targets
 from .kms import perf as kms_perf
@@ -84,6 +87,9 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         dynamodb_limits.patch_dynamodb_number_limits()
         dynamodb_limits.patch_dynamodb_expression_size()
         dynamodb_limits.patch_dynamodb_key_size_on_reads()
+        dynamodb_numbers.patch_number_normalisation()  # after the number limits: it rewrites what they passed
+        dynamodb_numbers.patch_numbers_read_exactly()
+        dynamodb_attribute_values.patch_one_type_per_attribute_value()
         ORIGINALS["installed"] = True
 
 

@@ -6,6 +6,7 @@ https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.h
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from ..originals import ORIGINALS
@@ -122,10 +123,13 @@ def patch_dynamodb_expression_size() -> None:
 
 def patch_dynamodb_key_size_on_reads() -> None:
     """The partition key is at most 2,048 bytes and the sort key 1,024 bytes, in every request that names
-    an item by its key, not only in the writes that store one.
+    an item by its key, not only in the writes that store one: a Key, a batch's or a transaction's Keys, a
+    Query's or a Scan's ExclusiveStartKey, and the partition key value a Query's key condition names.
     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html#limits-partition-sort-keys
     Stock moto checks them when an item is stored, so a GetItem/DeleteItem with an oversized key answers
-    "not found" where AWS refuses the request."""
+    "not found", and a Query of an oversized partition key or from an oversized ExclusiveStartKey answers an
+    empty page, where AWS refuses the request ("Size of hashkey has exceeded the maximum size limit of2048
+    bytes" on Query: facebook/ThreatExchange#1324)."""
     from moto.dynamodb.exceptions import HashKeyTooLong, RangeKeyTooLong
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import HASH_KEY_MAX_LENGTH, RANGE_KEY_MAX_LENGTH
@@ -144,9 +148,26 @@ def patch_dynamodb_key_size_on_reads() -> None:
         if isinstance(range_value, dict) and DynamoType(range_value).size() > RANGE_KEY_MAX_LENGTH:
             raise RangeKeyTooLong
 
+    def check_key_condition(handler, table_name: Any, condition: Any, names: Any, values: Any) -> None:
+        if not (isinstance(condition, str) and isinstance(values, dict) and isinstance(table_name, str)):
+            return
+        try:
+            table = handler.dynamodb_backend.get_table(table_name)
+        except Exception:  # noqa: BLE001 - an unknown table is the action's own error to report
+            return
+        names = names if isinstance(names, dict) else {}
+        for left, right in re.findall(r"([#:]?[\w.]+)\s*=\s*([#:]?[\w.]+)", condition):
+            name, placeholder = (left, right) if right.startswith(":") else (right, left)
+            if names.get(name, name) == table.hash_key_attr and isinstance(values.get(placeholder), dict) \
+                    and DynamoType(values[placeholder]).size() > HASH_KEY_MAX_LENGTH:
+                raise HashKeyTooLong
+
     def check(handler) -> None:
         body = handler.body
         check_key(handler, body.get("TableName"), body.get("Key"))
+        check_key(handler, body.get("TableName"), body.get("ExclusiveStartKey"))
+        check_key_condition(handler, body.get("TableName"), body.get("KeyConditionExpression"),
+                            body.get("ExpressionAttributeNames"), body.get("ExpressionAttributeValues"))
         for entry in body.get("TransactItems", []) or []:
             for request in entry.values() if isinstance(entry, dict) else []:
                 if isinstance(request, dict):

@@ -3,12 +3,18 @@ each execution's thread remembers the seconds it was spared, so that limits on a
 count the time the definition asked for. Stock moto re-enters a Wait until whole seconds have passed.
 https://docs.aws.amazon.com/step-functions/latest/dg/state-wait.html
 https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html (Retry: IntervalSeconds,
-BackoffRate)"""
+BackoffRate)
+
+Not an AWS behaviour, and inert unless a campaign asks: ``Holds`` keeps a window open. A fault campaign
+registers an execution by name, and that execution's next wait (a Wait state or a Retry's back-off) first
+runs what was registered (e.g. waits until other executions have ended), so that another writer runs
+inside the window a fault opened, every time, instead of when the threads happen to allow it."""
 
 from __future__ import annotations
 
 import threading
 import types
+from typing import Callable
 
 
 class Clock:
@@ -46,6 +52,37 @@ class Virtual:
             return cls.skipped.get(ident, 0.0) if keep else cls.skipped.pop(ident, 0.0)
 
 
+class Holds:
+    """What runs before an execution's next wait (once), by execution name; see the module docstring."""
+
+    pending: dict[str, Callable[[], None]] = {}
+    lock = threading.Lock()
+    deciding = threading.local()  # the execution whose Retry is deciding, on this thread
+
+    @classmethod
+    def hold(cls, execution_name: str, until: Callable[[], None]) -> None:
+        with cls.lock:
+            cls.pending[execution_name] = until
+
+    @classmethod
+    def release(cls, execution_name: str | None) -> bool:
+        """Run what is held for ``execution_name`` (once); ``True`` if something was."""
+        with cls.lock:
+            until = cls.pending.pop(execution_name, None) if execution_name else None
+        if until is not None:
+            until()
+        return until is not None
+
+    @classmethod
+    def clear(cls) -> None:
+        with cls.lock:
+            cls.pending.clear()
+
+
+def _execution_name(env) -> str | None:
+    return env.states.context_object.context_object_data.get("Execution", {}).get("Name")
+
+
 def patch_time() -> None:
     import time as real_time
 
@@ -58,13 +95,25 @@ def patch_time() -> None:
 
         @staticmethod
         def sleep(seconds: float) -> None:
+            Holds.release(getattr(Holds.deciding, "name", None))
             real_time.sleep(Clock.record("retry", seconds))
 
     retrier_decl.time = ScaledTime("time")
+    retry_body = retrier_decl.RetrierDecl._eval_body
+
+    def _eval_body(self, env):  # the retry's back-off sleeps in here: let it know whose it is
+        Holds.deciding.name = _execution_name(env)
+        try:
+            return retry_body(self, env)
+        finally:
+            Holds.deciding.name = None
+
+    retrier_decl.RetrierDecl._eval_body = _eval_body
 
     def _wait_interval(self, env, wait_seconds):
         # stock moto re-enters the wait until whole seconds have passed, which would undo the scale;
         # StopExecution still interrupts the wait through the same event.
+        Holds.release(_execution_name(env))
         if wait_seconds > 0:
             env.program_state_event.wait(Clock.record("wait", wait_seconds))
 
