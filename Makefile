@@ -109,7 +109,7 @@ test: setup
 	$(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
 
 # The inner loop (under a minute): the unit tests (validation, the hash chain, the handlers on plain moto,
-# the layout's rules, the README's tables, the second interpreter's comparison) in one process, in a random
+# the layout's rules, the documentation's tables, the second interpreter's comparison) in one process, in a random
 # order. Then the suite of what you changed, e.g. `.venv/bin/pytest tests/test_workflow.py`.
 QUICK_TESTS := tests/test_validation.py tests/test_chain.py tests/test_handlers.py tests/test_architecture.py \
 	tests/test_readme_tables.py tests/test_diffasl.py
@@ -141,7 +141,7 @@ test-fast: $(STAMP) $(CHROMIUM)
 	$(BIN)/pytest -m "not slow"
 
 # cfn-lint, sam validate --lint, cfn-lint-serverless, checkov, cfn-guard (Control Tower rules and
-# rules/changeflow.guard): see src/changeflow/checks/security.py and the README's Security section.
+# rules/changeflow.guard): see src/changeflow/checks/security.py and docs/operations.md (Security).
 lint: setup
 	$(BIN)/python -m changeflow.checks.security
 	npx --no-install asl-validator --json-path statemachines/change.asl.json
@@ -149,9 +149,10 @@ lint: setup
 build: $(STAMP)
 	$(BIN)/sam build --parameter-overrides Runtime=$(LOCAL_RUNTIME)
 
-# Measurements for the README (none is a timed assertion in the tests): each benchmark writes its JSON
-# to build/bench/, and benchmarks/readme_tables.py renders its tables (build/bench/*.md, dated) into the
-# README's marked blocks, so the README says what was measured and when.
+# Measurements for the documentation (none is a timed assertion in the tests): each benchmark writes its
+# JSON to build/bench/, and benchmarks/readme_tables.py renders its tables (build/bench/*.md, dated) into
+# the marked blocks of the page holding each (docs/cost.md, docs/embedded-stack.md), so the pages say what
+# was measured and when.
 bench: $(STAMP) $(LAMBDA_STAMP)
 	@mkdir -p build/bench
 	$(BIN)/python benchmarks/embedded_vs_direct.py --json > build/bench/embedded_vs_direct.json.tmp

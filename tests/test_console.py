@@ -3,7 +3,7 @@ auditor would, against ``changeflow serve`` (the demo's story, a retried step, h
 entity with thousands of versions, a damaged entity that ``repair`` can fix) and against
 ``changeflow console --endpoint-url`` (a separate reader that must change nothing).
 
-Screenshots of the main pages go to build/console/ (docs/ keeps copies for the README)."""
+Screenshots of the main pages go to build/console/ (docs/ keeps copies for docs/console.md)."""
 
 from __future__ import annotations
 

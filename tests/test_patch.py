@@ -67,7 +67,7 @@ def test_a_patch_keeps_every_number_exact_and_replaces_nested_values_whole(cf):
     cf.submit(put(address={"city": "Lyon", "zip": "69001"}, price=Decimal("10.10")))
     cf.submit(patch(set={"address": {"city": "Paris"}, "big": Decimal("12345678901234567890.123456789")}))
     attributes = cf.entity("doc#42")["latest"]["attributes"]
-    # top-level fields: a nested object is replaced, not merged (README: "Field-level changes")
+    # top-level fields: a nested object is replaced, not merged (docs/api.md: "Field-level changes")
     assert attributes["address"] == {"city": "Paris"}
     assert attributes["price"] == Decimal("10.10") and attributes["big"] == Decimal("12345678901234567890.123456789")
 
@@ -181,7 +181,7 @@ def test_a_conflict_re_applies_the_patch_to_the_new_latest_version_and_loses_no_
 
 
 def test_two_concurrent_patches_to_different_fields_both_land(make_stack):
-    # the README's worked example: started together, same effectiveAt
+    # docs/api.md's worked example: started together, same effectiveAt
     from concurrent.futures import ThreadPoolExecutor
 
     from changeflow.client import Changeflow

@@ -1,6 +1,6 @@
-"""The README's measured tables come from the benchmarks' output (benchmarks/readme_tables.py): the README
-has a marked block for each, and what the generator renders from a benchmark's JSON is a table with the
-README's columns, dated, that replaces only its own block."""
+"""The documentation's measured tables come from the benchmarks' output (benchmarks/readme_tables.py): one
+page (the README or a page of docs/) has a marked block for each, and what the generator renders from a
+benchmark's JSON is a table with that page's columns, dated, that replaces only its own block."""
 
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "benchmark
 readme_tables = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(readme_tables)
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+TEXTS = {page: page.read_text(encoding="utf-8") for page in readme_tables.pages()}
+WHERE = readme_tables.page_of_each_block(TEXTS)
+# every measured block, wherever it lives (the generator's tests below work on one text holding them all)
+README = "\n\n".join(TEXTS[page] for page in sorted(set(WHERE.values())))
 BLOCKS = {"cost-units", "cold-start", "embedded-vs-direct"}
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
 HANDLERS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
@@ -45,7 +48,8 @@ def bench_output() -> dict:
             for mode, rate, slowdown in (("direct", 92.5, 1.0), ("embedded", 39.1, 2.37), ("stock", 6.6, 13.95))}
 
 
-def test_the_readme_has_a_marked_block_for_every_measured_table_and_each_holds_one_table():
+def test_the_pages_have_a_marked_block_for_every_measured_table_and_each_holds_one_table():
+    assert set(WHERE) == BLOCKS
     blocks = readme_tables.blocks_in(README)
     assert set(blocks) == BLOCKS
     for name, body in blocks.items():
@@ -121,8 +125,30 @@ def test_replacing_changes_only_the_named_block_and_a_missing_marker_is_an_error
     assert after["cost-units"] == readme_tables.blocks_in(README)["cost-units"]
     assert updated.replace(after["embedded-vs-direct"], "") == README.replace(
         readme_tables.blocks_in(README)["embedded-vs-direct"], "")
-    with pytest.raises(ValueError, match="no block for embedded-vs-direct"):
+    with pytest.raises(ValueError, match="no page has a block for embedded-vs-direct"):
         readme_tables.replace_blocks("# a README without markers\n", blocks)
+
+
+def test_the_generator_writes_each_block_into_the_page_that_holds_it_and_nowhere_else(tmp_path, monkeypatch):
+    # GIVEN two pages, each with one of the measured blocks, and a third with none
+    costs, bench, other = tmp_path / "cost.md", tmp_path / "bench.md", tmp_path / "other.md"
+    old = readme_tables.blocks_in(README)
+    for page, name in ((costs, "cost-units"), (bench, "embedded-vs-direct")):
+        begin, end = readme_tables.BEGIN.format(name=name), readme_tables.END.format(name=name)
+        page.write_text(f"# {page.stem}\n\n{begin}\n{old[name]}\n{end}\n")
+    other.write_text("# nothing measured here\n")
+    result = tmp_path / "bench.json"
+    result.write_text(json.dumps({**bench_output(), "measured_on": "2026-11-23"}))
+    before = {page: page.read_text() for page in (costs, other)}
+    # WHEN the bench block is regenerated over the three pages
+    assert readme_tables.main([str(result), "--page", str(costs), "--page", str(bench), "--page", str(other)]) == 0
+    # THEN only the page holding it changed, and it holds the new, dated table
+    assert {page: page.read_text() for page in (costs, other)} == before
+    assert readme_tables.blocks_in(bench.read_text())["embedded-vs-direct"].startswith("Measured on 2026-11-23")
+    # AND a block on two pages is refused by name
+    other.write_text(bench.read_text())
+    with pytest.raises(ValueError, match="embedded-vs-direct is in both"):
+        readme_tables.main([str(result), "--page", str(bench), "--page", str(other)])
 
 
 def test_a_table_with_a_missing_cell_does_not_parse():

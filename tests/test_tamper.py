@@ -16,7 +16,7 @@ from changeflow_core import chain, model
 
 T0 = 1_767_225_600_000
 ENTITY = "doc#7"
-TAMPERINGS: list[str] = []  # the README's count: every tampering this suite tries
+TAMPERINGS: list[str] = []  # docs/audit.md's count: every tampering this suite tries
 
 
 def put(at: int, change: str, **attributes) -> dict:

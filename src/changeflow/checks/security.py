@@ -13,7 +13,7 @@ Runs, offline and without AWS credentials:
 
 The translated CloudFormation is written to ``build/security/cloudformation.json`` (see ``changeflow.local.cfn``).
 A finding fails the run unless an entry of ``SKIPPED`` (tool, check, resources) covers it; an entry
-that covers nothing fails the run too, so the table (which the README lists) stays true. The tools are
+that covers nothing fails the run too, so the table (which docs/operations.md lists) stays true. The tools are
 installed by ``make setup`` into .venv, .venv-checkov and .tools.
 """
 
@@ -64,7 +64,7 @@ class Skip:
                 and (not self.resources or finding.resource in self.resources))
 
 
-# Every check skipped, with its reason: the one place (the README's table is this table).
+# Every check skipped, with its reason: the one place (docs/operations.md's table is this table).
 SKIPPED: tuple[Skip, ...] = (
     Skip(CHECKOV, "CKV_AWS_117", (), "Lambda in a VPC: the functions call only DynamoDB over its AWS endpoint; "
          "a VPC would add NAT gateway or VPC endpoint cost and cold-start time and protect nothing here."),
@@ -434,7 +434,7 @@ def apply_skips(findings: list[Finding], skipped: tuple[Skip, ...] = SKIPPED
 
 
 def skipped_table(skipped: tuple[Skip, ...] = SKIPPED) -> str:
-    """The skips as a Markdown table (the README's)."""
+    """The skips as a Markdown table (docs/operations.md's)."""
     lines = ["| tool | check | resources | why it is skipped |", "|---|---|---|---|"]
     for skip in skipped:
         resources = ", ".join(f"`{r}`" for r in skip.resources) or "all"

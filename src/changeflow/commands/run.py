@@ -20,7 +20,7 @@ from .output import dump, execution_status, known_errors, public
 # run's time scale when none is given: 0.001 one change at a time (Waits and back-offs almost vanish), 0.1
 # with --concurrency above 1: at 0.001 the workflow's back-off before reading again (seconds, scaled) is
 # shorter than one embedded step, so a writer that lost a race reads again at once instead of after the
-# winner, and under load writers can use up their attempts and end VersionConflict (README, "Contention":
+# winner, and under load writers can use up their attempts and end VersionConflict (docs/cost.md, "Contention":
 # 1 of 50 at 0.02 on a loaded machine). At 0.1 the back-off keeps its place relative to the steps.
 RUN_TIME_SCALE, RUN_TIME_SCALE_CONCURRENT = 0.001, 0.1
 
