@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -102,6 +103,24 @@ def test_waits_and_backoffs_are_compressed_without_editing_the_definition(stack,
     elapsed = (events[-1]["timestamp"] - events[0]["timestamp"]).total_seconds()
     assert len([s for k, s in Clock.slept if k == "retry"]) == 4
     assert elapsed < requested  # the definition asked for these back-offs; the clock scaled them
+
+
+def test_a_handlers_sdk_retries_back_off_on_the_same_compressed_clock(stack, cf):
+    # DynamoDB's SDK client tries ten times, backing off from 50 ms and doubling: 25 s of sleep before a
+    # write throttled every time fails; on the embedded stack's clock that sleep is scaled like a Retry's
+    from changeflow.checks.faults import Injector
+
+    function = stack.function("UpdateLatestFunction")
+    stack.lambdas.load(function)
+    Clock.slept.clear()
+    started = time.monotonic()
+    with Injector().throttle(function, "PutItem", 10, "ThrottlingException"):
+        execution = cf.submit({"entityId": "sdk#1", "operation": "put", "attributes": {}, "effectiveAt": T0})
+    elapsed = time.monotonic() - started
+    assert execution.output["outcome"] == "applied", execution.cause
+    requested = [seconds for kind, seconds in Clock.slept if kind == "sdk-retry"]
+    assert len(requested) == 9 and sum(requested) > 20  # the SDK's own nine back-offs, as botocore asks
+    assert elapsed < sum(requested) / 2
 
 
 def test_the_stack_follows_the_template_renamed_function_and_new_parameter_values(tmp_path):

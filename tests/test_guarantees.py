@@ -24,9 +24,12 @@ def no_violations(tally):
 # VersionConflict; at 100 ms, in a full random-order run, 1 of 50 patches did (2026-11-22); at real timing
 # none does (make cost, contention).
 HOT_KEY_TIME_SCALE = 0.25
+# make reliability runs K = 10, 25 and 50 (the figures in docs/guarantees.md); the suite K = 10 and 25
+# (50 took 25 s of the suite's 6 minutes), and 50 with CHANGEFLOW_LONG=1
+HOT_KEYS = [10, 50 if LONG else 25]
 
 
-@pytest.mark.parametrize("k", [10, 50])
+@pytest.mark.parametrize("k", HOT_KEYS)
 def test_hot_key_with_one_shared_effective_at_every_change_applies(make_stack, k):
     # GIVEN K concurrent changes to one entity, all at the same effectiveAt, with back-off waits kept
     # longer than the queue of embedded steps (HOT_KEY_TIME_SCALE)
@@ -39,7 +42,7 @@ def test_hot_key_with_one_shared_effective_at_every_change_applies(make_stack, k
     assert tally.outcomes == {"applied": k}
 
 
-@pytest.mark.parametrize("k", [10, 50])
+@pytest.mark.parametrize("k", HOT_KEYS)
 def test_hot_key_patches_to_different_fields_at_one_effective_at_all_land(make_stack, k):
     # GIVEN an entity, then K concurrent patches each setting a field of its own, all at one effectiveAt
     from changeflow.client import Changeflow

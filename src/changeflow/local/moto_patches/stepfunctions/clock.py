@@ -1,4 +1,7 @@
 """Time: retry back-offs and Wait states sleep ``seconds * time_scale`` (the definition is untouched), and
+so do the back-offs of the AWS SDK's own retries inside handlers run in-process (botocore's, e.g. DynamoDB's
+ten attempts from 50 ms doubling: 25 s of sleep before a throttled write fails; the Lambda runtime's
+processes sleep for real, as on AWS), and
 each execution's thread remembers the seconds it was spared, so that limits on an execution's duration
 count the time the definition asked for. Stock moto re-enters a Wait until whole seconds have passed.
 https://docs.aws.amazon.com/step-functions/latest/dg/state-wait.html
@@ -118,3 +121,15 @@ def patch_time() -> None:
             env.program_state_event.wait(Clock.record("wait", wait_seconds))
 
     wait_function.WaitFunction._wait_interval = _wait_interval
+
+    from botocore import endpoint
+
+    class ScaledSdkTime(types.ModuleType):
+        def __getattr__(self, name):
+            return getattr(real_time, name)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:  # the SDK's back-off between attempts of one request
+            real_time.sleep(Clock.record("sdk-retry", seconds))
+
+    endpoint.time = ScaledSdkTime("time")
