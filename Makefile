@@ -170,6 +170,7 @@ cost: $(STAMP)
 	mv build/bench/cost.json.tmp build/bench/cost.json
 	$(BIN)/python benchmarks/readme_tables.py build/bench/cost.json
 	$(BIN)/python benchmarks/archive.py
+	$(BIN)/python benchmarks/asof.py
 
 reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100

@@ -1,12 +1,13 @@
 """The read API (Powertools REST resolver): the latest state (404 for a tombstone or nothing, never its
-internals), versions newest first (?limit=&cursor=), one version, the execution that wrote it."""
+internals) or the state as of a time (?asOf=&knownAt=), versions newest first (?limit=&cursor=, or those in
+effect during ?from=&to=), one version, the execution that wrote it."""
 
 import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from changeflow_core import observe, reads, validation, wire
+from changeflow_core import asof, observe, reads, validation, wire
 from changeflow_core.errors import NotFound, ValidationError
 
 TABLE_NAME = os.environ["TABLE_NAME"]
@@ -30,13 +31,15 @@ def entity_id(raw: str) -> str:
 
 @app.get("/entities/<id>")
 def get_latest(id: str):
-    return reads.latest(dynamodb, TABLE_NAME, entity_id(id))
+    query = app.current_event.get_query_string_value
+    return reads.state(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, entity_id(id), query("asOf"), query("knownAt"))
 
 
 @app.get("/entities/<id>/versions")
 def list_versions(id: str):
     query = app.current_event.get_query_string_value
-    return reads.versions_page(dynamodb, HISTORY_TABLE_NAME, entity_id(id), reads.page_limit(query("limit")), query("cursor"))
+    return reads.versions(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, entity_id(id), reads.page_limit(query("limit")),
+                          query("cursor"), query("from"), query("to"))
 
 
 @app.get("/entities/<id>/versions/<version>")
@@ -49,9 +52,9 @@ def get_version_execution(id: str, version: str):
     return {key: get_version(id, version)[key] for key in ("entityId", "version", "changeId", "executionArn")}
 
 
-@app.exception_handler([ValidationError, NotFound])
+@app.exception_handler([ValidationError, NotFound, asof.Gone])
 def client_error(exc):
-    status = 404 if isinstance(exc, NotFound) else 400
+    status = 404 if isinstance(exc, NotFound) else 410 if isinstance(exc, asof.Gone) else 400
     return Response(status, "application/json", {"statusCode": status, "message": str(exc)})
 
 

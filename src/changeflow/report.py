@@ -79,24 +79,25 @@ def patch_summary(record: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-def versions(entity_id: str, entity: dict[str, Any]) -> str:
+VERSION_COLUMNS = ["version", "deleted", "effectiveAt", "operation", "changeId", "actor", "expiresAt", "patch",
+                   "attributes"]
+
+
+def versions(entity_id: str, entity: dict[str, Any], head: str | None = None) -> str:
+    """The table of versions under a head line: ``head``, or what ``v0`` holds."""
     rows = []
     for v in entity["versions"]:
         rows.append([v["version"], "yes" if v["deleted"] else "", v["effectiveAt"], v["operation"], v["changeId"],
                      v["actor"], v["expiresAt"], patch_summary(v.get("patch")),
                      v["attributes"] if not v["deleted"] else "(tombstone)"])
     latest = entity["latest"]
-    head = f"entity {entity_id}: "
-    if latest is None:
-        head += "no v0"
-    else:
+    if head is None and latest is None:
+        head = f"entity {entity_id}: no v0"
+    elif head is None:
         state = "tombstone" if latest["deleted"] else "live"
-        head += f"v0 = version {latest['version']} ({state}, effectiveAt {latest['effectiveAt']}"
+        head = f"entity {entity_id}: v0 = version {latest['version']} ({state}, effectiveAt {latest['effectiveAt']}"
         head += f", expires {latest['expiresAt']})" if latest["expiresAt"] else ")"
-    return head + "\n" + table(
-        ["version", "deleted", "effectiveAt", "operation", "changeId", "actor", "expiresAt", "patch", "attributes"],
-        rows
-    )
+    return head + "\n" + table(VERSION_COLUMNS, rows)
 
 
 def _json(text: Any) -> Any:

@@ -32,6 +32,8 @@ def latest_state(item: dict[str, Any] | None, present: bool = True) -> dict[str,
         "changeIds": {k: int(v) for k, v in (item.get(model.CHANGE_IDS) or {}).items()},
         "deleted": bool(item.get(model.DELETED, False)),
         "chainHash": item.get(model.CHAIN_HASH),
+        # the next version records no earlier (steps.write): recorded time stays in version order
+        "recordedAt": int(item[model.RECORDED_AT]) if item.get(model.RECORDED_AT) is not None else None,
     }
 
 

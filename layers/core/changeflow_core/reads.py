@@ -8,10 +8,9 @@ import binascii
 import json
 import re
 import time
-from datetime import datetime, timezone
 from typing import Any
 
-from . import items, model, store
+from . import asof, items, model, store
 from .errors import NotFound, ValidationError
 
 MAX_PAGE = 100
@@ -25,14 +24,32 @@ def latest(client, table: str, entity_id: str) -> dict[str, Any]:
         raise NotFound(f"entity {entity_id!r} does not exist")
     if item.get(model.DELETED):
         raise NotFound(f"entity {entity_id!r} was deleted at version {int(item[model.VERSION])} "
-                       f"on {_utc(int(item[model.EFFECTIVE_AT]))}")
+                       f"on {asof.utc(int(item[model.EFFECTIVE_AT]))}")
     return items.view(item)
 
 
-def _utc(ms: int) -> str:
-    """Epoch milliseconds as ISO 8601 UTC, e.g. ``2026-01-01T00:00:00.000Z``."""
-    moment = datetime.fromtimestamp(ms / 1000, timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+def state(client, table: str, history_table: str, entity_id: str, as_of: str | None = None,
+          known_at: str | None = None) -> dict[str, Any]:
+    """``GET /entities/{id}``: the live latest version, or with ``asOf``/``knownAt`` (epoch ms or ISO 8601
+    UTC) the version in effect then (``asof.version_at``: ``NotFound``, or ``asof.Gone`` for a 410)."""
+    as_of_ms, known_at_ms = asof.parse_instant("asOf", as_of), asof.parse_instant("knownAt", known_at)
+    if as_of_ms is None and known_at_ms is None:
+        return latest(client, table, entity_id)
+    return asof.version_at(client, table, history_table, entity_id, as_of_ms, known_at_ms)[0]
+
+
+def versions(client, table: str, history_table: str, entity_id: str, limit: int, cursor: str | None,
+             start: str | None = None, end: str | None = None) -> dict[str, Any]:
+    """``GET /entities/{id}/versions``: a page of versions newest first, or with ``from`` and ``to`` a page
+    of the versions in effect during that interval (``asof.versions_page_during``)."""
+    start_ms, end_ms = asof.parse_instant("from", start), asof.parse_instant("to", end)
+    if start_ms is None and end_ms is None:
+        return versions_page(client, history_table, entity_id, limit, cursor)
+    if start_ms is None or end_ms is None:
+        raise ValidationError("from" if start_ms is None else "to", "from and to go together")
+    page = asof.versions_page_during(client, table, history_table, entity_id, start_ms, end_ms, limit,
+                                     decode_cursor(cursor, entity_id))
+    return {**page, "nextCursor": encode_cursor(page["nextCursor"])}
 
 
 def _digits(text: str | None) -> bool:

@@ -97,6 +97,14 @@ def patch_content(item: dict | None, change: Change) -> dict:
 
 
 # --- step 2: the conditional v0 write -------------------------------------------------------------------
+def recorded_time(latest: dict[str, Any] | None) -> int:
+    """This version's ``recordedAt``: the write step's clock, but never before the version it follows. The
+    Lambda hosts' clocks differ a little, and known-at reads (``asof``) search recorded time in version
+    order; a version whose host's clock was behind records its predecessor's time instead."""
+    previous = (latest or {}).get("recordedAt")
+    return max(now_ms(), previous) if previous is not None else now_ms()
+
+
 def item_for(state: dict[str, Any], version: int, recorded_at: int, tombstone_ttl_days: int) -> dict[str, Any]:
     """The ``v0`` item of this execution's change, from the state data the fetch step made."""
     change = Change.from_json(state["change"])
@@ -115,7 +123,7 @@ def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0
         raise ChangeIsStale(report(change, outcome, version))
     if outcome != WRITE:
         return {"outcome": outcome, "version": version, "recordedAt": None}
-    recorded_at = now_ms()
+    recorded_at = recorded_time(state["latest"])
     try:
         store.write_latest(client, table, item_for(state, version, recorded_at, tombstone_ttl_days), state["latest"])
     except store.ConditionFailed as failed:

@@ -230,9 +230,10 @@ def tag_expiry(client, history_table: str, entity_id: str, version: int, expires
 def query_history(
     client, history_table: str, entity_id: str, *, newest_first: bool = True, limit: int | None = None,
     start_key: dict | None = None, consistent: bool = False, unexpired_at: int | None = None, raw: bool = False,
+    versions: tuple[int, int] | None = None,
 ) -> tuple[list[dict[str, Any]], dict | None]:
     """One page of history items (plain JSON; ``raw``: DynamoDB JSON) and the key to continue from
-    (``None`` at the end).
+    (``None`` at the end); ``versions=(first, last)`` keeps to that range of version numbers.
     With ``unexpired_at`` (epoch seconds), items whose expiry has passed are filtered out: DynamoDB
     deletes expired items lazily, and it filters after ``limit``, so such a page may be short."""
     kwargs: dict[str, Any] = dict(
@@ -243,6 +244,11 @@ def query_history(
         ScanIndexForward=not newest_first,
         ConsistentRead=consistent,
     )
+    if versions is not None:
+        kwargs["KeyConditionExpression"] = "#pk = :pk AND #sk BETWEEN :first AND :last"
+        del kwargs["ExpressionAttributeValues"][":history"]
+        kwargs["ExpressionAttributeValues"].update({":first": {"S": model.history_sk(versions[0])},
+                                                    ":last": {"S": model.history_sk(versions[1])}})
     if unexpired_at is not None:
         kwargs["FilterExpression"] = "attribute_not_exists(#expiresAt) OR #expiresAt > :now"
         kwargs["ExpressionAttributeNames"]["#expiresAt"] = model.EXPIRES_AT

@@ -4,21 +4,76 @@ against ``changeflow serve`` or a stack deployed on AWS."""
 from __future__ import annotations
 
 from botocore.exceptions import ClientError
-from changeflow_core import wire
+from changeflow_core import asof, wire
+from changeflow_core.errors import NotFound as CoreNotFound
+from changeflow_core.errors import ValidationError
 
 from .. import report
 from ..client import targets
-from ..common.errors import OK, NotFound
+from ..common.errors import OK, NotFound, UsageError
 from .options import COUNT, EXIT_2, EXIT_3_REMOTE, add_remote_options, exit_help
 from .output import dump, no_such_entity
 
 
 def cmd_versions(args) -> int:
+    try:
+        as_of, known_at = asof.parse_instant("--as-of", args.as_of), asof.parse_instant("--known-at", args.known_at)
+        start, end = asof.parse_instant("--from", args.start), asof.parse_instant("--to", args.end)
+    except ValidationError as exc:
+        raise UsageError(str(exc)) from None
+    if (start is None) != (end is None):
+        raise UsageError("--from and --to go together")
+    if start is not None and (as_of is not None or known_at is not None):
+        raise UsageError("--from/--to list versions; --as-of/--known-at answer one: give one or the other")
+    if as_of is not None or known_at is not None:
+        return version_at(args, as_of, known_at)
+    if start is not None:
+        return versions_during(args, start, end)
     entity = targets.client_for(args).entity(args.entity)
     if entity["latest"] is None and not entity["versions"]:
         raise no_such_entity(args.entity)
     print(wire.dumps(entity) if args.json else report.versions(args.entity, entity))
     return OK
+
+
+def version_at(args, as_of: int | None, known_at: int | None) -> int:
+    """``--as-of`` / ``--known-at``: the version in effect then, found as the read API finds it."""
+    client = targets.client_for(args)
+    try:
+        found, _ = asof.version_at(client.dynamodb, client.table, client.history_table, args.entity, as_of, known_at)
+    except (CoreNotFound, asof.Gone) as exc:
+        raise NotFound(str(exc)) from None
+    print(wire.dumps(found) if args.json else report.versions(args.entity, {"latest": None, "versions": [found]},
+                                                              head=f"entity {args.entity} {when(as_of, known_at)}"))
+    return OK
+
+
+def versions_during(args, start: int, end: int) -> int:
+    """``--from``/``--to``: every version in effect during the interval, oldest first."""
+    client = targets.client_for(args)
+    try:
+        first, last, _ = asof.versions_during(client.dynamodb, client.table, client.history_table, args.entity, start, end)
+    except ValidationError as exc:
+        raise UsageError(f"--from: {exc.problem}") from None
+    found, key = [], None
+    while last:
+        page = asof.versions_page_during(client.dynamodb, client.table, client.history_table, args.entity,
+                                         start, end, 100, key)
+        found.extend(page["items"])
+        key = page["nextCursor"]
+        if not key:
+            break
+    found.reverse()
+    head = f"entity {args.entity} from {asof.utc(start)} to {asof.utc(end)}: " + (
+        f"versions {first} to {last}" if last else "no version in effect")
+    print(wire.dumps({"first": first or None, "last": last or None, "versions": found}) if args.json
+          else report.versions(args.entity, {"latest": None, "versions": found}, head=head))
+    return OK
+
+
+def when(as_of: int | None, known_at: int | None) -> str:
+    return " and ".join(part for part in (as_of is not None and f"as of {asof.utc(as_of)}",
+                                          known_at is not None and f"as known at {asof.utc(known_at)}") if part)
 
 
 def cmd_history(args) -> int:
@@ -49,9 +104,17 @@ def cmd_executions(args) -> int:
 
 def add_versions(command) -> None:
     versions = command("versions", "an entity's table of versions", exits=exit_help(
-        "0  the entity's versions were printed", "1  no such entity", EXIT_2, EXIT_3_REMOTE))
+        "0  the entity's versions were printed", "1  no such entity; or it did not exist, was deleted, or its version "
+        "then has expired, at --as-of / --known-at", EXIT_2, EXIT_3_REMOTE))
     add_remote_options(versions)
     versions.add_argument("entity", help="entity id, e.g. user#1001")
+    times = "epoch milliseconds or ISO 8601 in UTC, e.g. 2026-01-01T00:00:00Z"
+    versions.add_argument("--as-of", metavar="T", help=f"only the version in effect at effective time T ({times})")
+    versions.add_argument("--known-at", metavar="T", help="only what the table held at recorded time T (with "
+                          "--as-of: what was believed at T about the state at --as-of)")
+    versions.add_argument("--from", dest="start", metavar="T1", help="with --to: the versions in effect during "
+                          "[T1, T2], including the one in effect at T1")
+    versions.add_argument("--to", dest="end", metavar="T2", help="see --from")
     versions.set_defaults(func=cmd_versions)
 
 

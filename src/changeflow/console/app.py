@@ -22,7 +22,8 @@ from werkzeug.routing import Map, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
-from changeflow_core import wire
+from changeflow_core import asof, wire
+from changeflow_core.errors import ValidationError
 
 from . import data, graph
 
@@ -188,6 +189,16 @@ class Console:
             if not before.isdigit() or int(before) < 1:
                 raise BadRequest("before: a version number")
             before = int(before)
+        times = {"asOf": request.args.get("asOf") or None, "knownAt": request.args.get("knownAt") or None}
+        answer = None
+        if times["asOf"] or times["knownAt"]:
+            try:
+                as_of, known_at = (asof.parse_instant(name, text) for name, text in times.items())
+            except ValidationError as exc:
+                raise BadRequest(str(exc)) from None
+            answer = self.reader.as_of(entity_id, as_of, known_at)
+            if answer["version"] and before is None:  # the page starts at the version in effect
+                before = answer["version"] + 1
         latest = self.reader.latest(entity_id)
         rows, older = self.reader.versions_page(entity_id, before)
         if latest is None and not rows and before is None:
@@ -203,7 +214,7 @@ class Console:
                           older=entity_url(entity_id, before=older) if older else None,
                           newest=entity_url(entity_id) if before else None,
                           can_repair=report is not None and not report.ok and self.reader.repair_can_act(entity_id),
-                          token=self.token, repair_result=repair_result)
+                          token=self.token, repair_result=repair_result, times=times, answer=answer)
 
     def page_repair(self, request: Request) -> Response:
         if request.method != "POST":

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from changeflow_core import items, model, store, wire
+from changeflow_core import asof, items, model, store, wire
+from changeflow_core.errors import NotFound as CoreNotFound
 
 from ..audit import repair as audit_repair
 from ..audit import verify as audit_verify
@@ -193,6 +194,19 @@ class Reader:
     # --- entities -----------------------------------------------------------------------------------
     def latest(self, entity_id: str) -> dict[str, Any] | None:
         return items.view(store.get_item(self.client.dynamodb, self.client.table, entity_id, model.LATEST_SK))
+
+    def as_of(self, entity_id: str, as_of: int | None, known_at: int | None) -> dict[str, Any]:
+        """The version in effect at ``as_of`` as known at ``known_at`` (the read API's search):
+        ``{"version": n or None, "message": what to say}``."""
+        when = " and ".join(part for part in (as_of is not None and f"as of {asof.utc(as_of)}",
+                                              known_at is not None and f"as known at {asof.utc(known_at)}") if part)
+        try:
+            found, _ = asof.version_at(self.client.dynamodb, self.client.table, self.client.history_table,
+                                       entity_id, as_of, known_at)
+        except (CoreNotFound, asof.Gone) as exc:
+            return {"version": None, "message": str(exc)}
+        return {"version": found["version"], "message": f"{when}: version {found['version']}, effective "
+                                                        f"{asof.utc(found['effectiveAt'])}"}
 
     def versions_page(self, entity_id: str, before: int | None = None, size: int = PAGE) -> tuple[list[dict], int | None]:
         """One page of versions, newest first, each with its diff against the version before it:

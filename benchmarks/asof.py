@@ -1,0 +1,124 @@
+"""What an as-of read costs (issue 22 item 3): requests and DynamoDB read units per read at 10, 1,000 and
+100,000 versions, against ``GET /entities/{id}`` (one consistent GetItem of ``v0``) measured in the same run.
+
+The versions are written straight into the embedded stack's table as the workflow leaves them (times
+non-decreasing in version order, ~1 KB items, ``v0`` = the newest); each read runs the read API's own code
+(``changeflow_core.asof``) with every DynamoDB request counted from botocore's events and priced with
+DynamoDB's rounding (``cost.units_of_call``: per 4 KB, eventually consistent half a unit, a miss still
+billed). The targets: the first, second, a third, the middle, the one before the newest and the newest
+version, by effective time and by recorded time; and both: as known when the middle version was recorded,
+each of those up to the middle.
+
+    .venv/bin/python benchmarks/asof.py [--sizes 10 1000 100000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cost import units_of_call  # noqa: E402
+
+T0 = 1_767_225_600_000
+
+
+def write_history(client, table: str, entity: str, n: int) -> None:
+    from changeflow_core import codec, model
+
+    filler = "x" * 850  # with the model's fields, about 1 KB per item
+
+    def item(version: int, sk: str) -> dict:
+        return codec.serialize_item({"pk": entity, "sk": sk, "version": version, "effectiveAt": T0 + version * 10,
+                                     "recordedAt": T0 + version * 10 + 5, "changeId": f"c{version}",
+                                     "operation": "put", "actor": "bench", "body": filler})
+
+    batch = [item(v, model.history_sk(v)) for v in range(1, n + 1)] + [item(n, model.LATEST_SK)]
+    for start in range(0, len(batch), 25):
+        client.batch_write_item(RequestItems={table: [{"PutRequest": {"Item": i}} for i in batch[start:start + 25]]})
+
+
+def measure(sizes: list[int]) -> dict:
+    from changeflow.client import Changeflow
+    from changeflow.local.embedded import EmbeddedStack
+    from changeflow_core import asof, reads
+
+    stack = EmbeddedStack().start()
+    try:
+        cf = Changeflow.for_embedded(stack)
+        client = cf.dynamodb
+        calls: list[tuple[str, dict, dict]] = []
+        asked: list[dict] = []  # the API parameters of the request in flight (one at a time here)
+
+        def before(params, **kwargs):
+            asked.append(dict(params))
+
+        def after(model, parsed, **kwargs):
+            calls.append((model.name, asked.pop(), parsed))
+
+        client.meta.events.register("before-parameter-build.dynamodb", before)
+        client.meta.events.register("after-call.dynamodb", after)
+
+        def priced(run) -> tuple[int, float]:
+            calls.clear()
+            run()
+            units = sum(units_of_call(name, params, response, {})[0] for name, params, response in calls)
+            return len(calls), units
+
+        report = {}
+        for n in sizes:
+            entity = f"bench#{n}"
+            write_history(client, cf.table, entity, n)
+            baseline = priced(lambda: reads.latest(client, cf.table, entity))
+            rows = {}
+            middle = max(1, n // 2)
+            for label in ("asOf", "knownAt", "both"):
+                requests, units = [], []
+                targets = {1, 2, max(1, n // 3), middle, max(1, n - 1), n}
+                for version in sorted(v for v in targets if label != "both" or v <= middle):
+                    # both: what was believed when the middle version was recorded, about each moment before it
+                    as_of = T0 + version * 10 if label != "knownAt" else None
+                    known_at = {"asOf": None, "knownAt": T0 + version * 10 + 5, "both": T0 + middle * 10 + 5}[label]
+
+                    def one():
+                        found, _ = asof.version_at(client, cf.table, cf.history_table, entity, as_of, known_at)
+                        assert found["version"] == version, (found["version"], version)
+                    r, u = priced(one)
+                    requests.append(r)
+                    units.append(u)
+                rows[label] = {"requests_max": max(requests), "requests_mean": sum(requests) / len(requests),
+                               "read_units_max": max(units), "read_units_mean": sum(units) / len(units)}
+            report[str(n)] = {"bound": 2 * math.log2(n) + 2, "latest": {"requests": baseline[0], "read_units": baseline[1]},
+                              **rows}
+        return report
+    finally:
+        stack.stop()
+
+
+def table(report: dict) -> str:
+    lines = ["| versions | 2·log2(n)+2 | `GET /entities/{id}` | as of (max) | known at (max) | both (max) |",
+             "|---:|---:|---|---|---|---|"]
+    for n, row in report.items():
+        cell = lambda r: f"{r['requests_max']} requests, {r['read_units_max']:g} units"  # noqa: E731
+        latest = row["latest"]
+        lines.append(f"| {int(n):,} | {row['bound']:.1f} | {latest['requests']} request, {latest['read_units']:g} unit "
+                     f"| {cell(row['asOf'])} | {cell(row['knownAt'])} | {cell(row['both'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1000, 100_000])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    report = measure(args.sizes)
+    print(json.dumps(report, indent=2) if args.json else table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

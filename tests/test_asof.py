@@ -1,0 +1,306 @@
+"""Time travel (issue 22 items 1-3, 5): the entity as in effect at an effective time (``asOf``), as the
+table held it at a recorded time (``knownAt``), both, and the versions in effect during an interval; on the
+read API's handler (the event a REST API sends), the CLI, and against the reference model, in O(log n)
+reads. What is right comes from the design: the ratchet keeps effectiveAt non-decreasing in version order,
+so the version in effect at T is the last one whose effectiveAt <= T (equal times: the later applied);
+a deletion in effect is a 404 naming it; before the first version a 404; a version TTL took a 410."""
+
+from __future__ import annotations
+
+import json
+import math
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from changeflow.checks.reference_model import Model
+from changeflow_core import asof, codec, model, store
+from conftest import load_event
+
+T0 = 1_767_225_600_000
+pytestmark = pytest.mark.enable_socket  # the CLI reaches the module's `changeflow serve` on 127.0.0.1
+
+
+@pytest.fixture(scope="module")
+def served():
+    """One ``changeflow serve`` for the module (one embedded stack per process): its stack and client, and
+    its endpoint for the CLI."""
+    from changeflow.client import Changeflow
+    from changeflow.local.server import EmbeddedServer
+    from conftest import let_executions_end
+
+    with EmbeddedServer(port=0, time_scale=0.0005) as running:
+        yield running, Changeflow.for_embedded(running.stack)
+        let_executions_end(running.stack)
+
+
+@pytest.fixture
+def shared(served):
+    server, cf = served
+    return server.stack, cf
+
+
+def read(stack, entity: str, route: str = "/entities/{id}", **query) -> tuple[int, dict]:
+    """GET ``route`` through the read API's handler, with the event a REST API sends."""
+    path = route.replace("{id}", quote(entity, safe=""))
+    event = load_event("functions/read_api.json")
+    params = {k: str(v) for k, v in query.items()} or None
+    event.update(resource=route, path=path, pathParameters={"id": entity}, queryStringParameters=params,
+                 multiValueQueryStringParameters=None if params is None else {k: [v] for k, v in params.items()})
+    event["requestContext"].update(resourcePath=route, path=f"/v1{path}")
+    payload, failed = stack.lambdas.invoke(stack.function("ReadApiFunction"), event)
+    assert not failed, payload
+    return payload["statusCode"], json.loads(payload["body"])
+
+
+def submit_all(cf, entity: str, requests: list[dict]) -> None:
+    for request in requests:
+        cf.submit({"entityId": entity, **request})
+
+
+# --- the basic answers ------------------------------------------------------------------------------------
+def test_as_of_answers_the_version_in_effect_with_who_and_which_execution(shared):
+    stack, cf = shared
+    submit_all(cf, "asof#1", [
+        {"operation": "put", "changeId": "a", "effectiveAt": T0, "attributes": {"price": 10}, "actor": "ann"},
+        {"operation": "put", "changeId": "b", "effectiveAt": T0 + 1000, "attributes": {"price": 12}, "actor": "bob"},
+        {"operation": "put", "changeId": "c", "effectiveAt": T0 + 1000, "attributes": {"price": 13}, "actor": "cat"},
+        {"operation": "delete", "changeId": "d", "effectiveAt": T0 + 2000},
+        {"operation": "put", "changeId": "e", "effectiveAt": T0 + 3000, "attributes": {"price": 20}},
+    ])
+    # WHEN asked as of each moment that matters, as epoch ms and as ISO 8601
+    status, body = read(stack, "asof#1", asOf=T0 + 999)
+    assert status == 200 and body["version"] == 1 and body["attributes"] == {"price": 10} and body["actor"] == "ann"
+    assert body["executionArn"].endswith(":" + body["executionArn"].rsplit(":", 1)[1]) and "asof-1--a--" in body["executionArn"]
+    status, body = read(stack, "asof#1", asOf="2026-01-01T00:00:01Z")  # T0 + 1000: equal times, the later applied
+    assert status == 200 and body["version"] == 3 and body["attributes"] == {"price": 13}
+    status, body = read(stack, "asof#1", asOf=T0 + 2500)
+    assert status == 404 and "was deleted" in body["message"] and "version 4 is a deletion" in body["message"]
+    status, body = read(stack, "asof#1", asOf=T0 - 1)
+    assert status == 404 and "did not exist as of 2025-12-31T23:59:59.999Z" in body["message"]
+    status, body = read(stack, "asof#1", asOf=T0 + 10**9)
+    assert status == 200 and body["version"] == 5
+
+
+def test_known_at_answers_what_the_table_held_then_and_both_together_what_was_believed_then(shared):
+    stack, cf = shared
+    submit_all(cf, "known#1", [
+        {"operation": "put", "changeId": "a", "effectiveAt": T0, "attributes": {"v": 1}},
+        {"operation": "put", "changeId": "b", "effectiveAt": T0 + 5000, "attributes": {"v": 2}},
+    ])
+    recorded = {int(i["version"]): int(i["recordedAt"]) for i in store.all_history(cf.dynamodb, cf.history_table, "known#1")}
+    # a late-arriving correction: effective between the two, recorded after both
+    submit_all(cf, "known#1", [{"operation": "put", "changeId": "c", "effectiveAt": T0 + 5000, "attributes": {"v": 3}}])
+    status, body = read(stack, "known#1", knownAt=recorded[1])
+    assert status == 200 and body["version"] == 1
+    status, body = read(stack, "known#1", knownAt=recorded[1] - 1)
+    assert status == 404 and "first version was recorded later" in body["message"]
+    # as believed at version 2's recording, the state at T0 + 5000 was version 2; today it is version 3
+    status, body = read(stack, "known#1", asOf=T0 + 5000, knownAt=recorded[2])
+    assert status == 200 and body["version"] == 2
+    status, body = read(stack, "known#1", asOf=T0 + 5000)
+    assert status == 200 and body["version"] == 3
+
+
+def test_recorded_time_never_goes_back_in_version_order_when_a_writers_clock_is_behind(shared):
+    # GIVEN a write step whose host's clock is 10 s behind the previous writer's
+    from changeflow.local.lambdas import fault_hook
+    from changeflow_core import steps
+
+    stack, cf = shared
+    submit_all(cf, "skew#1", [{"operation": "put", "changeId": "a", "effectiveAt": T0, "attributes": {}}])
+    real = steps.now_ms
+
+    def behind(function, event, invoke):
+        if function.logical_id != "UpdateLatestFunction":
+            return invoke()
+        steps.now_ms = lambda: real() - 10_000
+        try:
+            return invoke()
+        finally:
+            steps.now_ms = real
+
+    with fault_hook(stack.lambdas, behind):
+        submit_all(cf, "skew#1", [{"operation": "put", "changeId": "b", "effectiveAt": T0, "attributes": {}}])
+    first, second = store.all_history(cf.dynamodb, cf.history_table, "skew#1")
+    # THEN version 2 records its predecessor's time, not its clock's: known-at can search in version order
+    assert int(second["recordedAt"]) == int(first["recordedAt"])
+    status, body = read(stack, "skew#1", knownAt=int(first["recordedAt"]))
+    assert status == 200 and body["version"] == 2
+
+
+def test_a_version_ttl_took_is_410_naming_it_never_another_version(shared):
+    stack, cf = shared
+    submit_all(cf, "ttl#1", [{"operation": "put", "changeId": f"c{i}", "effectiveAt": T0 + i * 1000,
+                              "attributes": {"i": i}} for i in range(1, 7)])
+    # GIVEN versions 1 and 2 expired (as the retention window tags them; TTL deletes lazily): 1 deleted, 2 tagged
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key={"pk": {"S": "ttl#1"}, "sk": {"S": model.history_sk(1)}})
+    cf.dynamodb.update_item(TableName=cf.history_table, Key={"pk": {"S": "ttl#1"}, "sk": {"S": model.history_sk(2)}},
+                            UpdateExpression="SET expiresAt = :past", ExpressionAttributeValues={":past": {"N": "1"}})
+    for instant in (T0 + 1000, T0 + 2500):  # version 1 or 2 was in effect: which, history can no longer say
+        status, body = read(stack, "ttl#1", asOf=instant)
+        assert status == 410 and "is version 2 or an older one, and history no longer holds version 2" in body["message"]
+    status, body = read(stack, "ttl#1", asOf=T0 + 3000)
+    assert status == 200 and body["version"] == 3
+    # before the first version's time: whether it existed then only version 1's item could say, and it is gone
+    status, body = read(stack, "ttl#1", asOf=T0)
+    assert status == 410
+
+
+@pytest.mark.parametrize("query,field", [({"asOf": "yesterday"}, "asOf"), ({"asOf": "2026-13-01T00:00:00Z"}, "asOf"),
+                                         ({"knownAt": "-5"}, "knownAt"), ({"asOf": "2026-01-01T00:00:00+02:00"}, "asOf"),
+                                         ({"asOf": "1" * 16}, "asOf"), ({"asOf": "١٢"}, "asOf")])
+def test_a_time_that_is_not_epoch_ms_or_utc_iso_is_a_400_naming_it(shared, query, field):
+    stack, cf = shared
+    status, body = read(stack, "asof#1", **query)
+    assert status == 400 and body["message"].startswith(field + ":")
+
+
+# --- ranges -------------------------------------------------------------------------------------------------
+def test_a_range_lists_the_versions_in_effect_during_it_including_the_one_at_its_start(shared):
+    stack, cf = shared
+    submit_all(cf, "range#1", [{"operation": "put", "changeId": f"c{i}", "effectiveAt": T0 + i * 1000,
+                                "attributes": {"i": i}} for i in range(1, 9)])
+    route = "/entities/{id}/versions"
+    status, body = read(stack, "range#1", route, **{"from": T0 + 2500, "to": T0 + 5000})
+    assert status == 200 and [v["version"] for v in body["items"]] == [5, 4, 3, 2]
+    assert (body["first"], body["last"]) == (2, 5)
+    # paged: the cursor goes on within the range, and one from another range is refused
+    status, page = read(stack, "range#1", route, **{"from": T0 + 2500, "to": T0 + 5000, "limit": 3})
+    assert [v["version"] for v in page["items"]] == [5, 4, 3] and page["nextCursor"]
+    status, rest = read(stack, "range#1", route, **{"from": T0 + 2500, "to": T0 + 5000, "cursor": page["nextCursor"]})
+    assert [v["version"] for v in rest["items"]] == [2]
+    status, refused = read(stack, "range#1", route, **{"from": T0 + 6000, "to": T0 + 7000, "cursor": page["nextCursor"]})
+    assert status == 400 and refused["message"].startswith("cursor")
+    status, body = read(stack, "range#1", route, **{"from": T0 - 5000, "to": T0 - 1})
+    assert status == 200 and body["items"] == []
+    status, body = read(stack, "range#1", route, **{"from": T0 + 5000, "to": T0 + 4000})
+    assert status == 400 and body["message"].startswith("from")
+    status, body = read(stack, "range#1", route, **{"from": T0})
+    assert status == 400 and body["message"].startswith("to")
+
+
+# --- against the reference model -------------------------------------------------------------------------
+OPERATIONS = st.one_of(
+    st.builds(lambda t, v: {"operation": "put", "effectiveAt": T0 + t * 1000, "attributes": {"v": v}},
+              st.integers(0, 4), st.integers(0, 9)),
+    st.builds(lambda t, v: {"operation": "patch", "effectiveAt": T0 + t * 1000, "set": {"p": v}},
+              st.integers(0, 4), st.integers(0, 9)),
+    st.builds(lambda t: {"operation": "delete", "effectiveAt": T0 + t * 1000}, st.integers(0, 4)),
+    st.builds(lambda t, k: {"operation": "rollback", "effectiveAt": T0 + t * 1000, "toVersion": k},
+              st.integers(0, 4), st.integers(1, 3)),
+)
+COUNTER = iter(range(10**6))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(OPERATIONS, min_size=1, max_size=8))
+def test_every_as_of_answer_matches_the_reference_model_at_every_boundary(shared, requests):
+    stack, cf = shared
+    entity = f"model#{next(COUNTER)}"
+    reference = Model()
+    for i, request in enumerate(requests):
+        request = {**request, "changeId": f"c{i}"}
+        reference.apply(request)
+        cf.submit({"entityId": entity, **request})
+    stored = store.all_history(cf.dynamodb, cf.history_table, entity)
+    assert len(stored) == len(reference.versions)
+    times = {v["effectiveAt"] + d for v in reference.versions for d in (-1, 0, 1)} | {T0 - 1}
+    for instant in sorted(times):
+        in_effect = [v for v in reference.versions if v["effectiveAt"] <= instant]
+        status, body = read(stack, entity, asOf=instant)
+        if not in_effect:
+            never = "does not exist" if not reference.versions else "did not exist"
+            assert status == 404 and never in body["message"], (instant, body)
+        elif in_effect[-1]["deleted"]:
+            assert status == 404 and f"version {in_effect[-1]['version']} is a deletion" in body["message"]
+        else:
+            assert status == 200 and (body["version"], body["attributes"]) == (
+                in_effect[-1]["version"], in_effect[-1]["attributes"]), (instant, body)
+    # known-at: the table's own recorded times, searched, against a scan of them
+    for instant in sorted({int(i["recordedAt"]) + d for i in stored for d in (-1, 0)}):
+        known = [i for i in stored if int(i["recordedAt"]) <= instant]
+        status, body = read(stack, entity, knownAt=instant)
+        if not known:
+            assert status == 404
+        elif known[-1].get("deleted"):
+            assert status == 404 and f"version {int(known[-1]['version'])} is a deletion" in body["message"]
+        else:
+            assert status == 200 and body["version"] == int(known[-1]["version"])
+
+
+# --- cost: O(log n) reads, whatever the history's length --------------------------------------------------
+def write_history(client, table: str, entity: str, n: int) -> None:
+    """n versions straight into the table (as the workflow leaves them: times non-decreasing), v0 = n."""
+    def item(version: int, sk: str) -> dict:
+        return codec.serialize_item({"pk": entity, "sk": sk, "version": version, "effectiveAt": T0 + version * 10,
+                                     "recordedAt": T0 + version * 10 + 5, "changeId": f"c{version}",
+                                     "operation": "put", "v": version})
+    batch = [item(v, model.history_sk(v)) for v in range(1, n + 1)] + [item(n, model.LATEST_SK)]
+    for start in range(0, len(batch), 25):
+        client.batch_write_item(RequestItems={table: [{"PutRequest": {"Item": i}} for i in batch[start:start + 25]]})
+
+
+@pytest.mark.parametrize("n", [10, 1000])
+def test_an_as_of_read_takes_at_most_2_log2_n_plus_2_requests(shared, n):
+    stack, cf = shared
+    entity = f"long#{n}"
+    write_history(cf.dynamodb, cf.table, entity, n)
+    calls = []
+    cf.dynamodb.meta.events.register("before-call.dynamodb", lambda model, **kw: calls.append(model.name))
+    worst = 0
+    for version in (1, 2, n // 3, n // 2, n - 1, n):
+        for as_of, known_at in ((T0 + version * 10, None), (None, T0 + version * 10 + 5),
+                                (T0 + version * 10, T0 + n * 10 + 5)):
+            calls.clear()
+            found, history = asof.version_at(cf.dynamodb, cf.table, cf.table, entity, as_of, known_at)
+            assert found["version"] == version
+            assert len(calls) == history.requests
+            worst = max(worst, len(calls))
+    assert worst <= 2 * math.log2(n) + 2, worst
+
+
+# --- the command line ---------------------------------------------------------------------------------------
+def test_the_cli_answers_as_of_known_at_and_ranges_with_clear_errors(served, capsys):
+    from changeflow.cli import main
+
+    server, cf = served
+    submit_all(cf, "cli#1", [{"operation": "put", "changeId": f"c{i}", "effectiveAt": T0 + i * 1000,
+                              "attributes": {"i": i}} for i in range(1, 4)])
+    remote = ["--endpoint-url", server.url]
+    assert main(["versions", "cli#1", "--as-of", "2026-01-01T00:00:02.500Z", "--json", *remote]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 2
+    assert main(["versions", "cli#1", "--from", str(T0 + 1500), "--to", str(T0 + 2000), "--json", *remote]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [v["version"] for v in listed["versions"]] == [1, 2] and (listed["first"], listed["last"]) == (1, 2)
+    assert main(["versions", "cli#1", "--as-of", str(T0), *remote]) == 1
+    assert "did not exist as of" in capsys.readouterr().err
+    for wrong in (["--as-of", "tuesday"], ["--from", "1"], ["--from", "1", "--to", "2", "--as-of", "1"],
+                  ["--from", "5", "--to", "1"]):
+        assert main(["versions", "cli#1", *wrong, *remote]) == 2, wrong
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+
+
+# --- the console ----------------------------------------------------------------------------------------------
+def test_the_console_answers_as_of_on_the_entity_page_and_marks_the_version_in_effect(shared):
+    from werkzeug.test import Client
+
+    from changeflow.client import Changeflow
+    from changeflow.console import data
+    from changeflow.console.app import Console
+
+    stack, cf = shared
+    submit_all(cf, "console#1", [{"operation": "put", "changeId": f"c{i}", "effectiveAt": T0 + i * 1000,
+                                  "attributes": {"i": i}} for i in range(1, 4)])
+    browser = Client(Console(data.Reader(Changeflow.for_embedded(stack))))
+    page = browser.get("/console/entity", query_string={"id": "console#1", "asOf": "2026-01-01T00:00:02.5Z"})
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200
+    assert 'id="as-of-answer" class="ok">as of 2026-01-01T00:00:02.500Z: version 2' in html
+    assert 'id="v2" class="version in-effect"' in html and 'id="v3"' not in html  # the page starts there
+    page = browser.get("/console/entity", query_string={"id": "console#1", "asOf": str(T0)})
+    assert "did not exist as of" in page.get_data(as_text=True)
+    assert browser.get("/console/entity", query_string={"id": "console#1", "asOf": "soon"}).status_code == 400
