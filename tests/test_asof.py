@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from urllib.parse import quote
 
 import pytest
@@ -104,6 +105,8 @@ def test_known_at_answers_what_the_table_held_then_and_both_together_what_was_be
     assert status == 200 and body["version"] == 3
 
 
+@pytest.mark.skipif(os.environ.get("CHANGEFLOW_LAMBDA_RUNTIME") == "emulator",
+                    reason="sets the write step's clock in-process; the Lambda runtime's handlers run elsewhere")
 def test_recorded_time_never_goes_back_in_version_order_when_a_writers_clock_is_behind(shared):
     # GIVEN a write step whose host's clock is 10 s behind the previous writer's
     from changeflow.local.lambdas import fault_hook
