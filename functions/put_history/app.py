@@ -6,7 +6,8 @@ Input: the write step's input plus ``written`` (its result) and ``retryCount``.
 Output: the execution's output (``entityId``, ``operation``, ``outcome``, ``version``, ``changeId``,
 ``effectiveAt``) and ``history``: ``written``|``present``|``repaired``|``unrepairable``. A duplicate whose
 version this execution wrote (its v0 write landed, the answer was lost) is ``applied``.
-Raises ``HistoryConflict`` if version n belongs to another change (never retried).
+Raises ``HistoryConflict`` if version n belongs to another change (never retried). A redact version, once
+in history, removes the content of the version it redacts here (``chainwork.redact``, idempotent).
 """
 
 import os
@@ -17,6 +18,8 @@ from changeflow_core import observe, steps
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
+# the chain stores each version's predecessor hash only where a retention window may expire it (chain.py)
+CHAIN_PREV_HASH = os.environ.get("CHAIN_PREV_HASH", "true") != "false"
 
 logger = Logger()
 tracer = Tracer()
@@ -33,7 +36,7 @@ def lambda_handler(event, context):
     observe.annotate(tracer, change["entityId"], written["version"], written["outcome"])
     observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"], value=event.get("retryCount") or 0)
 
-    result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event)
+    result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH)
     if result["history"] == "repaired":
         observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
 

@@ -16,6 +16,8 @@ from changeflow_core.decisions import ChangeIsStale, WriteConflict
 from changeflow_core.errors import VersionConflict
 
 TABLE_NAME = os.environ["TABLE_NAME"]
+# the chain stores each version's predecessor hash only where a retention window may expire it (chain.py)
+CHAIN_PREV_HASH = os.environ.get("CHAIN_PREV_HASH", "true") != "false"
 
 logger = Logger()
 tracer = Tracer()
@@ -31,7 +33,7 @@ def lambda_handler(event, context):
     logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
 
     try:
-        result = steps.write(dynamodb, TABLE_NAME, event)
+        result = steps.write(dynamodb, TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH)
     except (WriteConflict, VersionConflict):  # counted, then the named error the state machine routes
         observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change["operation"])
         raise

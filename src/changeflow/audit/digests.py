@@ -96,7 +96,7 @@ def verify_since(client: Changeflow, taken: dict[str, Any], now_s: float | None 
                 found.append(f"version {version} has expired under the retention window; it can no longer be proven")
             else:
                 found.append(f"version {version}, recorded in the digest, is gone")
-        elif recorded.get(chain.CHAIN_HASH, {}).get("S") != head["chainHash"]:
+        elif chain.stored_hash(recorded) != head["chainHash"]:
             found.append(f"version {version} no longer has the hash the digest recorded: it was rewritten")
         chain_problems, _ = chain.verify_chain(entity_id, history, latest, anchored=client.history_expires)
         found.extend(chain_problems)
