@@ -9,7 +9,8 @@
   how many and the hash of a chain recomputed over them (``chainAdopts``), so that stripping the chain
   from an item later is still caught.
 
-Both take effect no earlier than the version before them (the ratchet never makes one stale), and a
+Both take effect when the version before them did (not a change of content: valid time stays, the ratchet
+never makes one stale and a later change is never stale because of one), and a
 deleted entity stays deleted (the tombstone writer writes them).
 """
 
@@ -54,7 +55,7 @@ def prepare(client, history_table: str, change: Change, item: dict[str, Any] | N
     content = None
     if not latest["deleted"] and carried is not None:
         content = items.to_wire(items.content_of(carried))
-    effective_at = max(change.effectiveAt, latest["effectiveAt"])
+    effective_at = latest["effectiveAt"]  # not a change of content: valid time does not move
     return dataclasses.replace(change, chainRecord=record, effectiveAt=effective_at), content
 
 

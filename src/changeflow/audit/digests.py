@@ -44,13 +44,16 @@ def _unexpired(items: list[dict[str, dict]], now_s: float) -> list[dict[str, dic
 
 def verify_chain(client: Changeflow, entity_id: str, now_s: float | None = None) -> list[str]:
     """The chain's problems for one entity (empty when every link holds)."""
+    return audit_chain(client, entity_id, now_s).problems
+
+
+def audit_chain(client: Changeflow, entity_id: str, now_s: float | None = None) -> chain.ChainAudit:
+    """The chain's problems for one entity and its notes (each redaction, each adoption)."""
     import time
 
     now_s = time.time() if now_s is None else now_s
     history = _unexpired(raw_history(client, entity_id), now_s)
-    problems, _ = chain.verify_chain(entity_id, history, raw_latest(client, entity_id),
-                                     anchored=client.history_expires)
-    return problems
+    return chain.audit_chain(entity_id, history, raw_latest(client, entity_id), anchored=client.history_expires)
 
 
 def head_of(client: Changeflow, entity_id: str) -> dict[str, Any] | None:
