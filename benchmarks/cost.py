@@ -45,17 +45,22 @@ HANDLER_MS = 5.0  # assumed per Lambda invocation in the dollar figures
 
 
 CHAIN = ("prevHash", "chainHash")  # the hash chain's attributes (changeflow_core.chain)
+FORMAT_1_BYTES = len("prevHash") + 64 + len("chainHash") + 64  # the chain as format 1 stored it: hex strings
 
 
-def item_size(item: dict, chain: bool = True) -> int:
-    """DynamoDB's size of an item; ``chain=False``: as if it carried no hash chain (its cost, shown apart)."""
+def item_size(item: dict, chain: bool | str = True) -> int:
+    """DynamoDB's size of an item; ``chain=False``: as if it carried no hash chain (its cost, shown apart);
+    ``chain="format 1"``: as if it carried the chain as format 1 stored it (145 bytes, the figure before)."""
     from changeflow_core.codec import item_size as size
 
-    return size(item if chain else {k: v for k, v in item.items() if k not in CHAIN})
+    if chain is True:
+        return size(item)
+    bare = size({k: v for k, v in item.items() if k not in CHAIN})
+    return bare + (FORMAT_1_BYTES if chain == "format 1" and any(k in item for k in CHAIN) else 0)
 
 
 def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
-                  chain: bool = True) -> tuple[float, float]:
+                  chain: bool | str = True) -> tuple[float, float]:
     """(read units, write units) of one request, DynamoDB's rounding: reads per 4 KB (strongly
     consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item."""
     item_size_ = lambda item: item_size(item, chain)  # noqa: E731
@@ -77,7 +82,7 @@ def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
     return 0.0, float(max(1, math.ceil(max(old, new) / 1024)))
 
 
-def table_sizes(client, table: str, chain: bool = True) -> dict:
+def table_sizes(client, table: str, chain: bool | str = True) -> dict:
     sizes, start = {}, None
     while True:
         page = client.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
@@ -138,13 +143,18 @@ def measure_paths(item_bytes: int, parameters: dict | None = None) -> dict:
             old = {**table_sizes(cf.dynamodb, cf.table), **table_sizes(cf.dynamodb, cf.history_table)}
             old_unchained = {**table_sizes(cf.dynamodb, cf.table, chain=False),
                              **table_sizes(cf.dynamodb, cf.history_table, chain=False)}
+            old_format_1 = {**table_sizes(cf.dynamodb, cf.table, chain="format 1"),
+                            **table_sizes(cf.dynamodb, cf.history_table, chain="format 1")}
             for function in stack.lambdas.functions.values():
                 function.api_calls.clear()
             started = time.perf_counter()
             execution = cf.submit(request)
             seconds = time.perf_counter() - started
             assert execution.status == "SUCCEEDED", (path, execution.error, execution.cause)
-            reads = writes = reads_unchained = writes_unchained = 0.0
+            reads = writes = reads_unchained = writes_unchained = reads_format_1 = writes_format_1 = 0.0
+            chain_bytes = max((item_size(p["Item"]) - item_size(p["Item"], chain=False) for f in
+                               stack.lambdas.functions.values() for _, op, p, _ in f.api_calls if op == "PutItem"),
+                              default=0)
             calls = []
             for function in stack.lambdas.functions.values():
                 for _, operation, params, response in function.api_calls:
@@ -152,6 +162,8 @@ def measure_paths(item_bytes: int, parameters: dict | None = None) -> dict:
                     reads, writes = reads + r, writes + w
                     r, w = units_of_call(operation, params, response, old_unchained, chain=False)
                     reads_unchained, writes_unchained = reads_unchained + r, writes_unchained + w
+                    r, w = units_of_call(operation, params, response, old_format_1, chain="format 1")
+                    reads_format_1, writes_format_1 = reads_format_1 + r, writes_format_1 + w
                     calls.append(operation)
             events = list(cf.history(execution.arn))
             entered, invocations = billed_transitions(events), lambda_invocations(events)
@@ -162,6 +174,8 @@ def measure_paths(item_bytes: int, parameters: dict | None = None) -> dict:
             results[path] = {
                 "outcome": execution.output["outcome"], "read_units": reads, "write_units": writes,
                 "read_units_without_chain": reads_unchained, "write_units_without_chain": writes_unchained,
+                "read_units_chain_format_1": reads_format_1, "write_units_chain_format_1": writes_format_1,
+                "chain_bytes_per_item": chain_bytes,
                 "requests": sorted(calls), "state_transitions": entered, "lambda_invocations": invocations,
                 "seconds": seconds, "transactional_write_units": transactional_writes if v0_writes else None,
             }
@@ -299,13 +313,20 @@ def units_report(report: dict) -> str:
             trans = row["transactional_write_units"]
             print(f"{path:<10}{row['outcome']:<10}{cells}{('' if trans is None else f'{trans:g}'):>20}"
                   f"{row['state_transitions']:>13}{row['lambda_invocations']:>13}")
-        print("\nThe hash chain's share (prevHash + chainHash: 145 bytes per item): units without it -> with it")
-        for path in PATHS:
-            cells = "".join(
-                f"{report['sizes'][s][path]['read_units_without_chain']:>5g}/{report['sizes'][s][path]['write_units_without_chain']:<4g}"
-                f"-> {report['sizes'][s][path]['read_units']:g}/{report['sizes'][s][path]['write_units']:<6g}"
-                for s in report["sizes"])
-            print(f"{path:<10}{cells}")
+        for title, sizes in (("", report["sizes"]),
+                             (" with a retention window (prevHash stored too)", report.get("retention") or {})):
+            if not sizes:
+                continue
+            bytes_ = max(p["chain_bytes_per_item"] for s in sizes.values() for p in s.values())
+            print(f"\nThe hash chain's share{title}: format 2 stores {bytes_} bytes per item, format 1 stored "
+                  f"{FORMAT_1_BYTES}; read / write units without the chain -> format 1 -> format 2")
+            for path in PATHS:
+                cells = "".join(
+                    f"{sizes[s][path]['read_units_without_chain']:>5g}/{sizes[s][path]['write_units_without_chain']:<4g}"
+                    f"-> {sizes[s][path]['read_units_chain_format_1']:g}/{sizes[s][path]['write_units_chain_format_1']:<4g}"
+                    f"-> {sizes[s][path]['read_units']:g}/{sizes[s][path]['write_units']:<6g}"
+                    for s in sizes)
+                print(f"{path:<10}{cells}")
         print(f"\nCost per million changes at 1 KB (USD; Lambda {int(LAMBDA_MEMORY_GB * 1024)} MB x {HANDLER_MS:g} ms "
               "per invocation assumed; Express: 64 MB, 100 ms)")
         for path in PATHS:
@@ -428,6 +449,9 @@ def main() -> None:
         report["sizes"][size] = measure_paths(size)
     for size in (1000, 100_000):  # the fetch step's two reads with SeparateHistoryTable=true
         report["separate_history_table"][size] = measure_paths(size, {"SeparateHistoryTable": "true"})
+    report["retention"] = {}  # a window that expires nothing in the run, but makes the writers keep prevHash
+    for size in (1000, 4000):
+        report["retention"][size] = measure_paths(size, {"HistoryRetentionVersions": "1000"})
     handler_ms = HANDLER_MS
     if args.units_only:  # load-independent figures only: no timings, no build
         for path in report["sizes"][1000].values():

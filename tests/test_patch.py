@@ -35,7 +35,7 @@ def states_entered(cf, execution):
 
 
 def snapshot(cf):
-    return sorted(json.dumps(i, sort_keys=True) for t in {cf.table, cf.history_table}
+    return sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for t in {cf.table, cf.history_table}
                   for i in cf.dynamodb.scan(TableName=t, ConsistentRead=True)["Items"])
 
 

@@ -50,7 +50,7 @@ def sized(stack, build, target: int) -> dict:
 
 
 def snapshot(cf):
-    return sorted(json.dumps(i, sort_keys=True) for t in {cf.table, cf.history_table}
+    return sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for t in {cf.table, cf.history_table}
                   for i in cf.dynamodb.scan(TableName=t, ConsistentRead=True)["Items"])
 
 
