@@ -255,3 +255,60 @@ def test_on_the_command_line(legacy, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "version 2 redacted at version 5 by dpo@example.com: erasure" in out
     assert "versions 1..3 (written before the chain) adopted at version 4" in out
+
+
+# --- the formats on the stack (issue 22.6) ------------------------------------------------------------------
+def chain_bytes(found: dict) -> int:
+    from changeflow_core import codec
+
+    return codec.item_size(found) - codec.item_size({k: v for k, v in found.items()
+                                                     if k not in (model.PREV_HASH, model.CHAIN_HASH)})
+
+
+def test_the_writers_store_41_chain_bytes_without_a_retention_window(cf):
+    cf.submit(put(T0, "c1", name="Ana"))
+    one, latest = item(cf, 1), item(cf, None)
+    assert "B" in one[model.CHAIN_HASH] and model.PREV_HASH not in one
+    assert chain_bytes(one) == chain_bytes(latest) == 41
+
+
+def test_under_a_retention_window_they_keep_prevhash_too_81_bytes(make_stack):
+    from changeflow.client import Changeflow
+
+    kept = Changeflow.for_embedded(make_stack(HistoryRetentionVersions="2"))
+    kept.submit(put(T0, "c1", name="Ana"))
+    kept.submit(put(T0 + 1, "c2", name="Bo"))
+    two = item(kept, 2)
+    assert chain_bytes(two) == 81 and chain.stored_prev(two) == chain.stored_hash(item(kept, 1))
+    assert verify(kept, ENTITY).ok
+    for n in range(3, 6):  # versions 1..3 leave the window and expire: version 4's prevHash anchors the chain
+        kept.submit(put(T0 + n, f"c{n}", name=f"v{n}"))
+    report = verify(kept, ENTITY, now_s=2**40)
+    assert report.ok and report.versions[0] == 4, (report.versions, report.problems)
+    kept.dynamodb.update_item(TableName=kept.history_table, Key=key(4), UpdateExpression="SET #n = :x",
+                              ExpressionAttributeNames={"#n": "name"}, ExpressionAttributeValues={":x": {"S": "x"}})
+    assert verify(kept, ENTITY, now_s=2**40).problems[0].startswith("version 4:")  # the oldest kept is checked too
+
+
+def test_an_entity_written_in_format_1_goes_on_in_format_2_and_verifies(cf):
+    """Items as changeflow wrote them before format 2 (hex prevHash and chainHash), then a change through
+    today's workflow: the new version chains from the old hex hash, and every version verifies."""
+    cf.submit(put(T0, "c1", name="Ana"))
+    cf.submit(put(T0 + 1, "c2", name="Ana", ssn="1"))
+    prev = chain.genesis(ENTITY)
+    for version in (1, 2):
+        old = chain.seal_v1(item(cf, version), prev)
+        write(cf, version, old)
+        prev = chain.stored_hash(old)
+    write(cf, None, {**old, model.SK: {"S": model.LATEST_SK}})
+    assert verify(cf, ENTITY).ok
+    cf.submit(put(T0 + 2, "c3", name="Bo"))
+    assert chain.format_of(item(cf, 3)) == chain.FORMAT_2 and chain.format_of(item(cf, 2)) == chain.FORMAT_1
+    assert verify(cf, ENTITY).ok
+    cf.submit(redact(2))  # a format-1 version redacted: checked through its redaction record
+    assert "ssn" not in item(cf, 2)
+    report = verify(cf, ENTITY)
+    assert report.ok and any(n.startswith("version 2 redacted at version 4") for n in report.notes)
+    cf.dynamodb.update_item(TableName=cf.history_table, Key=key(2), UpdateExpression="SET actor = :x",
+                            ExpressionAttributeValues={":x": {"S": "mallory"}})
+    assert verify(cf, ENTITY).problems[0].startswith("version 2: is not the version that version 4 redacted")
