@@ -105,7 +105,7 @@ with mock_aws():
         module.dynamodb.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
         report = invoke(module, step)
         report["calls"] = calls
-print("\n@@REPORT@@" + json.dumps(report))
+print("\n@@REPORT@@" + json.dumps(report, default=bytes.hex))  # the chain hash is Binary
 '''
 
 XRAY_PACKET_HEADER = {"format": "json", "version": 1}
