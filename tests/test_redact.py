@@ -312,3 +312,28 @@ def test_an_entity_written_in_format_1_goes_on_in_format_2_and_verifies(cf):
     cf.dynamodb.update_item(TableName=cf.history_table, Key=key(2), UpdateExpression="SET actor = :x",
                             ExpressionAttributeValues={":x": {"S": "mallory"}})
     assert verify(cf, ENTITY).problems[0].startswith("version 2: is not the version that version 4 redacted")
+
+
+def test_once_adoption_is_closed_an_entity_stripped_whole_cannot_be_laundered(legacy, capsys, monkeypatch):
+    """`adopt --all --close` records in the table that every entity is adopted: an entity stripped whole
+    afterwards is reported as stripped, and adopt refuses to bind it again."""
+    from changeflow import cli
+    from changeflow.client import targets
+
+    cf = legacy
+    monkeypatch.setattr(targets, "client_for", lambda args: cf)
+    assert cli.main(["adopt", ENTITY, "--close"]) == 2  # the whole table or nothing
+    assert cli.main(["adopt", "--all", "--close"]) == 0
+    assert "adoption closed at" in capsys.readouterr().out
+    assert verify(cf, ENTITY).ok
+    from changeflow.audit.verify import entities
+    assert entities(cf) == [ENTITY]  # the table's record is not an entity
+    for version in (1, 2, 3, 4, None):
+        unchain(cf, version)
+    problems = verify(cf, ENTITY).problems
+    assert problems and "(chain attributes removed: adoption was closed at" in problems[0]
+    again = cf.submit({"entityId": ENTITY, "operation": "adopt", "changeId": "launder"})
+    assert again.error == "ValidationError" and "adoption was closed" in again.cause
+    capsys.readouterr()
+    assert cli.main(["adopt", ENTITY]) == 1
+    assert "adoption was closed at" in capsys.readouterr().out

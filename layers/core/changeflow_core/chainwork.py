@@ -41,7 +41,13 @@ def _raw_version(client, history_table: str, entity_id: str, version: int) -> di
     return client.get_item(TableName=history_table, Key=key, ConsistentRead=True).get("Item")
 
 
-def prepare(client, history_table: str, change: Change, item: dict[str, Any] | None,
+def adoption_closed(client, table: str) -> dict[str, dict] | None:
+    """The table's record that adoption was closed (``changeflow adopt --all --close``), or ``None``."""
+    key = {model.PK: {"S": model.TABLE_PK}, model.SK: {"S": model.ADOPTION_CLOSED_SK}}
+    return client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+
+
+def prepare(client, table: str, history_table: str, change: Change, item: dict[str, Any] | None,
             latest: dict[str, Any] | None) -> tuple[Change, dict | None]:
     """``(change with its chain record and effectiveAt, content)`` for a redact or an adopt, from the ``v0``
     item just read; ``NotFound`` or ``ValidationError`` (by name) when there is nothing it may do."""
@@ -51,6 +57,10 @@ def prepare(client, history_table: str, change: Change, item: dict[str, Any] | N
         record = _redaction(client, history_table, change, latest)
         carried = None if record[model.REDACTION]["version"] == latest["version"] else item
     else:
+        closed = adoption_closed(client, table)
+        if closed is not None:
+            raise ValidationError("operation", f"adoption was closed at {closed.get('closedAt', {}).get('S')}: every "
+                                  "entity was adopted then, so versions without a chain had it removed since")
         record, carried = _adoption(client, history_table, change, latest), item
     content = None
     if not latest["deleted"] and carried is not None:

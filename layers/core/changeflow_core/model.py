@@ -54,6 +54,13 @@ CHAIN_OPERATIONS = (REDACT, ADOPT)  # they carry the content of the version befo
 APPLIED, STALE, DUPLICATE, CONFLICT = "applied", "stale", "duplicate", "conflict"
 
 
+# The table's own record, under a key no entity id can take (validation refuses control characters):
+# ``changeflow adopt --all --close`` writes it once every entity is adopted; from then on a version with
+# no chain attributes had them removed, and adopt refuses (changeflow_core.chainwork).
+TABLE_PK = "\x1fchangeflow"
+ADOPTION_CLOSED_SK = "chain-adoption-closed"
+
+
 def history_sk(version: int) -> str:
     """Sort key of version ``version`` (1-based)."""
     return f"{HISTORY_PREFIX}{version:0{VERSION_DIGITS}d}"

@@ -80,7 +80,7 @@ def fetch(client, table: str, history_table: str, change: Change, content: dict 
         content = patch_content(item, change) if outcome == WRITE else None
     writer = writers[change.operation]
     if change.operation in model.CHAIN_OPERATIONS and outcome != model.DUPLICATE:  # on every attempt, like a patch
-        change, content = chainwork.prepare(client, history_table, change, item, latest)
+        change, content = chainwork.prepare(client, table, history_table, change, item, latest)
         outcome, version = decide(change, latest)
         writer = writers[model.DELETE] if latest["deleted"] else writer  # a deleted entity stays a tombstone
     result = {"change": change.to_json(), "latest": latest, "content": content, "writer": writer,

@@ -52,8 +52,18 @@ def audit_chain(client: Changeflow, entity_id: str, now_s: float | None = None) 
     import time
 
     now_s = time.time() if now_s is None else now_s
+    from changeflow_core import chainwork
+
     history = _unexpired(raw_history(client, entity_id), now_s)
-    return chain.audit_chain(entity_id, history, raw_latest(client, entity_id), anchored=client.history_expires)
+    audit = chain.audit_chain(entity_id, history, raw_latest(client, entity_id), anchored=client.history_expires)
+    closed = chainwork.adoption_closed(client.dynamodb, client.table)
+    if closed is not None:  # no version can be legacy any more: one without a chain had it removed
+        when = closed.get("closedAt", {}).get("S")
+        audit.problems = [p.replace("(written before the chain, or chain attributes removed); `changeflow adopt` "
+                                    "binds versions written before the chain, once",
+                                    f"(chain attributes removed: adoption was closed at {when})")
+                          for p in audit.problems]
+    return audit
 
 
 def head_of(client: Changeflow, entity_id: str) -> dict[str, Any] | None:

@@ -163,7 +163,7 @@ def entities(client) -> list[str]:
             if start:
                 kwargs["ExclusiveStartKey"] = start
             page = client.dynamodb.scan(**kwargs)
-            found.update(i[model.PK]["S"] for i in page.get("Items", []))
+            found.update(i[model.PK]["S"] for i in page.get("Items", []) if i[model.PK]["S"] != model.TABLE_PK)
             start = page.get("LastEvaluatedKey")
             if not start:
                 break

@@ -9,7 +9,7 @@ from changeflow_core import chain, model
 
 from .. import report
 from ..client import targets
-from ..common.errors import ToolFailure
+from ..common.errors import ToolFailure, UsageError
 from .options import EXIT_0_EXECUTIONS, EXIT_2, EXIT_3_REMOTE, SECONDS, add_remote_options, exit_help
 from .output import dump, execution_status, known_errors, public
 
@@ -42,6 +42,8 @@ def cmd_redact(args) -> int:
 def cmd_adopt(args) -> int:
     from ..audit import digests, verify
 
+    if args.close and not args.all:
+        raise UsageError("--close goes with --all: adoption is closed for the whole table, once")
     client = targets.client_for(args)
     if args.all:  # the entities whose oldest version has no chain attributes and that no version adopted
         ids = []
@@ -52,10 +54,36 @@ def cmd_adopt(args) -> int:
                 ids.append(entity_id)
     else:
         ids = [args.entity]
-    if not ids:
+    status = 0
+    if ids:
+        status = _run(args, [{"entityId": e, "operation": model.ADOPT, **_who(args)} for e in ids])
+    else:
         print("no entity has versions written before the chain: nothing to adopt")
-        return 0
-    return _run(args, [{"entityId": e, "operation": model.ADOPT, **_who(args)} for e in ids])
+    if args.close and status == 0:
+        print(close_adoption(client, len(ids)))
+    return status
+
+
+def close_adoption(client, adopted: int) -> str:
+    """Record in the table that every entity is adopted (once): from then on a version without chain
+    attributes had them removed, verify says so, and adopt refuses. Who and when, as AWS says them."""
+    import datetime
+
+    from changeflow_core import chainwork
+
+    closed = chainwork.adoption_closed(client.dynamodb, client.table)
+    if closed is not None:
+        return f"adoption was closed already, at {closed['closedAt']['S']}"
+    try:
+        who = client.session.client("sts").get_caller_identity()["Arn"] if client.session else None
+    except Exception:  # noqa: BLE001 - the identity is a record, not a condition
+        who = None
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    record = {model.PK: {"S": model.TABLE_PK}, model.SK: {"S": model.ADOPTION_CLOSED_SK}, "closedAt": {"S": now},
+              "entitiesAdoptedLast": {"N": str(adopted)}, **({"closedBy": {"S": who}} if who else {})}
+    client.dynamodb.put_item(TableName=client.table, Item=record, ConditionExpression="attribute_not_exists(#pk)",
+                             ExpressionAttributeNames={"#pk": model.PK})
+    return f"adoption closed at {now}: a version without a chain is now reported as stripped, and adopt refuses"
 
 
 def _common(parser) -> None:
@@ -94,4 +122,7 @@ def add_adopt(command) -> None:
     which.add_argument("--all", action="store_true", help="every entity that verify finds versions written "
                                                           "before the chain in (scans the tables)")
     adopt.add_argument("--reason", help="why (recorded in the new version)")
+    adopt.add_argument("--close", action="store_true",
+                       help="with --all: then record in the table that adoption is closed (once): from then on a "
+                            "version without chain attributes is reported as stripped, and adopt refuses")
     adopt.set_defaults(func=cmd_adopt)
