@@ -86,6 +86,8 @@ def test_redacting_the_current_version_removes_it_from_v0_too(recorded):
     assert verify(cf, ENTITY).ok
     seen = cf.entity(ENTITY)
     assert seen["latest"]["attributes"] == {} and seen["versions"][3]["attributes"] == {}
+    assert seen["versions"][3]["redacted"] is True and seen["latest"]["redacts"] == 4
+    assert "redacted" not in seen["versions"][2] and "redacts" not in seen["versions"][2]
 
 
 def test_a_redaction_of_a_deleted_entity_keeps_it_deleted(recorded):

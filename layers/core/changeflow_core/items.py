@@ -207,4 +207,19 @@ def view(item: dict[str, Any] | None) -> dict[str, Any] | None:
         "sourceVersion": item.get(model.SOURCE_VERSION),
         "patch": item.get(model.PATCH_RECORD),
         "attributes": content_of(item),
+        **_chain_view(item),
     }
+
+
+def _chain_view(item: dict[str, Any]) -> dict[str, Any]:
+    """Only where they apply: ``redacted`` (this version's content was removed; its hash is kept),
+    ``redacts`` (the version a redact version removed the content of), ``adopts`` (how many versions
+    written before the chain an adopt version bound)."""
+    shown: dict[str, Any] = {}
+    if item.get(model.REDACTED) is not None:
+        shown["redacted"] = True
+    if isinstance(item.get(model.REDACTION), dict):
+        shown["redacts"] = int(item[model.REDACTION]["version"])
+    if isinstance(item.get(model.ADOPTION), dict):
+        shown["adopts"] = int(item[model.ADOPTION]["versions"])
+    return shown
