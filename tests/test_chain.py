@@ -380,3 +380,28 @@ def test_an_upgrade_with_traffic_adopts_the_legacy_prefix_before_the_chained_ver
     # an adopt record that claims versions which carry a chain, or fewer than are legacy
     wrong, latest = adopt(legacy + [third], 1)
     assert chain.verify_chain(ENTITY, wrong, latest)[0][0].startswith("version 1: version 4 adopted versions 1..1")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(titles=st.lists(st.text(max_size=6), min_size=2, max_size=7), seed=st.integers(0, 2**32),
+       form=st.sampled_from(["format 1", "format 2", "format 2 without prevHash"]))
+def test_a_random_redaction_verifies_and_every_attack_on_it_is_found(titles, seed, form):
+    rng = random.Random(seed)
+    history, _ = build_history([{"title": t, "n": i} for i, t in enumerate(titles)], SEALS[form])
+    n = rng.randrange(1, len(history) + 1)
+    redacted, latest = redact(history, n, SEALS[form])
+    assert chain.verify_chain(ENTITY, redacted, latest)[0] == []
+    attacks = {
+        "restored": lambda h: h.__setitem__(n - 1, history[n - 1]),
+        "metadata altered": lambda h: h.__setitem__(n - 1, dict(h[n - 1], actor={"S": "mallory"})),
+        "content put back": lambda h: h.__setitem__(n - 1, dict(h[n - 1], title={"S": "x"})),
+    }
+    others = [v for v in range(1, len(history) + 1) if v != n]
+    if others:
+        other = rng.choice(others)
+        attacks["another version emptied"] = lambda h: h.__setitem__(other - 1, chain.redacted_form(h[other - 1]))
+    for what, attack in attacks.items():
+        mutated = [dict(h) for h in redacted]
+        attack(mutated)
+        problems, _ = chain.verify_chain(ENTITY, mutated, latest)
+        assert problems, what

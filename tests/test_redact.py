@@ -339,3 +339,17 @@ def test_once_adoption_is_closed_an_entity_stripped_whole_cannot_be_laundered(le
     capsys.readouterr()
     assert cli.main(["adopt", ENTITY]) == 1
     assert "adoption was closed at" in capsys.readouterr().out
+
+
+def test_a_digest_taken_before_a_redaction_still_proves_everything_after_it(recorded):
+    """The redaction keeps each hash, so what a digest recorded before it is still proven; altering the
+    redacted item afterwards is not."""
+    from changeflow.audit import digests
+
+    cf = recorded
+    taken = digests.digest(cf, [ENTITY])
+    cf.submit(redact(3))  # the head the digest recorded
+    assert digests.verify_since(cf, taken) == {}
+    cf.dynamodb.update_item(TableName=cf.history_table, Key=key(3), UpdateExpression="SET actor = :x",
+                            ExpressionAttributeValues={":x": {"S": "mallory"}})
+    assert digests.verify_since(cf, taken)[ENTITY][0].startswith("version 3:")
