@@ -31,7 +31,7 @@ def test_tables_are_retained_when_the_stack_is_deleted_or_the_table_replaced():
     # https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html
     template = Template(ROOT / "template.yaml", overrides={"SeparateHistoryTable": "true"})
     tables = template.of_type("AWS::DynamoDB::Table")
-    assert set(tables) == {"ChangeTable", "HistoryTable"}
+    assert set(tables) == {"ChangeTable", "HistoryTable", "AttemptsTable"}
     for logical_id, spec in tables.items():
         assert spec.get("DeletionPolicy") == "Retain", logical_id
         assert spec.get("UpdateReplacePolicy") == "Retain", logical_id

@@ -15,6 +15,7 @@ from changeflow_core.submissions import Refused
 STATE_MACHINE_ARN = os.environ["STATE_MACHINE_ARN"]
 WORKFLOW_TYPE = os.environ["WORKFLOW_TYPE"]
 TABLE_NAME = os.environ["TABLE_NAME"]
+ATTEMPTS_TABLE_NAME = os.environ["ATTEMPTS_TABLE_NAME"]
 
 logger = Logger()
 tracer = Tracer()
@@ -40,13 +41,15 @@ def lambda_handler(event, context):
     raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8", "surrogatepass")
     try:
         request = submissions.parse_body(raw)
+        submissions.check(request)  # the fetch step's validation: 400 naming the field, nothing started
         logger.append_keys(entityId=request["entityId"], changeId=request["changeId"])
         observe.annotate(tracer, request["entityId"])
-        answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request)
+        answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request,
+                                             ATTEMPTS_TABLE_NAME)
     except Refused as refused:
         logger.info("refused", extra={"status": refused.status, "reason": refused.message})
         metrics.add_metric(name="ChangesRefused", unit=MetricUnit.Count, value=1)
-        return respond(refused.status, {"message": refused.message}, refused.headers)
+        return respond(refused.status, refused.body, refused.headers)
     metrics.add_metric(name="ChangesSubmitted", unit=MetricUnit.Count, value=1)
     if attempt > 1:
         metrics.add_metric(name="ChangesRetriedAfterFailure", unit=MetricUnit.Count, value=1)
