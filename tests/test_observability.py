@@ -611,11 +611,12 @@ def test_template_state_machine_logs_executions_at_the_configured_level_to_a_ret
     logging_ = machine["Logging"]
     assert logging_["Level"] == {"Ref": "StateMachineLogLevel"}
     assert logging_["IncludeExecutionData"] == {"Ref": "StateMachineIncludeExecutionData"}
-    assert template.resolve(logging_)["Level"] == "ALL" and template.resolve(logging_)["IncludeExecutionData"] == "true"
-    quiet = Template(ROOT / "template.yaml", overrides={"StateMachineLogLevel": "ERROR",
-                                                          "StateMachineIncludeExecutionData": "false"})
-    resolved = quiet.resolve(quiet.resources["ChangeStateMachine"]["Properties"]["Logging"])
-    assert (resolved["Level"], resolved["IncludeExecutionData"]) == ("ERROR", "false")
+    # content stays out by default (docs/privacy.md): failures only, no state's data; the operator opts in
+    assert template.resolve(logging_)["Level"] == "ERROR" and template.resolve(logging_)["IncludeExecutionData"] == "false"
+    everything = Template(ROOT / "template.yaml", overrides={"StateMachineLogLevel": "ALL",
+                                                               "StateMachineIncludeExecutionData": "true"})
+    resolved = everything.resolve(everything.resources["ChangeStateMachine"]["Properties"]["Logging"])
+    assert (resolved["Level"], resolved["IncludeExecutionData"]) == ("ALL", "true")
     destination, = logging_["Destinations"]
     group, attribute = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"]
     assert attribute == "Arn" and group in log_groups(template)

@@ -18,6 +18,7 @@ from changeflow_core import observe, steps
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 
+HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -29,8 +30,8 @@ dynamodb = boto3.client("dynamodb")
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
     change, written = event["change"], event["written"]
-    logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
-    observe.annotate(tracer, change["entityId"], written["version"], written["outcome"])
+    logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
+    observe.annotate(tracer, change["entityId"], written["version"], written["outcome"], hashed=HASH_ENTITY_IDS)
     observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"], value=event.get("retryCount") or 0)
 
     result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event)

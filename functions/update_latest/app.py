@@ -17,6 +17,7 @@ from changeflow_core.errors import VersionConflict
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 
+HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -28,7 +29,7 @@ dynamodb = boto3.client("dynamodb")
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
     change = event["change"]
-    logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
+    logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
 
     try:
         result = steps.write(dynamodb, TABLE_NAME, event)
@@ -36,9 +37,9 @@ def lambda_handler(event, context):
         observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change["operation"])
         raise
     except ChangeIsStale as stale:
-        observe.record_outcome(tracer, metrics, change, stale.result)
+        observe.record_outcome(tracer, metrics, change, stale.result, hashed=HASH_ENTITY_IDS)
         raise
 
-    observe.record_outcome(tracer, metrics, change, result)
+    observe.record_outcome(tracer, metrics, change, result, hashed=HASH_ENTITY_IDS)
     logger.info("v0 write", extra=result)
     return result

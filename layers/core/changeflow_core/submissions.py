@@ -134,7 +134,7 @@ def already_applied(dynamodb, table: str, request: dict[str, Any]) -> dict[str, 
 
 
 def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str,
-           request: dict[str, Any], attempts_table: str) -> tuple[dict[str, Any], int]:
+           request: dict[str, Any], attempts_table: str, hashed: bool = False) -> tuple[dict[str, Any], int]:
     """``(answer, attempt)`` for a parsed change request; ``Refused`` when Step Functions refuses.
 
     The latest attempt is found in O(1) calls whatever the number of earlier ones (changeflow_core.attempts):
@@ -148,7 +148,7 @@ def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str
 
     def answer_of(attempt: int) -> dict[str, Any] | None:
         """The answer if attempt ``attempt`` runs or succeeded (started now if it never was); None if it failed."""
-        name = execution_name(entity, change, attempt)
+        name = execution_name(entity, change, attempt, hashed)
         try:
             started = sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=payload)
             return {"executionArn": started["executionArn"], "status": "RUNNING", "startDate": started["startDate"]}
