@@ -233,13 +233,11 @@ class Reader:
         if not execution_arn:
             return None, None
         try:
-            description = self.describe(execution_arn, entity_id)
+            description = self.describe(execution_arn)
         except Exception:  # noqa: BLE001 - another account's or an expired execution: shown as unknown
             return None, None
-        if description is None:
-            return None, None
-        if description.get("versions") and description.get("output") is None:
-            return "applied", description["status"]  # it wrote the version: what the table keeps says so
+        if description is None:  # gone from Step Functions and from the log: the version item names it
+            return ("applied", "AGED_OUT") if entity_id is not None else (None, None)
         output = parse_json(description.get("output"))
         return (output.get("outcome") if isinstance(output, dict) else None), description["status"]
 
