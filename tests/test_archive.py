@@ -138,3 +138,25 @@ def test_by_default_an_aged_out_execution_is_shown_from_the_versions_it_wrote(ma
     reader = Reader(cf)
     assert reader.outcome(patch_run.arn, entity) == ("applied", "AGED_OUT")
     assert reader.outcome(patch_run.arn) == (None, None)
+
+
+def test_changeflow_history_shows_an_aged_out_execution_from_the_versions_given_its_entity(make_stack, monkeypatch,
+                                                                                           capsys):
+    from changeflow.cli import main
+    from changeflow.client import Changeflow, targets
+
+    cf = Changeflow.for_embedded(make_stack())
+    done = cf.submit({"entityId": "doc#cli", "operation": "put", "changeId": "c1", "effectiveAt": T0,
+                      "attributes": {"s": "kept-in-the-table"}, "actor": "bob"})
+    cf.sfn = AgedOut(cf.sfn, {done.arn})
+    monkeypatch.setattr(targets, "client_for", lambda args: cf)
+    capsys.readouterr()
+    # WHEN asked without the entity THEN no such execution (exit 1), as before
+    assert main(["history", done.name]) == 1
+    capsys.readouterr()
+    # WHEN asked with it THEN its name, AGED_OUT and the version it wrote, no content
+    assert main(["history", done.name, "--entity", "doc#cli"]) == 0
+    out = capsys.readouterr().out
+    assert done.name in out and "AGED_OUT" in out and "bob" in out and "kept-in-the-table" not in out
+    assert main(["history", done.name, "--entity", "doc#cli", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["versions"][0]["version"] == 1
