@@ -21,6 +21,7 @@ HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 # the chain stores each version's predecessor hash only where a retention window may expire it (chain.py)
 CHAIN_PREV_HASH = os.environ.get("CHAIN_PREV_HASH", "true") != "false"
 
+HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -32,8 +33,8 @@ dynamodb = boto3.client("dynamodb")
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
     change, written = event["change"], event["written"]
-    logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
-    observe.annotate(tracer, change["entityId"], written["version"], written["outcome"])
+    logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
+    observe.annotate(tracer, change["entityId"], written["version"], written["outcome"], hashed=HASH_ENTITY_IDS)
     observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"], value=event.get("retryCount") or 0)
 
     result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH)

@@ -32,11 +32,11 @@ def rollback_content(client, history_table: str, entity_id: str, version: int, n
                            Key={model.PK: {"S": entity_id}, model.SK: {"S": model.history_sk(version)}}).get("Item")
     expires = (item or {}).get(model.EXPIRES_AT, {}).get("N")
     if item is None or (expires is not None and int(expires) <= (time.time() if now_s is None else now_s)):
-        raise NotFound(f"entity {entity_id!r} has no version {version}")
+        raise NotFound(f"the entity has no version {version}")
     if item.get(model.DELETED, {}).get("BOOL"):
-        raise NotFound(f"version {version} of entity {entity_id!r} is a deletion; it has no content")
+        raise NotFound(f"version {version} of the entity is a deletion; it has no content")
     if model.REDACTED in item:
-        raise NotFound(f"version {version} of entity {entity_id!r} was redacted; its content is gone")
+        raise NotFound(f"version {version} of the entity was redacted; its content is gone")
     return {name: value for name, value in item.items() if name not in model.RESERVED}
 
 
@@ -53,7 +53,7 @@ def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
     if attempt > MAX_ATTEMPTS:
         last = event.get("error") or {}
         if last.get("Error") == "WriteConflict":
-            raise VersionConflict(f"entity {change.entityId!r} kept changing through {MAX_ATTEMPTS} attempts")
+            raise VersionConflict(f"the entity kept changing through {MAX_ATTEMPTS} attempts")
         raise LatestWriteFailed(f"the v0 write failed {MAX_ATTEMPTS} times; last: {last.get('Error')}: "
                                 f"{str(last.get('Cause'))[:1000]}")
     return change, content, attempt
@@ -97,7 +97,7 @@ def patch_content(item: dict | None, change: Change) -> dict:
     result would not fit the item (the state: ``carried.check``, on the whole result)."""
     if item is None or item.get(model.DELETED):
         state = "was deleted" if item is not None else "does not exist"
-        raise NotFound(f"entity {change.entityId!r} {state}: a patch changes a live entity (create it with a put)")
+        raise NotFound(f"the entity {state}: a patch changes a live entity (create it with a put)")
     values = items.patched(item, change)
     items.check_item_size_of_values(change, values)
     return items.to_wire(values)
@@ -143,7 +143,7 @@ def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0
             raise ChangeIsStale(report(change, outcome, version)) from None
         if outcome == model.CONFLICT:
             if state["attempt"] >= MAX_ATTEMPTS:
-                raise VersionConflict(f"entity {change.entityId!r} kept changing through {MAX_ATTEMPTS} attempts; "
+                raise VersionConflict(f"the entity kept changing through {MAX_ATTEMPTS} attempts; "
                                       f"it is at version {version}") from None
             # no entity id here: this error travels in the state beside the content (carried.ERROR_BYTES)
             raise WriteConflict(f"the entity moved to version {version} after it was read "
