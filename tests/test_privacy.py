@@ -90,7 +90,8 @@ def leaves_the_table(make_stack, traced, **parameters) -> dict[str, str]:
         "function logs": "\n".join(map(str, function_logs)),
         "x-ray": json.dumps([list(map(str, kv)) for kv in traced]),
         "names": json.dumps([(e["name"], e["executionArn"]) for e in listed]),
-        "stored": json.dumps(stack.client("dynamodb").scan(TableName=stack.outputs["ChangeTableName"])["Items"]),
+        "stored": json.dumps(stack.client("dynamodb").scan(TableName=stack.outputs["ChangeTableName"])["Items"],
+                          default=bytes.hex),
     }
 
 
