@@ -5,6 +5,7 @@ simulation calibrated on the embedded stack and its predictions for AWS."""
 from __future__ import annotations
 
 from ..capacity import report
+from ..common.errors import UsageError
 from ..common.project import project_root
 from .options import COUNT, EXIT_2, exit_help
 
@@ -17,7 +18,11 @@ def cmd_capacity(args) -> int:
     if built["figures"]:
         print(f"figures: {report.save_figures(root, built['figures'])}")
     if args.write:
-        print(f"{report.write(root, built['blocks']).relative_to(root)}: replaced {', '.join(built['blocks'])}")
+        try:
+            page = report.write(root, built["blocks"])
+        except ValueError as exc:  # the page lost a block's markers: say which to add back
+            raise UsageError(f"docs/capacity.md: {exc}") from None
+        print(f"{page.relative_to(root)}: replaced {', '.join(built['blocks'])}")
     return 0
 
 
