@@ -23,7 +23,7 @@ def build(root: Path, simulate: bool = True, seeds: int = 3, measured_latencies:
     if simulate:
         workflow = read(root / "statemachines" / "change.asl.json")
         day = tables.today()
-        progress("measuring the embedded stack's latencies (8 sequential changes)...")
+        progress("measuring the embedded stack's latencies (12 sequential changes)...")
         latencies = measured_latencies or calibration.measure_embedded(root)
         measured = calibration.measured_contention(root / "docs" / "cost.md")
         platform = calibration.embedded_platform(latencies)

@@ -38,12 +38,13 @@ Z99 = 2.3263  # the standard normal's 99th percentile
 
 @dataclass(frozen=True)
 class Dist:
-    """A latency in seconds: ``fixed`` (always ``median``), ``exp`` (exponential with mean ``median``), or
-    ``lognormal`` given its median and 99th percentile."""
+    """A latency in seconds: ``fixed`` (always ``median``), ``exp`` (exponential with mean ``median``),
+    ``lognormal`` given its median and 99th percentile, or ``empirical`` (drawn from measured ``samples``)."""
 
     median: float
     p99: float | None = None
     kind: str = "lognormal"
+    samples: tuple[float, ...] = ()
 
     @property
     def sigma(self) -> float:
@@ -51,6 +52,8 @@ class Dist:
 
     @property
     def mean(self) -> float:
+        if self.kind == "empirical":
+            return sum(self.samples) / len(self.samples)
         if self.kind == "fixed":
             return self.median
         if self.kind == "exp":
@@ -58,6 +61,8 @@ class Dist:
         return self.median * math.exp(self.sigma ** 2 / 2)
 
     def sample(self, rng: random.Random) -> float:
+        if self.kind == "empirical":
+            return rng.choice(self.samples)
         if self.kind == "fixed" or self.median == 0:
             return self.median
         if self.kind == "exp":
@@ -67,6 +72,11 @@ class Dist:
 
 def fixed(seconds: float) -> Dist:
     return Dist(seconds, kind="fixed")
+
+
+def empirical(samples: list[float]) -> Dist:
+    ordered = sorted(samples)
+    return Dist(ordered[len(ordered) // 2], ordered[-1], kind="empirical", samples=tuple(ordered))
 
 
 @dataclass(frozen=True)
