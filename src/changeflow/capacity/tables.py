@@ -149,7 +149,7 @@ def calibration_block(rows: list[dict[str, Any]], measured: dict[str, Any], fit:
         for key, label in COMPARED:
             c = row["compared"][key]
             ratio = "" if c["ratio"] is None else ("∞" if math.isinf(c["ratio"]) else f"{c['ratio']:.2f}")
-            body.append([row["k"], label, f"{c['measured']:g}", f"{c['simulated']:.1f}", ratio,
+            body.append([row["k"], label, f"{c['measured']:g}", f"{c['simulated']:.2f}", ratio,
                          "yes" if c["within"] else f"no (beyond ±{TOLERANCE:.0%})"])
     inv, tr, st = measured["invocation_s"], measured["transition_s"], measured["start_s"]
     head = (f"Simulated on {day} (`make capacity`): embedded latencies measured {measured['measured_at']} over "
