@@ -154,6 +154,24 @@ def test_an_older_change_after_a_newer_one_is_stale_in_two_transitions(flow):
     assert (old.transitions, old.invocations, old.write_units) == (2, 2, 0)
 
 
+def test_the_rules_are_changeflow_cores_and_a_resent_change_is_a_duplicate(flow):
+    # the simulation decides with the domain layer's functions, not copies of them
+    assert sim.decide is decisions.decide and sim.classify_failed_write is decisions.classify_failed_write
+    run = sim.Simulation(deterministic(), flow)
+    run.env.process(run.execution(Change("e#1", "put", 1000, "c-1")))
+
+    def resent():
+        yield run.env.timeout(1)
+        yield from run.execution(Change("e#1", "put", 1000, "c-1"))
+
+    run.env.process(resent())
+    first, again = run.run()
+    # THEN the resend is a duplicate (v0 remembers its id): the whole path, and nothing written
+    assert (first.outcome, again.outcome) == ("applied", "duplicate")
+    assert (again.transitions, again.write_units) == (4, 0)
+    assert run.entities["e#1"].latest["version"] == 1
+
+
 def test_start_throttling_admits_the_bucket_and_its_refill(flow):
     # GIVEN AWS Standard: its StartExecution bucket is the quota table's
     platform = sim.aws(quotas(), standard=True)
