@@ -174,10 +174,11 @@ cost: $(STAMP)
 
 # Where changeflow stops on AWS (issue 25): every quota cited, the first wall for Standard and Express at
 # 10², 10³ and 10⁴ changes/s and for one hot entity, the simulation calibrated against make cost's contention
-# rows (the embedded stack's latencies measured first, a few seconds), and its predictions for AWS; the
-# tables replace the generated blocks of docs/capacity.md. About 2 minutes on a loaded 2-core machine.
+# rows (the embedded stack's latencies measured first, a few seconds; and the contention run at K = 10 and 50
+# measured again now, under a minute), and its predictions for AWS; the tables replace the generated blocks
+# of docs/capacity.md. About 3 minutes on a loaded 2-core machine.
 capacity: $(STAMP)
-	$(BIN)/changeflow capacity --write
+	$(BIN)/changeflow capacity --write --contention 10,50
 
 reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100

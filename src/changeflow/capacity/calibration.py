@@ -113,6 +113,19 @@ def measured_contention(cost_page: Path) -> dict[int, dict[str, Any]]:
     return rows
 
 
+def measure_contention(cost, root: Path, ks: tuple[int, ...]) -> dict[int, dict[str, Any]]:
+    """``make cost``'s contention run (``benchmarks/cost.py``'s ``contention``: K writers to one entity, one
+    effectiveAt, real back-off timing) at each K, now: rows in ``measured_contention``'s shape."""
+    day = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rows = {}
+    for k in ks:
+        row = cost.contention(k, 1.0, root, label="today")
+        rows[k] = {"transitions_per_applied": row["transitions_per_applied"],
+                   "version_conflicts": float(row["version_conflicts"]), "p50_s": row["p50_s"], "p99_s": row["p99_s"],
+                   "applied": float(row["applied"]), "measured_on": f"{day}, this run"}
+    return rows
+
+
 def simulate_k(platform: Platform, workflow: Workflow, k: int, seeds: int = 3) -> dict[str, float]:
     """The mean over ``seeds`` runs of K writers on one key."""
     runs = []

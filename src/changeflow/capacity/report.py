@@ -14,7 +14,7 @@ from .workflow import read
 
 
 def build(root: Path, simulate: bool = True, seeds: int = 3, measured_latencies: dict[str, Any] | None = None,
-          progress=print) -> dict[str, Any]:
+          contention: tuple[int, ...] = (), progress=print) -> dict[str, Any]:
     """The blocks (and the figures behind them). ``simulate=False``: the model's blocks only (no embedded
     stack, no simulation: a second)."""
     q = quotas()
@@ -30,8 +30,13 @@ def build(root: Path, simulate: bool = True, seeds: int = 3, measured_latencies:
         progress("fitting the embedded stack's scheduling to the measured contention rows...")
         fitted = calibration.fit(platform, workflow, measured, seeds)
         rows = calibration.calibrate(replace(platform, **fitted), workflow, measured, seeds)
+        cost = calibration.cost_module(root)
+        if contention:
+            progress(f"measuring contention now (benchmarks/cost.py's run, K = {', '.join(map(str, contention))})...")
+            today_rows = calibration.measure_contention(cost, root, contention)
+            rows += calibration.calibrate(replace(platform, **fitted), workflow, today_rows, seeds, contention)
         progress("predicting AWS: K = 1,000 on one key, 10,000/s over 1,000,000 entities...")
-        predictions = calibration.predict(q, workflow, calibration.cost_module(root), seeds=2)
+        predictions = calibration.predict(q, workflow, cost, seeds=2)
         blocks["capacity-calibration"] = tables.calibration_block(rows, latencies, fitted, day)
         blocks["capacity-predictions"] = tables.predictions_block(predictions, day)
         figures = {"embedded_latencies": latencies, "fit": fitted, "calibration": rows, "predictions": predictions}

@@ -149,16 +149,17 @@ def calibration_block(rows: list[dict[str, Any]], measured: dict[str, Any], fit:
         for key, label in COMPARED:
             c = row["compared"][key]
             ratio = "" if c["ratio"] is None else ("∞" if math.isinf(c["ratio"]) else f"{c['ratio']:.2f}")
-            body.append([row["k"], label, f"{c['measured']:g}", f"{c['simulated']:.2f}", ratio,
+            body.append([row["k"], label, row["measured_on"], f"{c['measured']:.2f}", f"{c['simulated']:.2f}", ratio,
                          "yes" if c["within"] else f"no (beyond ±{TOLERANCE:.0%})"])
     inv, tr, st = measured["invocation_s"], measured["transition_s"], measured["start_s"]
     head = (f"Simulated on {day} (`make capacity`): embedded latencies measured {measured['measured_at']} over "
             f"{measured['changes']} sequential changes, load average {measured.get('load_average', 0):.1f} (invocation median {inv['median'] * 1000:.1f} ms, p99 "
             f"{inv['p99'] * 1000:.0f} ms; transition median {tr['median'] * 1000:.1f} ms, p99 {tr['p99'] * 1000:.0f} ms; "
             f"StartExecution median {st['median'] * 1000:.1f} ms; each drawn from its samples); fitted: interleave {fit['interleave']:g}, "
-            f"transition_held {fit['transition_held']:g}; measured rows: docs/cost.md, {rows[0]['measured_on']}.")
-    return head + "\n\n" + table(["K", "figure", "measured", "simulated", "sim / measured", "within ±25%"],
-                                 "rlrrrl", body)
+            f"transition_held {fit['transition_held']:g} (on docs/cost.md's rows); rows measured \"this run\": "
+            "benchmarks/cost.py's contention run, K writers at time scale 1, in the same make capacity.")
+    return head + "\n\n" + table(["K", "figure", "measured on", "measured", "simulated", "sim / measured",
+                                   "within ±25%"], "rllrrrl", body)
 
 
 def predictions_block(rows: list[dict[str, Any]], day: str) -> str:

@@ -12,7 +12,11 @@ from .options import COUNT, EXIT_2, exit_help
 
 def cmd_capacity(args) -> int:
     root = project_root()
-    built = report.build(root, simulate=not args.model_only, seeds=args.seeds)
+    try:
+        ks = tuple(int(k) for k in args.contention.split(",") if k.strip())
+    except ValueError:
+        raise UsageError(f"--contention {args.contention!r}: give whole numbers separated by commas, e.g. 10,50") from None
+    built = report.build(root, simulate=not args.model_only, seeds=args.seeds, contention=ks)
     for name, body in built["blocks"].items():
         print(f"{name}:\n{body}\n")
     if built["figures"]:
@@ -38,4 +42,7 @@ def add_capacity(command) -> None:
                           help="the closed-form model alone: no embedded stack, no simulation")
     capacity.add_argument("--seeds", type=COUNT, default=3, metavar="N",
                           help="simulation runs per figure, averaged (default %(default)s)")
+    capacity.add_argument("--contention", default="", metavar="K,K",
+                          help="also measure make cost's contention run now at these K (e.g. 10,50; real back-off "
+                               "timing, tens of seconds) and compare the simulation with it (default: none)")
     capacity.set_defaults(func=cmd_capacity)
