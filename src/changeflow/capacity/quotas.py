@@ -4,10 +4,10 @@ value here (a granted increase, another Region) changes the tables of ``make cap
 
 Read on 2026-11-24 through the documentation search of the project's tooling (stored copies of the pages).
 The Step Functions throttling table is the one in the developer guide's source on GitHub
-(awsdocs/aws-step-functions-developer-guide, doc_source/limits-overview.md, commit 28a1c16, archived);
-AWS has raised these defaults since in some accounts, and new accounts start lower ("New AWS accounts have
-reduced state transition quotas", the live page), so an account's own values (Service Quotas console)
-belong here before planning on them.
+(awsdocs/aws-step-functions-developer-guide, doc_source/limits-overview.md, commit 28a1c16, archived, so
+possibly older than the live page, whose table the search did not return in full); new accounts start
+lower ("New AWS accounts have reduced state transition quotas", the live page), so an account's own values
+(Service Quotas console) belong here before planning on them.
 """
 
 from __future__ import annotations
