@@ -315,3 +315,11 @@ def test_a_copy_of_the_project_with_a_granted_increase_renders_other_walls(tmp_p
     walls = tables.model_blocks(tmp_path)
     assert "| DynamoDB read / write units per applied update (1 KB) | 1 / 8 |" in walls["capacity-workflow"]
     assert re.search(r"\| table-level writes, on demand \| 2% \| 20% \| 200% \|", walls["capacity-load"])
+
+
+def test_a_bad_contention_list_is_one_line_and_status_2(capsys, monkeypatch):
+    from changeflow.cli import main
+
+    monkeypatch.chdir(ROOT)
+    assert main(["capacity", "--model-only", "--contention", "10,many"]) == 2
+    assert "--contention '10,many': give whole numbers" in capsys.readouterr().err
