@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
@@ -345,7 +345,7 @@ class Simulation:
 
     # --- one execution ----------------------------------------------------------------------------------
     def execution(self, change: Change):
-        w, started = self.workflow, self.env.now
+        started = self.env.now
         self.started += 1
         result = Result("applied", order=self.started, started_at=started)
         if self.starts is not None and not self.starts.try_take():
@@ -457,7 +457,3 @@ def summary(results: list[Result], since: float = 0.0) -> dict[str, Any]:
             "cold_starts": sum(r.cold_starts for r in started),
             "lambda_throttles": sum(r.lambda_throttles for r in started),
             "p50_s": pick(0.5), "p99_s": pick(0.99), "mean_s": sum(seconds) / len(seconds) if seconds else 0.0}
-
-
-def with_latencies(platform: Platform, **changes: Any) -> Platform:
-    return replace(platform, **changes)
