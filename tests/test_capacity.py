@@ -281,7 +281,8 @@ def test_the_page_holds_the_models_tables_as_the_model_renders_them_today():
     page = tables.blocks_in((ROOT / "docs" / "capacity.md").read_text(encoding="utf-8"))
     rendered = tables.model_blocks(ROOT)
     for name in tables.MODEL_BLOCKS:
-        assert page[name] == rendered[name], f"{name} is stale: run make capacity"
+        assert page[name] == rendered[name], (f"{name} is stale: run `.venv/bin/changeflow capacity --model-only "
+                                              "--write` (a second) or make capacity")
     for name in tables.SIMULATED_BLOCKS:
         assert page[name].startswith("Simulated on ") and "`make capacity`" in page[name]
 
