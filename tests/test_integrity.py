@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
+
+import pytest
 
 from changeflow.cli import main
 from changeflow.audit.repair import repair
 from changeflow.audit.verify import verify
 
 T0 = 1_767_225_600_000
+DAY = 86_400
 
 
 def put(at, change, **attributes):
@@ -64,7 +68,60 @@ def test_with_a_retention_window_the_oldest_versions_may_be_gone(make_stack):
     for i in range(4):
         cf.submit(put(T0 + i, f"c{i}"))
     cf.dynamodb.delete_item(TableName=cf.history_table, Key=key(1))  # what TTL does after the expiry
-    assert verify(cf, "e").ok
+    assert verify(cf, "e", now_s=time.time() + 2 * DAY).ok  # a day after its tag, TTL may have deleted it
+    # but version 1 was tagged a moment ago to expire in a day: TTL never deletes before the expiry
+    assert verify(cf, "e").problems == ["versions missing from history: [1]"]
+
+
+RETENTIONS = [{"HistoryRetentionVersions": "3"},
+              {"HistoryRetentionVersions": "3", "SeparateHistoryTable": "true"},
+              {"HistoryRetentionVersions": "3", "HistoryRetentionDays": "1"},
+              {"HistoryRetentionDays": "1", "WorkflowType": "EXPRESS"}]
+
+
+@pytest.mark.parametrize("parameters", RETENTIONS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
+def test_with_a_retention_window_only_versions_past_it_and_due_may_be_absent(make_stack, parameters):
+    # issue 26.4: with HistoryRetentionVersions=3, six versions, v#4 and v#5 deleted: verify said ok
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(make_stack(**parameters))
+    for i in range(6):
+        cf.submit(put(T0 + i, f"c{i}"))
+    later = time.time() + 2 * DAY  # every tag that was set has come due (TTL may delete them)
+    assert verify(cf, "e").ok and verify(cf, "e", now_s=later).ok
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key=key(4))
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key=key(5))
+    # inside the window, or tagged a moment ago to expire in a day: absent only if someone removed them
+    moments = (None, later) if "HistoryRetentionVersions" in parameters else (None,)
+    for now_s in moments:
+        report = verify(cf, "e", now_s=now_s)
+        assert report.missing == [4, 5] and "versions missing from history: [4, 5]" in report.problems
+    if "HistoryRetentionVersions" not in parameters:  # days only: a day after they were superseded, TTL may
+        assert verify(cf, "e", now_s=later).ok       # have taken them
+
+
+@pytest.mark.parametrize("parameters", RETENTIONS[:1] + RETENTIONS[2:3])
+def test_an_expiry_set_early_by_hand_is_a_removal(make_stack, parameters):
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(make_stack(**parameters))
+    for i in range(6):
+        cf.submit(put(T0 + i, f"c{i}"))
+    cf.dynamodb.update_item(TableName=cf.history_table, Key=key(5), UpdateExpression="SET expiresAt = :t",
+                            ExpressionAttributeValues={":t": {"N": "1"}})
+    assert verify(cf, "e").missing == [5]
+
+
+def test_a_version_deleted_before_its_expiry_came_due_is_caught(make_stack):
+    # HistoryRetentionVersions=3, HistoryRetentionDays=1: versions 1..3 are tagged to expire in a day
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(make_stack(HistoryRetentionVersions="3", HistoryRetentionDays="1"))
+    for i in range(6):
+        cf.submit(put(T0 + i, f"c{i}"))
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key=key(3))
+    assert verify(cf, "e").missing == [3]
+    assert verify(cf, "e", now_s=time.time() + 2 * DAY).ok  # after its expiry, TTL may have taken it
 
 
 def test_verify_and_repair_on_the_command_line(stack, cf, capsys, monkeypatch):

@@ -12,6 +12,7 @@ from typing import Any
 from changeflow_core import items, model, store
 
 from .digests import verify_chain
+from .retention import retention_window, unexplained_absences
 
 # Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
 NOT_CONTENT = {model.SK, model.EXPIRES_AT}
@@ -42,8 +43,8 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     now_s = time.time() if now_s is None else now_s
     report = Report(entity_id)
     latest = store.get_item(client.dynamodb, client.table, entity_id, model.LATEST_SK)
-    history = [h for h in store.all_history(client.dynamodb, client.history_table, entity_id)
-               if not items.is_expired(h, now_s)]
+    stored = store.all_history(client.dynamodb, client.history_table, entity_id)
+    history = [h for h in stored if not items.is_expired(h, now_s)]
     report.versions = [int(h[model.VERSION]) for h in history]
     by_version = {int(h[model.VERSION]): h for h in history}
     if latest is None and not history:  # nothing to check: the CLI says "no such entity"
@@ -53,13 +54,16 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     for h in history:
         if model.history_sk(int(h[model.VERSION])) != h[model.SK]:
             report.problems.append(f"history item {h[model.SK]} holds version {h[model.VERSION]}")
-    if report.versions:
-        first = report.versions[0] if client.history_expires else 1  # without retention nothing may expire
-        expected = list(range(first, report.versions[-1] + 1))
-        missing = sorted(set(expected) - set(report.versions))
-        report.missing.extend(missing)
-        if missing:
-            report.problems.append(f"versions missing from history: {missing}")
+    # only the retention window may let a version go, and only once its tag has come due (audit.retention)
+    newest = report.versions[-1] if report.versions else 0
+    current = max(newest, int(latest[model.VERSION]) if latest is not None else 0)
+    recorded = {int(i[model.VERSION]): int(i[model.RECORDED_AT]) for i in [*stored, latest or {}]
+                if i.get(model.VERSION) is not None and i.get(model.RECORDED_AT) is not None}
+    absent = unexplained_absences(retention_window(client), report.versions, recorded, current, now_s)
+    missing = [v for v in absent if v < newest]
+    report.missing.extend(missing)
+    if missing:
+        report.problems.append(f"versions missing from history: {missing}")
     for older, newer in zip(history, history[1:]):
         n = newer[model.VERSION]
         if newer[model.EFFECTIVE_AT] < older[model.EFFECTIVE_AT]:
@@ -101,8 +105,7 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
         if not _same_version(latest, by_version[current]):
             report.problems.append(f"history item of version {current} differs from v0")
     else:
-        newest = report.versions[-1] if report.versions else 0
-        gap = list(range(newest + 1, current + 1))
+        gap = [v for v in absent if v > newest]
         report.missing.extend(gap)
         report.problems.append(f"versions missing from history: {gap} (v0 is at version {current})")
     return report
@@ -125,11 +128,6 @@ def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str
                 items.content_of(before), record.get("set") or {}, record.get("remove") or []):
             problems.append(f"patch version {n} is not version {n - 1} with its patch applied")
     return problems
-
-
-def retention_window(client) -> tuple[int, int]:
-    outputs = client.outputs or {}
-    return int(outputs.get("HistoryRetentionVersions") or 0), int(outputs.get("HistoryRetentionDays") or 0)
 
 
 def untagged_versions(client, latest: dict[str, Any] | None, history: list[dict[str, Any]]) -> list[int]:
