@@ -125,7 +125,8 @@ def add_verify(command) -> None:
     verify = command("verify", "check an entity's versions (contiguous, consistent, v0 matches history)",
                      exits=exit_help("0  every entity checked is consistent (and unchanged since --since-digest)",
                                      "1  problems found (a gap, a broken hash chain, a change since the digest, a "
-                                     "version no execution wrote), or no such entity",
+                                     "version no execution wrote, a digest file whose root does not match), or "
+                                     "no such entity (or one the digest does not name)",
                                      EXIT_2, EXIT_3_REMOTE))
     add_remote_options(verify)
     which = verify.add_mutually_exclusive_group(required=True)
