@@ -16,14 +16,13 @@ from botocore.config import Config
 
 from changeflow_core import items, model, store, wire
 
-from . import names
+from . import logged, names
 
-TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
 # An Express execution's history is its execution log (DescribeExecution and GetExecutionHistory refuse
-# its ARN): the event that ends an execution, and the status it gives it.
-# https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
-TERMINAL_EVENTS = {"ExecutionSucceeded": "SUCCEEDED", "ExecutionFailed": "FAILED",
-                   "ExecutionTimedOut": "TIMED_OUT", "ExecutionAborted": "ABORTED"}
+# its ARN), read by ``logged``: the event that ends an execution, and the status it gives it; UNKNOWN once
+# an execution has ended but the log lost its end. https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
+TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", logged.UNKNOWN}
+TERMINAL_EVENTS = logged.TERMINAL_EVENTS
 
 
 def named_errors(definition: dict) -> set[str]:
@@ -186,7 +185,7 @@ class Changeflow:
                 if summary["executionArn"] in seen:
                     continue
                 description = self.describe(summary["executionArn"])
-                if json.loads(description.get("input") or "null") == json.loads(wire.execution_input(request)):
+                if _same_input(description, wire.execution_input(request)):
                     return self.wait(summary["executionArn"], max(1.0, deadline - time.monotonic()))
                 if description["status"] != "RUNNING":
                     seen.add(summary["executionArn"])
@@ -201,17 +200,10 @@ class Changeflow:
             except self.sfn.exceptions.ExecutionDoesNotExist:
                 if not self._archived(arn):  # aged out of Step Functions (90 days): the execution log keeps it
                     raise
-        records = self._log_records(arn)
-        started = next((r for r in records if r["type"] == "ExecutionStarted"), {})
-        ended = next((r for r in records if r["type"] in TERMINAL_EVENTS), None)
         name = arn.split(":")[-2] if is_express(arn) else arn.split(":")[-1]
-        description = {"executionArn": arn, "name": name, "stateMachineArn": self.state_machine_arn,
-                       "status": TERMINAL_EVENTS[ended["type"]] if ended else "RUNNING",
-                       "input": started.get("details", {}).get("input")}
-        if ended:
-            details = ended.get("details", {})
-            description.update({k: details[k] for k in ("output", "error", "cause") if k in details})
-        return description
+        # the log is best-effort and cuts big payloads: the description says what it lacks (logGaps)
+        return logged.description(arn, name, self.state_machine_arn, self._log_records(arn),
+                                  closed=not is_express(arn))
 
     def _log_group(self) -> str:
         if not hasattr(self, "_execution_log_group"):
@@ -333,6 +325,21 @@ def _parsed(request: Any) -> Any:
         except ValueError:
             return None
     return request
+
+
+def _same_input(description: dict[str, Any], sent: str) -> bool:
+    """Whether an execution's input is ``sent``; from an execution log that cut it at 248 KB, whether it is
+    the start of ``sent`` (the log keeps a prefix)."""
+    found = description.get("input")
+    if not isinstance(found, str):
+        return False
+    if (description.get("inputDetails") or {}).get("truncated"):  # a prefix, whitespace as EventBridge wrote it
+        squeezed = "".join(found.split())
+        return len(squeezed) > 0 and "".join(sent.split()).startswith(squeezed)
+    try:
+        return json.loads(found) == json.loads(sent)
+    except ValueError:
+        return False
 
 
 def _execution(description: dict[str, Any]) -> Execution:
