@@ -140,6 +140,17 @@ def test_an_express_execution_whose_end_the_log_lost_is_running_for_its_5_minute
     assert cf.wait(arn, timeout=5).status == "UNKNOWN"  # wait ends: the execution cannot be running
 
 
+def test_an_express_execution_whose_start_the_log_lost_is_still_listed(make_stack, losing):
+    cf = Changeflow.for_embedded(make_stack(WorkflowType="EXPRESS"))
+    cf.submit({"entityId": "e", "operation": "put", "attributes": {"a": 1}, "effectiveAt": T0, "changeId": "c0"})
+    losing("ExecutionStarted")
+    lost = cf.submit({"entityId": "e", "operation": "put", "attributes": {"a": 2}, "effectiveAt": T0 + 1,
+                      "changeId": "c1"})
+    assert lost.status == "SUCCEEDED" and lost.output["version"] == 2
+    listed = {e["executionArn"]: e["status"] for e in cf.executions()}
+    assert listed[lost.arn] == "SUCCEEDED" and len(listed) == 2
+
+
 # --- the HistoryWriteFailed metric filter --------------------------------------------------------------
 def _filter_matches(pattern: str, record: dict) -> bool:
     from test_observability import json_pattern_matches

@@ -288,18 +288,21 @@ class Changeflow:
 
     def _express_executions(self, limit: int) -> list[dict[str, Any]]:
         prefix = self.state_machine_arn.replace(":stateMachine:", ":express:", 1) + ":"
-        logs, kwargs = self.make("logs"), {"logGroupName": self._log_group(),
-                                            "filterPattern": '{ $.type = "ExecutionStarted" }'}
+        # its start or its end: the log is best-effort, and an execution whose start it lost is still listed
+        kinds = ["ExecutionStarted", *TERMINAL_EVENTS]
+        logs, kwargs = self.make("logs"), {"logGroupName": self._log_group(), "filterPattern": "{ " + " || ".join(
+            f'($.type = "{kind}")' for kind in kinds) + " }"}
         found: dict[str, dict[str, Any]] = {}
         while True:
             page = logs.filter_log_events(**kwargs)
             for event in page.get("events", []):
                 record = json.loads(event["message"])
                 arn = record.get("execution_arn", "")
-                if record.get("type") == "ExecutionStarted" and arn.startswith(prefix):
+                if record.get("type") in kinds and arn.startswith(prefix) and (
+                        arn not in found or record["type"] == "ExecutionStarted"):
                     found[arn] = {"executionArn": arn, "name": arn.split(":")[-2],
                                   "stateMachineArn": self.state_machine_arn,
-                                  "startDate": _log_time(record)}
+                                  "startDate": _log_time(record)}  # its end's time if the start is lost
             if not page.get("nextToken"):
                 break
             kwargs["nextToken"] = page["nextToken"]
