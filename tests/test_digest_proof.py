@@ -220,3 +220,40 @@ def test_one_entity_checked_against_an_altered_file_still_sees_the_alteration(cf
     assert cli.main(["verify", "--all", "--since-digest", str(path)]) == 1
     out = capsys.readouterr().out
     assert "the file was altered" in out and "f: version 1 no longer has the hash the digest recorded" in out
+
+
+# --- the table is input too: an insider can write any type anywhere ------------------------------------
+ALTERATIONS = {
+    "version removed": ("REMOVE #v", {}),
+    "version as text": ("SET #v = :x", {":x": {"S": "abc"}}),
+    "effectiveAt as text": ("SET effectiveAt = :x", {":x": {"S": "soon"}}),
+    "recordedAt as text": ("SET recordedAt = :x", {":x": {"S": "then"}}),
+    "changeId removed": ("REMOVE changeId", {}),
+    "expiresAt as text": ("SET expiresAt = :x", {":x": {"S": "never"}}),
+    "sourceVersion as text": ("SET sourceVersion = :x", {":x": {"S": "one"}}),
+}
+
+
+@pytest.mark.parametrize("name", ALTERATIONS)
+@pytest.mark.parametrize("where", ["history", "v0"])
+def test_an_attribute_of_the_wrong_type_is_reported_not_a_crash(cf, tmp_path, capsys, on_cli, name, where):
+    written(cf, versions=3)
+    taken = digests.digest(cf, ["e"])
+    expression, values = ALTERATIONS[name]
+    key = {model.PK: {"S": "e"}, model.SK: {"S": model.history_sk(2) if where == "history" else model.LATEST_SK}}
+    extra = {"ExpressionAttributeValues": values} if values else {}
+    if "#v" in expression:
+        extra["ExpressionAttributeNames"] = {"#v": "version"}
+    cf.dynamodb.update_item(TableName=cf.history_table if where == "history" else cf.table, Key=key,
+                            UpdateExpression=expression, **extra)
+    from changeflow.audit.verify import verify
+
+    assert not verify(cf, "e").ok
+    recorded = name != "expiresAt as text"  # an expiry is not part of what a version says (nor of its hash)
+    assert bool(digests.verify_since(cf, taken).get("e")) is recorded
+    kept = tmp_path / "digest.json"
+    kept.write_text(json.dumps(taken), encoding="utf-8")
+    on_cli(cf)
+    assert cli.main(["verify", "e"]) == 1 and cli.main(["verify", "--all"]) == 1
+    assert cli.main(["verify", "e", "--since-digest", str(kept)]) == (1 if recorded else 0)
+    assert "Traceback" not in capsys.readouterr().err

@@ -40,8 +40,29 @@ def raw_latest(client: Changeflow, entity_id: str) -> dict[str, dict] | None:
     return client.dynamodb.get_item(TableName=client.table, Key=key, ConsistentRead=True).get("Item")
 
 
+def _number(wire_item: dict[str, dict], name: str) -> int | None:
+    """An integer attribute of a stored item, or None when it is missing or not one (an insider can write
+    anything: what the audit reads from the table is input too)."""
+    value = wire_item.get(name)
+    try:
+        return int(Decimal(value["N"])) if isinstance(value, dict) and isinstance(value.get("N"), str) else None
+    except (ArithmeticError, ValueError):
+        return None
+
+
+def numbered(items: list[dict[str, dict]]) -> tuple[list[dict[str, dict]], list[str]]:
+    """The history items that carry a version number, and a problem for each that does not."""
+    kept, problems = [], []
+    for item in items:
+        if _number(item, model.VERSION) is None:
+            problems.append(f"history item {item.get(model.SK, {}).get('S')!r} has no version number: it was altered")
+        else:
+            kept.append(item)
+    return kept, problems
+
+
 def _unexpired(items: list[dict[str, dict]], now_s: float) -> list[dict[str, dict]]:
-    return [i for i in items if model.EXPIRES_AT not in i or int(i[model.EXPIRES_AT]["N"]) > now_s]
+    return [i for i in items if model.EXPIRES_AT not in i or (_number(i, model.EXPIRES_AT) or now_s + 1) > now_s]
 
 
 def verify_chain(client: Changeflow, entity_id: str, now_s: float | None = None) -> list[str]:
@@ -49,10 +70,12 @@ def verify_chain(client: Changeflow, entity_id: str, now_s: float | None = None)
     import time
 
     now_s = time.time() if now_s is None else now_s
-    history = _unexpired(raw_history(client, entity_id), now_s)
-    problems, _ = chain.verify_chain(entity_id, history, raw_latest(client, entity_id),
-                                     anchored=client.history_expires)
-    return problems
+    history, unnumbered = numbered(_unexpired(raw_history(client, entity_id), now_s))
+    latest = raw_latest(client, entity_id)
+    if latest is not None and _number(latest, model.VERSION) is None:
+        return unnumbered + ["v0 has no version number: it was altered"]
+    problems, _ = chain.verify_chain(entity_id, history, latest, anchored=client.history_expires)
+    return unnumbered + problems
 
 
 def head_of(client: Changeflow, entity_id: str) -> dict[str, Any] | None:
@@ -159,27 +182,28 @@ def verify_since(client: Changeflow, taken: dict[str, Any], now_s: float | None 
 def _since_head(client: Changeflow, entity_id: str, version: int, recorded_hash: str, window: tuple[int, int],
                 now_s: float) -> list[str]:
     """What changed in one entity since a digest recorded ``version`` with ``recorded_hash``."""
-    stored = raw_history(client, entity_id)
+    stored, found = numbered(raw_history(client, entity_id))
     history = _unexpired(stored, now_s)
     latest = raw_latest(client, entity_id)
+    if latest is not None and _number(latest, model.VERSION) is None:
+        found.append("v0 has no version number: it was altered")
+        latest = None
     kept = {_version_of(i): i for i in history}
     everything = stored + ([latest] if latest is not None else [])
     if not everything:
-        return [f"version {version}, recorded in the digest, is gone: nothing of the entity is left"]
+        return found + [f"version {version}, recorded in the digest, is gone: nothing of the entity is left"]
     current = max(_version_of(i) for i in everything)
-    recorded_ms = {_version_of(i): int(Decimal(i[model.RECORDED_AT]["N"])) for i in everything
-                   if model.RECORDED_AT in i and "N" in i[model.RECORDED_AT]}
-    found = []
+    recorded_ms = {_version_of(i): _number(i, model.RECORDED_AT) for i in everything
+                   if _number(i, model.RECORDED_AT) is not None}
     if current < version:
         found.append(f"the entity is at version {current}, before version {version} the digest recorded: "
                      "versions were removed")
     absent = unexplained_absences(window, kept, recorded_ms, current, now_s)
     before = [v for v in absent if v <= version]
     after = [v for v in absent if v > version]
-    if before:
-        found.append(f"{_versions(before)}, recorded in the digest, {'is' if len(before) == 1 else 'are'} gone from history")
-    if after:
-        found.append(f"{_versions(after)}, written since the digest, {'is' if len(after) == 1 else 'are'} gone from history")
+    for versions, when in ((before, "recorded in the digest"), (after, "written since the digest")):
+        if versions:
+            found.append(f"{_versions(versions)}, {when}, {'is' if len(versions) == 1 else 'are'} gone from history")
     recorded = kept.get(version)
     if recorded is None and latest is not None and _version_of(latest) == version:
         recorded = latest  # its history item is gone (reported above); v0 still says what it was
@@ -194,7 +218,7 @@ def _since_head(client: Changeflow, entity_id: str, version: int, recorded_hash:
 
 
 def _version_of(wire_item: dict[str, dict]) -> int:
-    return int(Decimal(wire_item[model.VERSION]["N"]))
+    return _number(wire_item, model.VERSION)  # type: ignore[return-value] - numbered() kept only these
 
 
 def _versions(numbers: list[int]) -> str:
