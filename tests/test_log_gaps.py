@@ -65,6 +65,9 @@ def test_an_aged_out_execution_whose_input_the_log_cut_is_read_back_and_says_so(
     assert described["logGaps"] == ["the log cut the execution's input at 248 KB (escaped)"]
     events = list(cf.history(execution.arn))
     assert events[0]["executionStartedEventDetails"]["inputDetails"]["truncated"] is True
+    from changeflow import report
+
+    assert "(cut at 248 KB by the execution log)" in report.history(events)  # changeflow history says so
     # and verify --executions vouches for the version from the log (it said "does not exist" past 90 days)
     assert executions.check_executions(cf, "big#1") == []
 
