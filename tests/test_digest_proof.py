@@ -162,6 +162,7 @@ FORGERIES = {
     "chainHash short": (rooted(entity(chainHash="abc")), "entities[0].chainHash is 'abc'"),
     "chainHash upper case": (rooted(entity(chainHash="A" * 64)), "entities[0].chainHash is"),
     "chainHash a number": (rooted(entity(chainHash=12)), "entities[0].chainHash is 12"),
+    "chainHash empty": (rooted(entity(chainHash="")), "entities[0].chainHash is ''"),
     "an entity twice": (rooted(lambda d: d["entities"].append(dict(d["entities"][0]))),
                         "entities[2].entityId 'e' is in the digest twice"),
     "an entity twice, other hash": (rooted(lambda d: d["entities"].append({**d["entities"][0], "chainHash": "0" * 64})),
@@ -257,3 +258,25 @@ def test_an_attribute_of_the_wrong_type_is_reported_not_a_crash(cf, tmp_path, ca
     assert cli.main(["verify", "e"]) == 1 and cli.main(["verify", "--all"]) == 1
     assert cli.main(["verify", "e", "--since-digest", str(kept)]) == (1 if recorded else 0)
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_digest_taken_of_an_altered_v0_or_a_version_without_a_chain_is_written_and_proves_nothing(
+        cf, tmp_path, capsys, on_cli):
+    written(cf, versions=2)
+    written(cf, "legacy", versions=1)
+    for name in (chain.CHAIN_HASH, chain.PREV_HASH):  # as an item written before the chain looks
+        for table, sk in ((cf.history_table, model.history_sk(1)), (cf.table, model.LATEST_SK)):
+            cf.dynamodb.update_item(TableName=table, Key={model.PK: {"S": "legacy"}, model.SK: {"S": sk}},
+                                    UpdateExpression=f"REMOVE {name}")
+    cf.dynamodb.update_item(TableName=cf.table, Key={model.PK: {"S": "e"}, model.SK: {"S": model.LATEST_SK}},
+                            UpdateExpression="REMOVE #v", ExpressionAttributeNames={"#v": "version"})
+    on_cli(cf)
+    kept = tmp_path / "digest.json"
+    assert cli.main(["digest", "--all", "--output", str(kept)]) == 0  # it crashed on v0 without a version
+    heads = {h["entityId"]: h for h in json.loads(kept.read_text(encoding="utf-8"))["entities"]}
+    assert heads["e"]["version"] == 2 and heads["legacy"]["chainHash"] is None
+    capsys.readouterr()
+    assert cli.main(["verify", "--all", "--since-digest", str(kept)]) == 1  # read back: refused it as malformed
+    out = capsys.readouterr().out
+    assert "legacy: the digest recorded no chain hash for version 1 (written before the chain): nothing proves it" in out
+    assert "e: v0 has no version number: it was altered" in out

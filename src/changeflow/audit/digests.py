@@ -80,9 +80,9 @@ def verify_chain(client: Changeflow, entity_id: str, now_s: float | None = None)
 
 def head_of(client: Changeflow, entity_id: str) -> dict[str, Any] | None:
     latest = raw_latest(client, entity_id)
-    if latest is None:
-        history = raw_history(client, entity_id)
-        latest = history[-1] if history else None
+    if latest is None or _number(latest, model.VERSION) is None:  # gone, or altered: history's newest
+        history, _ = numbered(raw_history(client, entity_id))
+        latest = max(history, key=_version_of) if history else None
     return chain.head(entity_id, latest) if latest is not None else None
 
 
@@ -138,7 +138,7 @@ def check_digest(taken: Any) -> list[dict[str, Any]]:
         version = head_["version"]
         if type(version) is not int or not 1 <= version <= MAX_VERSION:
             raise NotADigest(f"{where}.version is {_shown(version)}, not a version number (1 to {MAX_VERSION})")
-        if not _is_hash(head_["chainHash"]):
+        if head_["chainHash"] is not None and not _is_hash(head_["chainHash"]):  # null: written before the chain
             raise NotADigest(f"{where}.chainHash is {_shown(head_['chainHash'])}, not a SHA-256 hash in hex")
         if entity_id in seen:
             raise NotADigest(f"{where}.entityId {_shown(entity_id)} is in the digest twice")
@@ -207,7 +207,10 @@ def _since_head(client: Changeflow, entity_id: str, version: int, recorded_hash:
     recorded = kept.get(version)
     if recorded is None and latest is not None and _version_of(latest) == version:
         recorded = latest  # its history item is gone (reported above); v0 still says what it was
-    if recorded is None:
+    if recorded_hash is None:  # the digest took a version written before the chain: it commits to nothing
+        found.append(f"the digest recorded no chain hash for version {version} (written before the chain): "
+                     "nothing proves it")
+    elif recorded is None:
         if version not in before and current >= version:
             found.append(f"version {version} has expired under the retention window; it can no longer be proven")
     elif recorded.get(chain.CHAIN_HASH, {}).get("S") != recorded_hash:
