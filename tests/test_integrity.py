@@ -149,3 +149,31 @@ def test_an_entity_with_nothing_stored_is_not_found_and_has_no_problems(cf):
     assert report.found is False and report.ok and report.versions == [] and report.missing == []
     cf.submit(put(T0, "c0"))
     assert verify(cf, "e").found is True
+
+
+def test_forged_versions_that_push_real_ones_past_the_window_are_found_by_their_executions(make_stack):
+    # the limit of the retention rule (docs/audit.md): with HistoryRetentionVersions=3, versions 4 and 5
+    # deleted and versions 7 and 8 forged with correct hashes, the window lets 4 and 5 go as the workflow's
+    # own writes would; verify --executions finds the forgeries
+    from changeflow.audit.digests import raw_latest
+    from changeflow.audit.executions import check_executions
+    from changeflow.client import Changeflow
+    from changeflow_core import chain, model
+
+    cf = Changeflow.for_embedded(make_stack(HistoryRetentionVersions="3"))
+    for i in range(6):
+        cf.submit(put(T0 + i, f"c{i}"))
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key=key(4))
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key=key(5))
+    assert verify(cf, "e").missing == [4, 5]
+    previous = raw_latest(cf, "e")
+    for version in (7, 8):
+        body = {k: v for k, v in previous.items() if k not in (chain.PREV_HASH, chain.CHAIN_HASH)}
+        forged = chain.seal({**body, model.SK: {"S": model.history_sk(version)}, model.VERSION: {"N": str(version)},
+                             model.CHANGE_ID: {"S": f"forged-{version}"}}, previous[chain.CHAIN_HASH]["S"])
+        cf.dynamodb.put_item(TableName=cf.history_table, Item=forged)
+        previous = forged
+    cf.dynamodb.put_item(TableName=cf.table, Item={**previous, model.SK: {"S": model.LATEST_SK}})
+    assert verify(cf, "e").ok  # what the table alone cannot tell apart
+    problems = check_executions(cf, "e")
+    assert [p.split(":")[0] for p in problems] == ["version 7", "version 8"]
