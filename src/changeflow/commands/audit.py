@@ -136,7 +136,7 @@ def add_verify(command) -> None:
                         help="prove that nothing recorded before this digest (changeflow digest) has changed since")
     verify.add_argument("--executions", action="store_true",
                         help="also check that each version's executionArn names the execution that wrote it "
-                             "(one DescribeExecution per version)")
+                             "(one DescribeExecution per version; past 90 days and on Express, its execution log)")
     verify.set_defaults(func=cmd_verify)
 
 
