@@ -17,6 +17,7 @@ way (the chain covers ``recordedAt``, so the time the rule reads cannot be moved
 
 from __future__ import annotations
 
+import bisect
 from typing import Iterable
 
 from changeflow_core import items
@@ -40,6 +41,14 @@ def unexplained_absences(window: tuple[int, int], kept: Iterable[int], recorded_
     keep_versions, keep_days = window
     lag = keep_versions if keep_versions > 0 else (1 if keep_days > 0 else None)
     present = set(kept)
+    # the write of version + lag tagged it; recordedAt never goes back from one version to the next, so the
+    # newest stored version up to that one says when the tag was set, at the earliest (a running maximum,
+    # found by bisection: one pass however many versions have gone)
+    versions = sorted(recorded_ms)
+    latest_at, running = [], None
+    for v in versions:
+        running = recorded_ms[v] if running is None else max(running, recorded_ms[v])
+        latest_at.append(running)
     found = []
     for version in range(1, (current if upto is None else upto) + 1):
         if version in present:
@@ -47,9 +56,8 @@ def unexplained_absences(window: tuple[int, int], kept: Iterable[int], recorded_
         if lag is None or version > current - lag:
             found.append(version)  # no window, or inside it: nothing ever tags this version
             continue
-        # the write of version + lag tagged it; recordedAt never goes back from one version to the next, so
-        # the newest stored version up to that one says when the tag was set, at the earliest
-        tagged = max((at for v, at in recorded_ms.items() if v <= version + lag), default=None)
+        at = bisect.bisect_right(versions, version + lag)
+        tagged = latest_at[at - 1] if at else None
         if tagged is not None and tagged / 1000 + keep_days * items.SECONDS_PER_DAY > now_s + CLOCK_SLACK_S:
             found.append(version)  # tagged, but its expiry has not come yet
     return found
