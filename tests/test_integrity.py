@@ -177,3 +177,45 @@ def test_forged_versions_that_push_real_ones_past_the_window_are_found_by_their_
     assert verify(cf, "e").ok  # what the table alone cannot tell apart
     problems = check_executions(cf, "e")
     assert [p.split(":")[0] for p in problems] == ["version 7", "version 8"]
+
+
+def _absences_by_definition(window, kept, recorded_ms, current, now_s):
+    """docs/audit.md's rule read literally: version m may be absent only past the window, once the version
+    that tagged it (or the newest stored before that) was recorded HistoryRetentionDays ago."""
+    from changeflow.audit.retention import CLOCK_SLACK_S
+
+    keep_versions, keep_days = window
+    lag = keep_versions if keep_versions > 0 else (1 if keep_days > 0 else None)
+    found = []
+    for m in range(1, current + 1):
+        if m in kept:
+            continue
+        if lag is None or m > current - lag:
+            found.append(m)
+            continue
+        tagged = max((at for v, at in recorded_ms.items() if v <= m + lag), default=None)
+        if tagged is not None and tagged / 1000 + keep_days * DAY > now_s + CLOCK_SLACK_S:
+            found.append(m)
+    return found
+
+
+def test_the_retention_rule_is_what_the_docs_say_for_any_history():
+    from hypothesis import given, settings, strategies as st
+
+    from changeflow.audit.retention import unexplained_absences
+
+    now = 1_800_000_000
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.integers(1, 40), st.sampled_from([0, 1, 3]), st.sampled_from([0, 1, 30]), st.data())
+    def check(current, keep_versions, keep_days, data):
+        kept = data.draw(st.sets(st.integers(1, current)))
+        ages = data.draw(st.lists(st.sampled_from([0, 3_600, 2 * DAY, 40 * DAY]), min_size=current,
+                                  max_size=current))
+        recorded = {v: (now - ages[v - 1]) * 1000 for v in sorted(kept)}
+        now_s = now + data.draw(st.sampled_from([0, 2 * DAY]))
+        window = (keep_versions, keep_days)
+        assert unexplained_absences(window, kept, recorded, current, now_s) == \
+            _absences_by_definition(window, kept, recorded, current, now_s)
+
+    check()
