@@ -11,16 +11,13 @@ from changeflow_core import asof
 from ..client import targets
 from ..common.errors import OK, REJECTED, UsageError
 from ..transfer import exporter, sources
-from ..transfer.importer import Checkpoint, Importer, Plan, Rejects
-from ..transfer.progress import Progress
+from ..transfer.importer import DEFAULT_RATE, Checkpoint, Importer, Plan, Rejects, default_checkpoint, entry_point
+from ..transfer.progress import Progress, summary_text
 from .options import COUNT, EXIT_2, EXIT_3_REMOTE, _number, add_remote_options, exit_help
 from .output import dump
 
 RATE = _number(float, 0.01, 100_000.0, what="a number of executions a second")
-# Step Functions' StartExecution bucket refills 300 a second in the largest Regions (150 elsewhere) and
-# the StateTransition bucket 5,000 (500): an applied change is 4 transitions, so 300 starts a second fit
-# both there; elsewhere pass --rate 125. https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
-DEFAULT_RATE = 300.0
+INTERRUPTED = 130  # what a shell reports for Ctrl-C (main returns it for any command interrupted)
 
 
 def cmd_import(args) -> int:
@@ -31,43 +28,34 @@ def cmd_import(args) -> int:
         fixed = asof.parse_instant("--effective-at", args.effective_at)
     except Exception as exc:  # a ValidationError naming the option
         raise UsageError(str(exc)) from None
+    if args.actor is not None and args.actor_field is not None:
+        raise UsageError("give --actor NAME or --actor-field FIELD, not both")
     plan = Plan(args.id_field, args.effective_at_field, fixed, args.actor, args.reason or f"import from {args.source}",
-                tuple(args.drop_field or ()))
+                tuple(args.drop_field or ()), args.change_id_field, args.actor_field)
+    kind = sources.describe(args.source)  # a missing file is a usage error before any stack is reached
     client = targets.client_for(args)
-    submit = {"stepfunctions": lambda r: client.submit(r, timeout=args.timeout, redeliver=False),
-              "api": lambda r: client.submit_via_api(r, timeout=args.timeout),
-              "events": lambda r: client.submit_via_events(r, timeout=args.timeout)}[args.via]
-    checkpoint_path = Path(args.checkpoint) if args.checkpoint else Path(f"{Path(args.source.replace('://', '-')).name}.checkpoint")
-    header = {"source": args.source, **plan.settings()}
-    checkpoint = Checkpoint(checkpoint_path, header)
+    start, wait = entry_point(client, args.via, args.timeout)
+    checkpoint_path = Path(args.checkpoint) if args.checkpoint else default_checkpoint(args.source)
+    checkpoint = Checkpoint(checkpoint_path, {"source": args.source, **plan.settings()})
     rejects = Rejects(Path(args.rejects) if args.rejects else checkpoint_path.with_suffix(".rejects.jsonl"))
-    total = None if args.source.startswith(sources.TABLE_SCHEME) else _count_lines(args.source)
-    progress = Progress(total, every=args.progress_every)
-    importer = Importer(submit, plan, checkpoint, rejects, rate=args.rate, concurrency=args.concurrency,
+    progress = Progress(None if kind == "table" else sources.count(args.source), every=args.progress_every,
+                        enabled=not args.quiet)
+    importer = Importer(start, wait, plan, checkpoint, rejects, rate=args.rate, concurrency=args.concurrency,
                         on_progress=progress.update)
-    records = sources.read(args.source, client.dynamodb, args.segments)
-    summary = importer.run(records)
-    progress.close()
+    summary = importer.run(sources.read(args.source, client.dynamodb, args.segments))
+    progress.close(summary)
     if args.json:
-        dump({**summary.to_json(), "checkpoint": str(checkpoint_path), "rejects": str(rejects.path)})
+        dump({**summary.to_json(), "source": args.source, "checkpoint": str(checkpoint_path),
+              "rejects": str(rejects.path)})
     else:
-        print(f"import of {args.source}: {summary.records:,} records in {summary.seconds:,.1f} s: "
-              f"{', '.join(f'{k} {v:,}' for k, v in summary.counts.items())}, skipped {summary.skipped:,} "
-              f"(done by an earlier run), throttled {summary.throttled:,} (retried)")
+        print(f"import of {args.source}: {summary_text(summary)}")
         if summary.counts["rejected"] or summary.counts["failed"]:
             print(f"the records not applied, with why: {rejects.path}")
     if summary.stopped:
-        print(f"stopped: resume with the same command (the checkpoint {checkpoint_path} skips what is done)",
-              file=sys.stderr)
-        return 130
+        print(f"stopped: nothing is half-done. Resume with the same command: the checkpoint {checkpoint_path} "
+              "skips what is done", file=sys.stderr)
+        return INTERRUPTED
     return REJECTED if summary.counts["rejected"] or summary.counts["failed"] else OK
-
-
-def _count_lines(path: str) -> int | None:
-    try:
-        return sum(1 for line in sources._lines(Path(path)) if line.strip())
-    except OSError:
-        return None
 
 
 def cmd_export(args) -> int:
@@ -102,10 +90,11 @@ def add_import(command) -> None:
         "Each record of SOURCE (a JSON Lines file, a DynamoDB export-to-S3 data file, gzip or not, or "
         "dynamodb://TABLE) becomes a put of one entity through the workflow. Idempotent (a record's change id "
         "is derived from its entity, time and content) and resumable (--checkpoint); bad records go to the "
-        "rejects file with their reason and the import goes on.",
+        "rejects file with their reason and the import goes on. Ctrl-C lets the changes in flight end, "
+        "then stops (exit status 130) and says how to resume. docs/transfer.md",
         exit_help("0  every record applied (or duplicate, stale, or done by an earlier run)",
                   "1  some records were rejected or failed: see the rejects file (a resumed run retries the "
-                  "failed ones)", EXIT_2, EXIT_3_REMOTE, "130  stopped (Ctrl-C): run the same command to resume"))
+                  "failed ones)", EXIT_2, EXIT_3_REMOTE))
     add_remote_options(parser)
     parser.add_argument("source", help="a .jsonl file, a DynamoDB export data file (.json.gz), or dynamodb://TABLE")
     parser.add_argument("--id-field", required=True, metavar="NAME", help="the field that holds each entity's id")
@@ -114,6 +103,9 @@ def add_import(command) -> None:
     parser.add_argument("--effective-at", metavar="T", help="one effective time for every record (epoch ms or ISO "
                         "8601 UTC)")
     parser.add_argument("--actor", help="who the changes are on behalf of (the client's claim, as in a request)")
+    parser.add_argument("--actor-field", metavar="NAME", help="the field that holds each record's actor instead")
+    parser.add_argument("--change-id-field", metavar="NAME", help="the field that holds each record's change id "
+                        "(default: derived from the record's entity, effective time and content)")
     parser.add_argument("--reason", help="why (default: import from SOURCE)")
     parser.add_argument("--drop-field", action="append", metavar="NAME", help="a field not to import (repeatable), "
                         "e.g. the source table's own sort key")
@@ -121,8 +113,9 @@ def add_import(command) -> None:
                         help="entry point, as for submit (default: %(default)s)")
     parser.add_argument("--segments", type=COUNT, default=4, help="parallel Scan segments for dynamodb://TABLE "
                         "(default %(default)s)")
-    parser.add_argument("--rate", type=RATE, default=DEFAULT_RATE, help="executions started per second at most "
-                        "(default %(default)s: Step Functions' StartExecution refill in the largest Regions)")
+    parser.add_argument("--rate", type=RATE, default=DEFAULT_RATE, help="executions started per second at most, "
+                        "lowered while throttled (default %(default)s: what Step Functions' default StartExecution "
+                        "and StateTransition buckets refill, docs/transfer.md)")
     parser.add_argument("--concurrency", type=COUNT, default=16, help="changes in flight at once (default %(default)s)")
     parser.add_argument("--checkpoint", metavar="FILE", help="what is done, for resuming (default: SOURCE's name "
                         "+ .checkpoint, here)")
@@ -132,6 +125,7 @@ def add_import(command) -> None:
                         help="seconds to wait for each execution (default %(default)s)")
     parser.add_argument("--progress-every", type=_number(float, 0.0, what="a number of seconds"), default=10.0,
                         help="seconds between progress lines when stderr is not a terminal (default %(default)s)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(func=cmd_import)
 
 

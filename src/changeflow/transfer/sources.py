@@ -55,11 +55,37 @@ def describe(spec: str) -> str:
 
 
 def _lines(path: Path) -> Iterator[str]:
+    """The file's lines (gunzipped when it is gzip), one at a time: memory does not grow with the file. A
+    line that is not UTF-8 comes out with U+FFFD in it, which the JSON parser or validation refuses by name."""
     with path.open("rb") as probe:
         gzipped = probe.read(2) == b"\x1f\x8b"
     opener = gzip.open if gzipped else open
-    with opener(path, "rt", encoding="utf-8") as lines:
-        yield from lines
+    with opener(path, "rb") as lines:
+        for raw in lines:
+            yield raw.decode("utf-8", "replace")
+
+
+def _binary(typed: Any) -> bool:
+    """Whether a DynamoDB JSON value (``{"B": ...}``, ``{"M": {...}}``...) holds binary (B, BS), which a JSON
+    change request cannot carry."""
+    if not isinstance(typed, dict) or len(typed) != 1:
+        return False  # not DynamoDB JSON: deserializing it says so
+    (kind, inner), = typed.items()
+    if kind in ("B", "BS"):
+        return True
+    if kind == "M" and isinstance(inner, dict):
+        return any(_binary(v) for v in inner.values())
+    if kind == "L" and isinstance(inner, list):
+        return any(_binary(v) for v in inner)
+    return False
+
+
+def count(spec: str) -> int | None:
+    """How many records a file holds (its non-blank lines), for the progress bar's ETA: one quick pass."""
+    try:
+        return sum(1 for line in _lines(Path(spec)) if line.strip())
+    except (OSError, UnicodeDecodeError, EOFError):
+        return None
 
 
 def read(spec: str, dynamodb=None, segments: int = 1) -> Iterator[Record | Bad]:
@@ -79,6 +105,10 @@ def read(spec: str, dynamodb=None, segments: int = 1) -> Iterator[Record | Bad]:
         if kind == "dynamodb-export":
             if not (isinstance(parsed, dict) and isinstance(parsed.get("Item"), dict)):
                 yield Bad(where, line.rstrip("\n"), 'not a DynamoDB export line ({"Item": {...}})')
+                continue
+            if any(_binary(v) for v in parsed["Item"].values()):
+                yield Bad(where, line.rstrip("\n"), "holds a binary value (B or BS): a JSON change request cannot "
+                                                       "carry one")
                 continue
             try:
                 parsed = codec.deserialize_item(json.loads(line)["Item"])
