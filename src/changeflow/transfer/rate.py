@@ -28,8 +28,8 @@ class TokenBucket:
                 now = self.clock()
                 self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
                 self.updated = now
-                if self.tokens >= 1:
-                    self.tokens -= 1
+                if self.tokens >= 1 - 1e-9:  # a float's last bit is not a wait
+                    self.tokens = max(0.0, self.tokens - 1)
                     return
                 wait = (1 - self.tokens) / self.rate
             self.sleep(wait)
