@@ -122,11 +122,14 @@ class Checkpoint:
         self._file = None
         if path is None:
             return
-        if path.exists() and path.stat().st_size:
-            self._load(path)
-        self._file = path.open("a", encoding="utf-8")
-        if not path.stat().st_size:
-            self._write(self.header)
+        try:
+            if path.exists() and path.stat().st_size:
+                self._load(path)
+            self._file = path.open("a", encoding="utf-8")
+            if not path.stat().st_size:
+                self._write(self.header)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path}: cannot use it as the checkpoint ({getattr(exc, 'strerror', None) or exc})") from exc
 
     def _load(self, path: Path) -> None:
         lines = path.read_text(encoding="utf-8").splitlines()
