@@ -425,3 +425,24 @@ def test_ctrl_c_stops_cleanly_says_how_to_resume_and_the_resumed_import_is_the_s
     assert all(versions_of(client, f"sv#{i}") == [1] for i in range(total))
     names = [e["name"] for e in client.executions(limit=10_000) if e["name"].startswith("sv-")]
     assert len(names) == total  # one execution per record, whatever the interruptions
+
+
+def test_an_import_through_the_rest_api_of_serve_lands_once_too(served, tmp_path):
+    source = jsonl(tmp_path / "api.jsonl", [{"id": f"api#{i}", "at": T0 + i, "i": i} for i in range(3)]
+                   + [{"id": "api#bad", "at": T0, "sk": "x"}])
+    command = [sys.executable, "-m", "changeflow", "import", str(source), "--id-field", "id", "--effective-at-field",
+               "at", "--endpoint-url", served, "--via", "api", "--json"]
+    first = subprocess.run(command, cwd=tmp_path, env=_environment(), capture_output=True, text=True, timeout=120)
+    summary = json.loads(first.stdout)
+    assert (summary["applied"], summary["rejected"]) == (3, 1) and first.returncode == 1, first.stderr
+    client = Changeflow.for_aws_stack("changeflow", "us-east-1", endpoint_url=served)
+    executions = len([e for e in client.executions(limit=10_000) if e["name"].startswith("api-")])
+    assert executions == 3
+    # run again without the checkpoint: POST /changes answers each change with its original execution and
+    # outcome (the API's own idempotency, docs/api.md): nothing new starts, nothing is written twice
+    (tmp_path / "api.jsonl.checkpoint").unlink()
+    again = json.loads(subprocess.run(command, cwd=tmp_path, env=_environment(), capture_output=True, text=True,
+                                      timeout=120).stdout)
+    assert (again["applied"], again["rejected"]) == (3, 1)
+    assert len([e for e in client.executions(limit=10_000) if e["name"].startswith("api-")]) == executions
+    assert all(versions_of(client, f"api#{i}") == [1] for i in range(3))
