@@ -124,12 +124,12 @@ def test_a_jsonl_import_lands_each_record_once_and_a_second_run_starts_nothing(c
     assert (again["applied"], again["skipped"], again["rejected"]) == (0, 8, 4) and started(cf) - before == 8
     assert (tmp_path / "dump.jsonl.rejects.jsonl").read_text().count("\n") == 4  # the same rejects, not doubled
 
-    # WHEN it runs a third time with the checkpoint gone: the workflow remembers the change ids
+    # WHEN it runs a third time with the checkpoint gone: v0 remembers the change ids, nothing starts
     (tmp_path / "dump.jsonl.checkpoint").unlink()
     status, out, _ = cli(capsys, "import", source, "--id-field", "id", "--effective-at-field", "at", "--json",
                          "--actor", "migration")
     third = json.loads(out)
-    assert (third["applied"], third["duplicate"]) == (0, 8)
+    assert (third["applied"], third["duplicate"]) == (0, 8) and started(cf) - before == 8
     assert all(versions_of(cf, r["id"]) == [1] for r in good)
 
 
@@ -217,6 +217,27 @@ def test_an_import_stopped_midway_resumes_without_starting_what_is_done(shared, 
     assert not resumed.stopped and resumed.skipped == 10 and resumed.counts["applied"] == 14
     assert len(calls) == 24 and len(set(calls)) == 24  # no record started twice
     assert all(versions_of(client, f"rs#{i}") == [1] for i in range(24))
+
+
+# --- outcomes from the data: no DescribeExecution per record -----------------------------------------
+def test_outcomes_are_read_from_the_table_and_only_a_failure_is_described(shared, monkeypatch):
+    from changeflow.transfer import outcomes
+
+    _, client = shared
+    described = []
+    describe = client.sfn.describe_execution
+    monkeypatch.setattr(client.sfn, "describe_execution", lambda **kw: described.append(kw) or describe(**kw))
+    start, wait = entry_point(client, "stepfunctions", 60)
+    records = [sources.Record(str(i), {"id": f"oc#{i}", "x": i}) for i in range(5)]
+    summary = Importer(start, wait, Plan("id", effective_at=T0), Checkpoint(None, {}), Rejects(None),
+                       concurrency=5).run(iter(records))
+    assert summary.counts["applied"] == 5 and described == []  # the data answered every one
+    # a change the workflow refuses never shows in the data: its execution is described, once it is late
+    request = {"entityId": "oc#0", "operation": "rollback", "toVersion": 9, "changeId": "oc-rollback",
+               "effectiveAt": T0 + 1}
+    _, arn = client.start(request)
+    execution = outcomes.settle(client, request, arn, timeout=60, describe_after=0.3)
+    assert execution.status == "FAILED" and execution.error == "NotFound" and described
 
 
 # --- quotas: throttled, slowed down, never dropped -----------------------------------------------------

@@ -34,6 +34,7 @@ from changeflow_core.errors import ValidationError
 from changeflow_core.validation import validate_request
 
 from ..common.errors import UsageError
+from . import outcomes
 from .rate import AdaptiveRate, TokenBucket
 from .sources import Bad, Record
 
@@ -46,7 +47,7 @@ CHECKPOINT_FORMAT = "changeflow-import-checkpoint/1"
 DEFAULT_RATE = 300.0
 OUTCOMES = ("applied", "duplicate", "stale", "rejected", "failed")
 THROTTLED = {"ThrottlingException", "TooManyRequestsException", "ExecutionLimitExceeded", "ServiceUnavailable",
-             "HTTP 429", "HTTP 503"}
+             "ProvisionedThroughputExceededException", "RequestLimitExceeded", "HTTP 429", "HTTP 503"}
 
 
 @dataclass
@@ -215,15 +216,22 @@ def default_checkpoint(source: str) -> Path:
     return Path(Path(source.replace("://", "-")).name + ".checkpoint")
 
 
-def entry_point(client, via: str, timeout: float) -> tuple[Callable[[dict], Any], Callable[[str], Any]]:
-    """``(start, wait)`` for the entry point ``via``. Through Step Functions a change that an earlier run
-    started already (its execution name taken) is delivered again as a new execution, which the workflow
-    answers ``duplicate`` from the change ids ``v0`` remembers; an execution still running with the same
-    input is the same one (StartExecution is idempotent for it)."""
+def entry_point(client, via: str, timeout: float) -> tuple[Callable[[dict], Any], Callable[[str, dict], Any]]:
+    """``(start, wait)`` for the entry point ``via``.
+
+    Through Step Functions a change ``v0`` already lists is ``duplicate`` without starting anything, and a
+    started change's outcome is read from the table (``outcomes``: no DescribeExecution per record, whose
+    quota would bound the import far below the start rate), its execution described only when the data has
+    not answered in time. A change whose execution name is taken (an earlier run's, closed) is delivered
+    again as a new execution, which the workflow answers ``duplicate``; one still running with the same
+    input is the same execution (StartExecution is idempotent for it)."""
     if via == "stepfunctions":
-        return (lambda request: client.start(request, redeliver=True)[1]), (lambda arn: client.wait(arn, timeout))
+        def start(request):
+            return outcomes.already_done(client, request) or client.start(request, redeliver=True)[1]
+
+        return start, (lambda arn, request: outcomes.settle(client, request, arn, timeout))
     submit = {"api": client.submit_via_api, "events": client.submit_via_events}[via]
-    return (lambda request: submit(request, timeout=timeout)), (lambda arn: client.wait(arn, timeout))
+    return (lambda request: submit(request, timeout=timeout)), (lambda arn, request: client.wait(arn, timeout))
 
 
 def _throttle_code(exc: BaseException | None, execution: Any) -> str | None:
@@ -242,11 +250,11 @@ class Stopped(Exception):
 
 class Importer:
     """Runs the records through ``start`` (a request -> an execution's ARN, or an ``Execution`` when the entry
-    point answers with its end, as the REST API does) and ``wait`` (an ARN -> its ``Execution``), at most
+    point answers with its end, as the REST API does) and ``wait`` (an ARN and its request -> the ``Execution``), at most
     ``concurrency`` at once and ``rate`` starts a second, adapted to throttling."""
 
-    def __init__(self, start: Callable[[dict], Any], wait: Callable[[str], Any], plan: Plan, checkpoint: Checkpoint,
-                 rejects: Rejects, rate: float = 300.0, concurrency: int = 16,
+    def __init__(self, start: Callable[[dict], Any], wait: Callable[[str, dict], Any], plan: Plan,
+                 checkpoint: Checkpoint, rejects: Rejects, rate: float = 300.0, concurrency: int = 16,
                  on_progress: Callable[[Summary], None] | None = None, backoff_cap: float = 20.0,
                  sleep: Callable[[float], None] | None = None):
         self.start, self.wait, self.plan, self.checkpoint, self.rejects = start, wait, plan, checkpoint, rejects
@@ -297,8 +305,8 @@ class Importer:
         """Start the record's change, wait for its end and file its outcome."""
         try:
             started = self._patiently(lambda: self.start(request), rated=True)
-            execution = started if not isinstance(started, str) else self._patiently(lambda: self.wait(started),
-                                                                                     rated=False)
+            execution = started if not isinstance(started, str) else self._patiently(
+                lambda: self.wait(started, request), rated=False)
         except Stopped:
             return  # not counted, not checkpointed: a resumed run starts it
         except (ClientError, TimeoutError) as exc:
