@@ -3,16 +3,17 @@ workflow (whichever entry point the client submits through), once.
 
 - **Idempotent.** A record's change id is derived from what it says: its entity id, its effective time and
   its content (their canonical bytes, as the hash chain encodes them). Run twice, or resumed after a kill,
-  the same record is the same change: the workflow answers it ``duplicate`` from the ids ``v0`` remembers,
-  and a stale or equal timestamp never lets it overwrite newer data.
+  the same record is the same change: the ids ``v0`` remembers answer it ``duplicate`` (read before it starts,
+  ``outcomes``, and by the workflow itself), and an older timestamp never lets it overwrite newer data.
 - **Resumable.** A checkpoint (JSON Lines: a header with the import's settings, then one line per record
   whose execution ended) lets a resumed run skip what is done without starting executions for it. A
   record whose execution failed for a reason that is not the record's is not checkpointed: a resumed run
   tries it again. A run with another source's or other settings' checkpoint is refused.
 - **Bad records** (not JSON, no id, a field the workflow refuses) go to the rejects file with the reason,
   checked here with the workflow's own validation before anything starts; the run goes on.
-- **Quotas.** Executions start at ``rate`` per second at most (a token bucket, ``rate.py``); a throttled
-  start (HTTP 429/503, ``ThrottlingException``) is backed off and tried again, never dropped.
+- **Quotas.** Executions start at ``rate`` per second at most (a token bucket, ``rate.py``), lowered while
+  throttled as botocore's adaptive mode does; a throttled call (HTTP 429/503, ``ThrottlingException``) is
+  backed off and tried again, never dropped.
 """
 
 from __future__ import annotations
@@ -250,8 +251,8 @@ class Stopped(Exception):
 
 class Importer:
     """Runs the records through ``start`` (a request -> an execution's ARN, or an ``Execution`` when the entry
-    point answers with its end, as the REST API does) and ``wait`` (an ARN and its request -> the ``Execution``), at most
-    ``concurrency`` at once and ``rate`` starts a second, adapted to throttling."""
+    point answers with its end, as the REST API does) and ``wait`` (an ARN and its request -> the
+    ``Execution``), at most ``concurrency`` at once and ``rate`` starts a second, adapted to throttling."""
 
     def __init__(self, start: Callable[[dict], Any], wait: Callable[[str, dict], Any], plan: Plan,
                  checkpoint: Checkpoint, rejects: Rejects, rate: float = 300.0, concurrency: int = 16,
