@@ -219,6 +219,19 @@ def test_an_import_stopped_midway_resumes_without_starting_what_is_done(shared, 
     assert all(versions_of(client, f"rs#{i}") == [1] for i in range(24))
 
 
+def test_a_checkpoint_torn_by_a_kill_loses_nothing_after_it(tmp_path):
+    path = tmp_path / "torn.checkpoint"
+    Checkpoint(path, {"source": "s"}).close()
+    with path.open("a") as torn:
+        torn.write('{"changeId": "import-to')  # killed while writing this line
+    first = Checkpoint(path, {"source": "s"})
+    first.record("import-next", "e#1", "applied", 1)
+    first.close()
+    assert Checkpoint(path, {"source": "s"}).done.keys() == {"import-next"}
+    with pytest.raises(Exception, match="checkpoint of another import"):
+        Checkpoint(path, {"source": "other"})
+
+
 # --- outcomes from the data: no DescribeExecution per record -----------------------------------------
 def test_outcomes_are_read_from_the_table_and_only_a_failure_is_described(shared, monkeypatch):
     from changeflow.transfer import outcomes
@@ -393,7 +406,7 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux draws the terminal")
-def test_ctrl_c_stops_cleanly_says_how_to_resume_and_the_resumed_import_is_the_same(served, tmp_path):
+def test_ctrl_c_or_a_kill_stops_and_the_resumed_import_is_the_same(served, tmp_path):
     total = 150
     source = jsonl(tmp_path / "big.jsonl", [{"id": f"sv#{i}", "at": T0 + i, "i": i} for i in range(total)])
     command = [sys.executable, "-m", "changeflow", "import", str(source), "--id-field", "id", "--effective-at-field",
@@ -413,6 +426,16 @@ def test_ctrl_c_stops_cleanly_says_how_to_resume_and_the_resumed_import_is_the_s
     after_sigint = done()
     assert 5 <= after_sigint < total
 
+    # WHEN a run is killed outright (SIGKILL: no chance to finish anything), mid-way through a checkpoint line
+    killed = subprocess.Popen(command, cwd=tmp_path, env=_environment(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    _wait_for(lambda: done() >= after_sigint + 3, 60, "more changes")
+    killed.kill()
+    killed.wait(timeout=30)
+    with checkpoint.open("a") as torn:
+        torn.write('{"changeId": "import-torn')  # what a kill while writing leaves
+    after_kill = done()
+
     # WHEN it is resumed on a real terminal (tmux), the bar shows; Ctrl-C typed there stops it again
     socket_name = f"changeflow-test-{os.getpid()}"
     tmux = ["tmux", "-L", socket_name]
@@ -429,7 +452,7 @@ def test_ctrl_c_stops_cleanly_says_how_to_resume_and_the_resumed_import_is_the_s
 
         bar = _wait_for(lambda: showing("rec/s", f"/{total}", "applied"), 60, "the bar")
         assert "skipped" in bar and "%|" in bar and "<" in bar  # done/total, records/s, ETA, outcome counts
-        _wait_for(lambda: done() >= after_sigint + 3, 60, "more changes")
+        _wait_for(lambda: done() >= after_kill + 3, 60, "more changes")
         subprocess.run([*tmux, "send-keys", "-t", "import", "C-c"], check=True)
         shown = _wait_for(lambda: showing("EXIT="), 60, "the stop")
         assert "EXIT=130" in shown and "Resume with the same command" in shown and "Traceback" not in shown
@@ -441,7 +464,8 @@ def test_ctrl_c_stops_cleanly_says_how_to_resume_and_the_resumed_import_is_the_s
                            timeout=120)
     summary = json.loads(final.stdout)
     assert final.returncode == 0, final.stderr
-    assert summary["applied"] + summary["skipped"] == total and summary["skipped"] >= after_sigint + 3
+    assert summary["applied"] + summary["skipped"] + summary["duplicate"] == total
+    assert summary["skipped"] >= after_kill + 2 and summary["failed"] == summary["rejected"] == 0
     client = Changeflow.for_aws_stack("changeflow", "us-east-1", endpoint_url=served)
     assert all(versions_of(client, f"sv#{i}") == [1] for i in range(total))
     names = [e["name"] for e in client.executions(limit=10_000) if e["name"].startswith("sv-")]

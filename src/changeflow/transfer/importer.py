@@ -127,7 +127,10 @@ class Checkpoint:
         try:
             if path.exists() and path.stat().st_size:
                 self._load(path)
+            torn = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
             self._file = path.open("a", encoding="utf-8")
+            if torn:  # a run killed while writing its last line: the next entry starts on a line of its own
+                self._file.write("\n")
             if not path.stat().st_size:
                 self._write(self.header)
         except (OSError, UnicodeDecodeError) as exc:
