@@ -253,6 +253,20 @@ def test_outcomes_are_read_from_the_table_and_only_a_failure_is_described(shared
     assert execution.status == "FAILED" and execution.error == "NotFound" and described
 
 
+def test_an_express_stack_imports_once_without_describing_executions(make_stack, monkeypatch):
+    # Express has no DescribeExecution and does not dedupe names: the data answers, and v0's ids keep it once
+    client = Changeflow.for_embedded(make_stack(WorkflowType="EXPRESS"))
+    described = []
+    monkeypatch.setattr(client, "describe", lambda arn: described.append(arn))
+    start, wait = entry_point(client, "stepfunctions", 60)
+    records = [sources.Record(str(i), {"id": f"xp#{i}", "x": i}) for i in range(4)]
+    for run in range(2):
+        summary = Importer(start, wait, Plan("id", effective_at=T0), Checkpoint(None, {}), Rejects(None),
+                           concurrency=4).run(iter(records))
+        assert summary.counts["applied" if run == 0 else "duplicate"] == 4, summary.to_json()
+    assert all(versions_of(client, f"xp#{i}") == [1] for i in range(4)) and described == []
+
+
 # --- quotas: throttled, slowed down, never dropped -----------------------------------------------------
 def test_a_throttled_start_is_retried_until_it_goes_through_and_the_rate_drops(shared, tmp_path):
     _, client = shared
