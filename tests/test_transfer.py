@@ -83,22 +83,6 @@ def started(client: Changeflow) -> int:
     return len(client.executions(limit=100_000))
 
 
-def test_an_express_stack_imports_once_without_describing_executions(make_stack, monkeypatch):
-    # Express has no DescribeExecution and does not dedupe names: the data answers, and v0's ids keep it once.
-    # (First in the file: its own stack must start and stop before the module's shared one, as moto's backends
-    # are one per account and Region.)
-    client = Changeflow.for_embedded(make_stack(WorkflowType="EXPRESS"))
-    described = []
-    monkeypatch.setattr(client, "describe", lambda arn: described.append(arn))
-    start, wait = entry_point(client, "stepfunctions", 60)
-    records = [sources.Record(str(i), {"id": f"xp#{i}", "x": i}) for i in range(4)]
-    for run in range(2):
-        summary = Importer(start, wait, Plan("id", effective_at=T0), Checkpoint(None, {}), Rejects(None),
-                           concurrency=4).run(iter(records))
-        assert summary.counts["applied" if run == 0 else "duplicate"] == 4, summary.to_json()
-    assert all(versions_of(client, f"xp#{i}") == [1] for i in range(4)) and described == []
-
-
 # --- the three sources, each record once at version 1 ------------------------------------------------
 def test_a_jsonl_import_lands_each_record_once_and_a_second_run_starts_nothing(cf, capsys, tmp_path):
     # GIVEN a dump with good records, and bad ones mixed in: not JSON, no id, a field the workflow reserves
