@@ -116,7 +116,9 @@ def add_import(command) -> None:
     parser.add_argument("--rate", type=RATE, default=DEFAULT_RATE, help="executions started per second at most, "
                         "lowered while throttled (default %(default)s: what Step Functions' default StartExecution "
                         "and StateTransition buckets refill, docs/transfer.md)")
-    parser.add_argument("--concurrency", type=COUNT, default=16, help="changes in flight at once (default %(default)s)")
+    parser.add_argument("--concurrency", type=COUNT, default=16,
+                        help="changes in flight at once (default %(default)s); the rate reached is at most this "
+                        "over an execution's duration: on AWS give about --rate times an execution's seconds")
     parser.add_argument("--checkpoint", metavar="FILE", help="what is done, for resuming (default: SOURCE's name "
                         "+ .checkpoint, here)")
     parser.add_argument("--rejects", metavar="FILE", help="records not applied, with why (default: beside the "
