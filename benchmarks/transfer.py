@@ -134,7 +134,8 @@ def markdown(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000", help="record counts through the workflow (default %(default)s)")
+    parser.add_argument("--sizes", default="1000,10000",
+                        help="record counts through the workflow (default %(default)s)")
     parser.add_argument("--alone-sizes", default="1000,10000,100000",
                         help="record counts for the importer alone (default %(default)s)")
     parser.add_argument("--concurrency", type=int, default=8, help="changes in flight (default %(default)s)")

@@ -460,8 +460,8 @@ def test_ctrl_c_or_a_kill_stops_and_the_resumed_import_is_the_same(served, tmp_p
         subprocess.run([*tmux, "kill-server"], capture_output=True)
 
     # THEN resumed to the end: every record once, at version 1, no execution started for what was done
-    final = subprocess.run([*command, "--json", "--rate", "200"], cwd=tmp_path, env=_environment(), capture_output=True, text=True,
-                           timeout=120)
+    final = subprocess.run([*command, "--json", "--rate", "200"], cwd=tmp_path, env=_environment(), capture_output=True,
+                           text=True, timeout=120)
     summary = json.loads(final.stdout)
     assert final.returncode == 0, final.stderr
     assert summary["applied"] + summary["skipped"] + summary["duplicate"] == total

@@ -134,7 +134,8 @@ class Checkpoint:
             if not path.stat().st_size:
                 self._write(self.header)
         except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path}: cannot use it as the checkpoint ({getattr(exc, 'strerror', None) or exc})") from exc
+            why = getattr(exc, "strerror", None) or exc
+            raise UsageError(f"{path}: cannot use it as the checkpoint ({why})") from exc
 
     def _load(self, path: Path) -> None:
         lines = path.read_text(encoding="utf-8").splitlines()
