@@ -8,6 +8,7 @@ process serves the tests of the command as a user runs it (Ctrl-C, a real termin
 from __future__ import annotations
 
 import gzip
+import base64
 import json
 import os
 import shlex
@@ -337,8 +338,9 @@ def test_export_writes_every_version_with_every_attribute_and_its_digest_proves_
     from changeflow.audit.digests import raw_history
 
     stored = raw_history(cf, "ex#1")
-    assert [line["item"] for line in lines] == stored  # every attribute, exactly as stored
-    assert all(line["chainHash"] == s["chainHash"]["S"] and line["executionArn"] == s["executionArn"]["S"]
+    as_json = json.loads(json.dumps(stored, default=lambda b: base64.b64encode(b).decode("ascii")))
+    assert [line["item"] for line in lines] == as_json  # every attribute, exactly as stored (binary in base64)
+    assert all(line["chainHash"] == chain.stored_hash(s) and line["executionArn"] == s["executionArn"]["S"]
                for line, s in zip(lines, stored))
 
     status, _, _ = cli(capsys, "export", "--all", "--output", "all.jsonl", "--digest", "all.digest")

@@ -52,6 +52,8 @@ def line_of(entity_id: str, item: dict[str, dict]) -> dict[str, Any]:
     line: dict[str, Any] = {"entityId": entity_id, "version": int(item[model.VERSION]["N"])}
     for name in CONVENIENCE:
         line[name] = _plain(item.get(name))
+    # the chain's hashes as hex in either format (format 2 stores them as 32 bytes of Binary)
+    line["chainHash"], line["prevHash"] = chain.stored_hash(item), chain.stored_prev(item)
     line["item"] = item
     return line
 
