@@ -263,3 +263,21 @@ def test_the_rule_targets_the_state_machine_with_retries_and_a_dead_letter_queue
     assert target["Arn"] == {"Ref": "ChangeStateMachine"} and target["InputPath"] == "$.detail"
     assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0
     assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["ChangeEventsDeadLetterQueue", "Arn"]}}
+
+
+def test_the_audit_records_outlive_the_stack(cloudformation):
+    """GIVEN the tables and the execution log (the audit trail once Step Functions' 90 days of execution
+    history have passed: docs/operations.md) WHEN the stack is deleted, or an update makes CloudFormation
+    replace one of them (a new LogGroupName, a new key schema) THEN CloudFormation keeps it: DeletionPolicy
+    and UpdateReplacePolicy are both Retain. The function log groups (diagnostics, not audit) may go.
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-updatereplacepolicy.html"""
+    resources = cloudformation["Resources"]
+    machine = next(r for r in resources.values() if r["Type"] == "AWS::StepFunctions::StateMachine")
+    [destination] = machine["Properties"]["LoggingConfiguration"]["Destinations"]
+    execution_log = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    audit = {name for name, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"} | {execution_log}
+    assert execution_log == "ChangeStateMachineLogGroup" and len(audit) >= 2
+    for name in sorted(audit):
+        assert resources[name].get("DeletionPolicy") == "Retain", f"deleting the stack deletes {name}"
+        assert resources[name].get("UpdateReplacePolicy") == "Retain", f"a replacement deletes the old {name}"
