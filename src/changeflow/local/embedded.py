@@ -8,6 +8,7 @@ layers' code on the import path, and creates each state machine from its ASL fil
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -67,6 +68,7 @@ class EmbeddedStack:
         self._mock = None
         self.lambdas: LambdaService | None = None
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
+        self._deployed: dict[str, tuple] = {}  # function logical id -> what its published version runs
         self.outputs: dict[str, Any] = {}
         self._clients: dict[str, Any] = {}
 
@@ -133,9 +135,10 @@ class EmbeddedStack:
         return self._clients[service]
 
     # --- resources from the template ------------------------------------------------------------
-    def _layer_dirs(self) -> list[Path]:
-        layers = self.template.of_type("AWS::Serverless::LayerVersion")
-        return [self.root / self.template.resolve(spec["Properties"]["ContentUri"]) for spec in layers.values()]
+    def _layer_dirs(self, template: Template | None = None, root: Path | None = None) -> list[Path]:
+        template, root = template or self.template, root or self.root
+        layers = template.of_type("AWS::Serverless::LayerVersion")
+        return [root / template.resolve(spec["Properties"]["ContentUri"]) for spec in layers.values()]
 
     def _create_tables(self) -> None:
         dynamodb = self._client("dynamodb")
@@ -205,25 +208,82 @@ class EmbeddedStack:
 
     def _register_functions(self) -> None:
         for logical_id in self.template.of_type("AWS::Serverless::Function"):
-            props = self.template.function_properties(logical_id)
-            environment = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
-            environment.update(self.function_env)
-            environment.update(
-                AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(props.get("MemorySize", 128)),
-                AWS_REGION=self.region,
-            )
-            self.lambdas.add(
-                Function(
-                    logical_id=logical_id,
-                    name=props.get("FunctionName") or self.template.physical_name(logical_id),
-                    arn=self.template.arn(logical_id),
-                    code_dir=self.root / props["CodeUri"],
-                    handler=props["Handler"],
-                    environment=environment,
-                    memory_mb=int(props.get("MemorySize", 128)),
-                    timeout_s=int(props.get("Timeout", 3)),
-                )
-            )
+            self._register_function(self.template, self.root, logical_id)
+
+    def _function_of(self, template: Template, root: Path, logical_id: str) -> Function:
+        props = template.function_properties(logical_id)
+        environment = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+        environment.update(self.function_env)
+        environment.update(
+            AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(props.get("MemorySize", 128)),
+            AWS_REGION=self.region,
+        )
+        return Function(
+            logical_id=logical_id,
+            name=props.get("FunctionName") or template.physical_name(logical_id),
+            arn=template.arn(logical_id),
+            code_dir=root / props["CodeUri"],
+            handler=props["Handler"],
+            environment=environment,
+            memory_mb=int(props.get("MemorySize", 128)),
+            timeout_s=int(props.get("Timeout", 3)),
+            layer_dirs=tuple(self._layer_dirs(template, root)),
+        )
+
+    def _register_function(self, template: Template, root: Path, logical_id: str) -> Function:
+        """The function's ``$LATEST``, and with SAM's ``AutoPublishAlias`` its version (``template.versions``)
+        and the alias: what ``!Ref Function.Version`` and ``.Alias`` name."""
+        function = self._function_of(template, root, logical_id)
+        self.lambdas.add(function)
+        alias = template.function_properties(logical_id).get("AutoPublishAlias")
+        if alias:
+            version = self.lambdas.publish(function, alias)
+            if version != template.versions.get(logical_id, "1"):
+                raise RuntimeError(f"{logical_id}: published version {version}, the template names "
+                                   f"{template.versions.get(logical_id, '1')}")
+        self._deployed[logical_id] = _release_of(function)
+        return function
+
+    # --- a deploy into the running stack ----------------------------------------------------------
+    def deploy(self, root: Path | None = None) -> dict[str, str]:
+        """``sam deploy`` of the template, functions and ASL at ``root`` (another checkout: the next release)
+        into this running stack, as CloudFormation updates it: every function with ``AutoPublishAlias``
+        whose code (its own or its layers'), handler or configuration changed publishes a new version
+        (SAM's ``AutoPublishAliasAllProperties``; a published version is immutable and kept, the template's
+        versions have ``DeletionPolicy: Retain``) and becomes ``$LATEST``; then every state machine gets
+        the new definition (UpdateStateMachine: running executions keep the definition they started with).
+        Tables, queues, buses and rules are the stack's own and must not have changed. Returns the version
+        each function's ``.Version`` names now."""
+        if self.lambda_runtime == "emulator":
+            raise RuntimeError("deploy: the embedded stack deploys new code in-process only")
+        root = Path(root) if root else self.root
+        versions = {lid: f.version for lid in self._deployed
+                    for f in [self.function(lid)] if f.version != "$LATEST"}
+        template = Template(root / "template.yaml", self.template.stack_name, self.region,
+                            dict(self.template.overrides), versions=dict(versions))
+        functions = list(template.of_type("AWS::Serverless::Function"))
+        changed: set[str] = set()
+        while True:  # a new version of one function changes the environment of those that name it
+            now = {lid for lid in functions if lid not in self._deployed
+                   or _release_of(self._function_of(template, root, lid)) != self._deployed[lid]}
+            if now <= changed:
+                break
+            changed |= now
+            for lid in now:
+                if template.function_properties(lid).get("AutoPublishAlias"):
+                    template.versions[lid] = str(len(self.lambdas.versions.get(
+                        template.physical_name(lid), {})) + 1)
+        for lid in functions:
+            if lid in changed:
+                self._register_function(template, root, lid)
+        self.template, self.root = template, root
+        sfn = self._client("stepfunctions")
+        for logical_id, spec in template.of_type("AWS::Serverless::StateMachine").items():
+            props = template.resolve(spec["Properties"])
+            definition = substitute((root / props["DefinitionUri"]).read_text(encoding="utf-8"),
+                                    props.get("DefinitionSubstitutions", {}))
+            sfn.update_state_machine(stateMachineArn=self.state_machines[logical_id], definition=definition)
+        return dict(template.versions)
 
     def _create_state_machines(self) -> None:
         sfn = self._client("stepfunctions")
@@ -269,6 +329,18 @@ class EmbeddedStack:
         """Import every handler now (their cold starts) rather than on first invocation."""
         for function in self.lambdas.functions.values():
             self.lambdas.load(function)
+
+
+def _release_of(function: Function) -> tuple:
+    """What a published version runs: its code and its layers' (by content, as ``sam package`` names an
+    upload by its digest), handler and configuration; two equal releases are one version."""
+    digest = hashlib.sha256()
+    for directory in (function.code_dir, *function.layer_dirs):
+        for path in sorted(Path(directory).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes())
+    return (digest.hexdigest(), function.handler, tuple(sorted(function.environment.items())),
+            function.memory_mb, function.timeout_s)
 
 
 def logging_configuration(logging: dict[str, Any] | None) -> dict[str, Any]:
