@@ -12,7 +12,8 @@ Release N here is the code, layer and ASL of ``OLD_RELEASE`` (from git), the las
 payload contract changed (d1b047b: the fetch step names the writer, the write step raises ChangeIsStale,
 the history step takes ``written`` with the content), deployed with this template (versions published);
 release N+1 is this checkout. Executions of N are held in flight at three points (before the fetch,
-after the v0 write and before the history put, before the expiry tag) while N+1 is deployed and runs.
+after the v0 write and before the history put, before the expiry tag) while N+1 is deployed and runs, and
+an execution of N that failed before the deploy is redriven after it.
 """
 
 from __future__ import annotations
@@ -94,6 +95,16 @@ def _deploy_in_the_middle_of_traffic(tmp_path: Path, pinned: bool):
         before = cf.wait(start_on_n("n-before", {"entityId": "s", "operation": "put", "attributes": {"n": 0},
                                                  "effectiveAt": T0 + 1_000, "changeId": "n-before"}))
         assert before.status == "SUCCEEDED", before.cause
+
+        def tag_fails(function, event, invoke):
+            if function.logical_id == "TagTtlFunction":
+                raise LambdaServiceError()
+            return invoke()
+
+        with fault_hook(stack.lambdas, tag_fails):  # a failure of release N: its tag step has no Catch
+            failed = cf.wait(start_on_n("n-failed", {"entityId": "d", "operation": "put", "attributes": {"n": 5},
+                                                     "effectiveAt": T0 + 2_100, "changeId": "n-failed"}))
+        assert failed.status == "FAILED" and failed.error == "Lambda.ServiceException"
         deployed = threading.Event()
         held = set()
 
@@ -123,8 +134,11 @@ def _deploy_in_the_middle_of_traffic(tmp_path: Path, pinned: bool):
                                           "effectiveAt": T0 + 3_000, "changeId": f"n1-{e}"}, name=f"n1-{e}")[1]
                      for e in ("a", "b", "c", "s")}
             results = {name: cf.wait(arn, 120) for name, arn in {**arns, **after}.items()}
+        cf.sfn.redrive_execution(executionArn=failed.arn)  # after the deploy, the failure of release N
+        results["n-failed"] = cf.wait(failed.arn, 120)
+        arns["n-failed"] = failed.arn
         invoked = {name: _invoked(cf, arn) for name, arn in {**arns, **after}.items()}
-        histories = {e: store.all_history(cf.dynamodb, cf.history_table, e) for e in ("a", "b", "c", "s")}
+        histories = {e: store.all_history(cf.dynamodb, cf.history_table, e) for e in ("a", "b", "c", "s", "d")}
         latest = {e: store.get_item(cf.dynamodb, cf.table, e, model.LATEST_SK) for e in histories}
         return versions, results, invoked, histories, latest, changes
 
@@ -135,7 +149,7 @@ def test_executions_in_flight_during_a_deploy_finish_on_the_release_they_started
     # GIVEN release N's executions held before each step, WHEN release N+1 is deployed and runs beside them
     # THEN every one of them ends as release N ends it, having invoked release N's versions only
     assert {versions[f] for f in STEP_FUNCTIONS} == {"2"}
-    for name, (_, _, outcome) in IN_FLIGHT.items():
+    for name, (_, _, outcome) in {**IN_FLIGHT, "n-failed": (None, None, "applied")}.items():
         assert results[name].status == "SUCCEEDED", (name, results[name].error, results[name].cause)
         assert results[name].output["outcome"] == outcome, name
         assert invoked[name] and all(arn.endswith(":1") for arn in invoked[name]), (name, invoked[name])
@@ -161,6 +175,7 @@ def test_without_published_versions_the_same_deploy_breaks_them(tmp_path):
     _, results, invoked, histories, _, _ = _deploy_in_the_middle_of_traffic(tmp_path, False)
     broken = {name for name in IN_FLIGHT if results[name].status != "SUCCEEDED"}
     assert broken, {name: results[name].status for name in IN_FLIGHT}
+    assert results["n-failed"].status == "FAILED"  # its redrive ran release N+1's tag on N's payload
     assert all(":" not in arn.split(":function:")[1] for arn in invoked["n-fetch"])  # $LATEST
     by_change = {h["changeId"] for history in histories.values() for h in history}
     assert broken - {"n-stale"} - by_change  # a change accepted before the deploy never reached history
