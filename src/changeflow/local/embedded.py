@@ -68,7 +68,6 @@ class EmbeddedStack:
         self._mock = None
         self.lambdas: LambdaService | None = None
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
-        self._deployed: dict[str, tuple] = {}  # function logical id -> what its published version runs
         self.outputs: dict[str, Any] = {}
         self._clients: dict[str, Any] = {}
 
@@ -241,7 +240,6 @@ class EmbeddedStack:
             if version != template.versions.get(logical_id, "1"):
                 raise RuntimeError(f"{logical_id}: published version {version}, the template names "
                                    f"{template.versions.get(logical_id, '1')}")
-        self._deployed[logical_id] = _release_of(function)
         return function
 
     # --- a deploy into the running stack ----------------------------------------------------------
@@ -257,15 +255,16 @@ class EmbeddedStack:
         if self.lambda_runtime == "emulator":
             raise RuntimeError("deploy: the embedded stack deploys new code in-process only")
         root = Path(root) if root else self.root
-        versions = {lid: f.version for lid in self._deployed
-                    for f in [self.function(lid)] if f.version != "$LATEST"}
+        current = {f.logical_id: f for f in self.lambdas.functions.values()}
+        deployed = {lid: _release_of(f) for lid, f in current.items()}
+        versions = {lid: f.version for lid, f in current.items() if f.version != "$LATEST"}
         template = Template(root / "template.yaml", self.template.stack_name, self.region,
                             dict(self.template.overrides), versions=dict(versions))
         functions = list(template.of_type("AWS::Serverless::Function"))
         changed: set[str] = set()
         while True:  # a new version of one function changes the environment of those that name it
-            now = {lid for lid in functions if lid not in self._deployed
-                   or _release_of(self._function_of(template, root, lid)) != self._deployed[lid]}
+            now = {lid for lid in functions if lid not in deployed
+                   or _release_of(self._function_of(template, root, lid)) != deployed[lid]}
             if now <= changed:
                 break
             changed |= now

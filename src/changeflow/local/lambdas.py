@@ -354,6 +354,9 @@ def _own_layer_packages(layer_dirs: tuple[Path, ...]):
         if loaded is not None and not any(origin.is_relative_to(Path(d).resolve()) for d in layer_dirs):
             foreign.update({key: module for key, module in sys.modules.items()
                             if key == name or key.startswith(name + ".")})
+    if not foreign and all(name in sys.modules for name in names):
+        yield  # the process's own layer, imported already: nothing to set aside
+        return
     for key in foreign:
         del sys.modules[key]
     path = list(sys.path)
