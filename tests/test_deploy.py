@@ -49,9 +49,10 @@ IN_FLIGHT = {
 }
 
 
-def _release_tree(path: Path, rev: str | None, pinned: bool) -> Path:
+def _release_tree(path: Path, rev: str | None, pinned: bool, writers_pinned: bool = True) -> Path:
     """A checkout to deploy: this template, with the code, layer and ASL of ``rev`` (None: this checkout).
-    ``pinned=False`` is the template before versions were published (every ARN unqualified: $LATEST)."""
+    ``pinned=False`` is the template before versions were published (every ARN unqualified: $LATEST);
+    ``writers_pinned=False`` leaves only the writers the fetch step names unqualified."""
     path.mkdir(parents=True)
     if rev is None:
         archive = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "functions", "layers", "statemachines"],
@@ -72,6 +73,8 @@ def _release_tree(path: Path, rev: str | None, pinned: bool) -> Path:
     template = template.replace("        PutHistoryFunctionArn:", extra + "        PutHistoryFunctionArn:", 1)
     if not pinned:
         template = re.sub(r"!Ref (\w+)\.Version", r"!GetAtt \1.Arn", template)
+    if not writers_pinned:
+        template = re.sub(r"(_FUNCTION_ARN): !Ref (\w+)\.Version", r"\1: !GetAtt \2.Arn", template)
     (path / "template.yaml").write_text(template)
     return path
 
@@ -179,3 +182,63 @@ def test_without_published_versions_the_same_deploy_breaks_them(tmp_path):
     assert all(":" not in arn.split(":function:")[1] for arn in invoked["n-fetch"])  # $LATEST
     by_change = {h["changeId"] for history in histories.values() for h in history}
     assert broken - {"n-stale"} - by_change  # a change accepted before the deploy never reached history
+
+
+def _writers_named_across_a_deploy(tmp_path: Path, writers_pinned: bool) -> dict[str, set[str]]:
+    """Release N is this checkout, N+1 the same with new writer code. Held while N+1 deploys: a put and a
+    delete before their fetch, and a put in its back-off after a failed v0 write (its next fetch names the
+    writer again). The function ARNs each execution invoked."""
+    release_n = _release_tree(tmp_path / "n", None, True, writers_pinned)
+    release_n1 = _release_tree(tmp_path / "n1", None, True, writers_pinned)
+    for writer in ("update_latest", "delete_tombstone"):
+        app = release_n1 / "functions" / writer / "app.py"
+        app.write_text(app.read_text() + "\n# release N+1\n")
+    with EmbeddedStack(release_n, time_scale=0.01) as stack:
+        cf = Changeflow.for_embedded(stack)
+        cf.submit({"entityId": "d", "operation": "put", "attributes": {"n": 0}, "effectiveAt": T0, "changeId": "d0"})
+        deployed, held = threading.Event(), set()
+        hold = {"put-fetch": "FetchLatestFunction", "delete-fetch": "FetchLatestFunction",
+                "put-backoff": "UpdateLatestFunction"}
+
+        def hold_before(function, event, invoke):
+            name = (event.get("execution") or {}).get("name", "")
+            if hold.get(name) == function.logical_id and name not in held:
+                held.add(name)
+                Holds.hold(name, lambda: deployed.wait(60))
+                raise LambdaServiceError()
+            return invoke()
+
+        with fault_hook(stack.lambdas, hold_before):
+            arns = {name: cf.start(change, name=name)[1] for name, change in {
+                "put-fetch": {"entityId": "p", "operation": "put", "attributes": {"n": 1}, "effectiveAt": T0 + 1},
+                "delete-fetch": {"entityId": "d", "operation": "delete", "effectiveAt": T0 + 2},
+                "put-backoff": {"entityId": "q", "operation": "put", "attributes": {"n": 3}, "effectiveAt": T0 + 3},
+            }.items()}
+            for _ in range(500):
+                if held == set(hold):
+                    break
+                threading.Event().wait(0.01)
+            assert held == set(hold)
+            stack.deploy(release_n1)
+            deployed.set()
+            arns["after"] = cf.start({"entityId": "p", "operation": "put", "attributes": {"n": 4},
+                                      "effectiveAt": T0 + 4}, name="after")[1]
+            results = {name: cf.wait(arn, 120) for name, arn in arns.items()}
+        assert all(r.status == "SUCCEEDED" for r in results.values()), {n: r.error for n, r in results.items()}
+        return {name: _invoked(cf, arn) for name, arn in arns.items()}
+
+
+def test_the_fetch_step_names_the_writer_of_its_own_release(tmp_path):
+    """GIVEN a deploy of new writer code while executions wait before their fetch or in their back-off,
+    THEN the fetch (release N's version) names release N's writer, and a new execution N+1's."""
+    invoked = _writers_named_across_a_deploy(tmp_path / "pinned", True)
+    writers = {name: {arn for arn in arns if "UpdateLatest" in arn or "DeleteTombstone" in arn}
+               for name, arns in invoked.items()}
+    for name in ("put-fetch", "delete-fetch", "put-backoff"):
+        assert writers[name] and all(arn.endswith(":1") for arn in writers[name]), (name, writers[name])
+    assert writers["after"] and all(arn.endswith(":2") for arn in writers["after"]), writers["after"]
+
+    # the test can fail: with the writers' ARNs unqualified, release N's fetch names $LATEST (N+1's code)
+    invoked = _writers_named_across_a_deploy(tmp_path / "unpinned", False)
+    unpinned = {arn for arn in invoked["put-fetch"] if "UpdateLatest" in arn}
+    assert unpinned and all(arn.endswith("UpdateLatestFunction") for arn in unpinned), unpinned
