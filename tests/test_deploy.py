@@ -73,8 +73,9 @@ def _release_tree(path: Path, rev: str | None, pinned: bool, writers_pinned: boo
     template = template.replace("        PutHistoryFunctionArn:", extra + "        PutHistoryFunctionArn:", 1)
     if not pinned:
         template = re.sub(r"!Ref (\w+)\.Version", r"!GetAtt \1.Arn", template)
-    if not writers_pinned:
-        template = re.sub(r"(_FUNCTION_ARN): !Ref (\w+)\.Version", r"\1: !GetAtt \2.Arn", template)
+    if not writers_pinned:  # the writers the fetch step is given: by the definition, and its environment
+        template = re.sub(r"((?:UpdateLatest|DeleteTombstone)FunctionArn|_FUNCTION_ARN): !Ref (\w+)\.Version",
+                          r"\1: !GetAtt \2.Arn", template)
     (path / "template.yaml").write_text(template)
     return path
 
@@ -126,15 +127,18 @@ def _deploy_in_the_middle_of_traffic(tmp_path: Path, pinned: bool):
                 at = T0 + (1 if name == "n-stale" else 2_000 + i)
                 changes[name] = {**change, "effectiveAt": at, "changeId": name}
                 arns[name] = start_on_n(name, changes[name])
-            for _ in range(500):
+            for _ in range(3000):  # up to 30 s on a loaded machine
                 if held == set(IN_FLIGHT):
                     break
                 threading.Event().wait(0.01)
             assert held == set(IN_FLIGHT) and all(cf.describe(a)["status"] == "RUNNING" for a in arns.values())
             versions = stack.deploy(release_n1)
             deployed.set()
+            # N+1's changes to the same entities; to "a" at the effectiveAt of the one held before its fetch,
+            # so that both apply in whichever order they reach v0 (the ratchet lets an equal time through)
             after = {f"n1-{e}": cf.start({"entityId": e, "operation": "put", "attributes": {"n1": e},
-                                          "effectiveAt": T0 + 3_000, "changeId": f"n1-{e}"}, name=f"n1-{e}")[1]
+                                          "effectiveAt": T0 + (2_000 if e == "a" else 3_000), "changeId": f"n1-{e}"},
+                                         name=f"n1-{e}")[1]
                      for e in ("a", "b", "c", "s")}
             results = {name: cf.wait(arn, 120) for name, arn in {**arns, **after}.items()}
         cf.sfn.redrive_execution(executionArn=failed.arn)  # after the deploy, the failure of release N
@@ -214,14 +218,14 @@ def _writers_named_across_a_deploy(tmp_path: Path, writers_pinned: bool) -> dict
                 "delete-fetch": {"entityId": "d", "operation": "delete", "effectiveAt": T0 + 2},
                 "put-backoff": {"entityId": "q", "operation": "put", "attributes": {"n": 3}, "effectiveAt": T0 + 3},
             }.items()}
-            for _ in range(500):
+            for _ in range(3000):  # up to 30 s on a loaded machine
                 if held == set(hold):
                     break
                 threading.Event().wait(0.01)
             assert held == set(hold)
             stack.deploy(release_n1)
             deployed.set()
-            arns["after"] = cf.start({"entityId": "p", "operation": "put", "attributes": {"n": 4},
+            arns["after"] = cf.start({"entityId": "r", "operation": "put", "attributes": {"n": 4},
                                       "effectiveAt": T0 + 4}, name="after")[1]
             results = {name: cf.wait(arn, 120) for name, arn in arns.items()}
         assert all(r.status == "SUCCEEDED" for r in results.values()), {n: r.error for n, r in results.items()}
@@ -242,3 +246,13 @@ def test_the_fetch_step_names_the_writer_of_its_own_release(tmp_path):
     invoked = _writers_named_across_a_deploy(tmp_path / "unpinned", False)
     unpinned = {arn for arn in invoked["put-fetch"] if "UpdateLatest" in arn}
     assert unpinned and all(arn.endswith("UpdateLatestFunction") for arn in unpinned), unpinned
+
+
+def test_the_fetch_step_takes_the_writers_the_definition_names_else_its_environment():
+    from changeflow_core import steps
+
+    environment = {model.PUT: "env-update", model.PATCH: "env-update", model.ROLLBACK: "env-update",
+                   model.DELETE: "env-tombstone"}
+    named = steps.writers_named({"writers": {"update": "fn:U:3", "tombstone": "fn:D:3"}}, environment)
+    assert named == {model.PUT: "fn:U:3", model.PATCH: "fn:U:3", model.ROLLBACK: "fn:U:3", model.DELETE: "fn:D:3"}
+    assert steps.writers_named({"request": {}}, environment) == environment  # a direct invocation

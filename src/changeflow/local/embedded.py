@@ -8,7 +8,6 @@ layers' code on the import path, and creates each state machine from its ASL fil
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -21,7 +20,7 @@ import boto3
 from botocore.config import Config
 
 from ..common.project import project_root
-from . import botocore_loader, moto_patches
+from . import botocore_loader, deploy, moto_patches
 from .lambdas import Function, LambdaService
 from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
@@ -68,6 +67,7 @@ class EmbeddedStack:
         self._mock = None
         self.lambdas: LambdaService | None = None
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
+        self._version_ids: dict[str, str] | None = None  # SAM's version logical ids of the deployed release
         self.outputs: dict[str, Any] = {}
         self._clients: dict[str, Any] = {}
 
@@ -245,37 +245,33 @@ class EmbeddedStack:
     # --- a deploy into the running stack ----------------------------------------------------------
     def deploy(self, root: Path | None = None) -> dict[str, str]:
         """``sam deploy`` of the template, functions and ASL at ``root`` (another checkout: the next release)
-        into this running stack, as CloudFormation updates it: every function with ``AutoPublishAlias``
-        whose code (its own or its layers'), handler or configuration changed publishes a new version
-        (SAM's ``AutoPublishAliasAllProperties``; a published version is immutable and kept, the template's
-        versions have ``DeletionPolicy: Retain``) and becomes ``$LATEST``; then every state machine gets
-        the new definition (UpdateStateMachine: running executions keep the definition they started with).
-        Tables, queues, buses and rules are the stack's own and must not have changed. Returns the version
-        each function's ``.Version`` names now."""
+        into this running stack, as CloudFormation updates it. A function with ``AutoPublishAlias`` publishes
+        a new version exactly when SAM gives its version a new logical id (``changeflow.local.deploy``); a
+        published version is immutable and kept (``DeletionPolicy: Retain``). Every changed function's
+        ``$LATEST`` takes the new code and configuration. Then every state machine gets the new definition
+        (UpdateStateMachine: running executions keep the definition they started with). Tables, queues,
+        buses and rules are the stack's own and must not have changed. Returns the version each function's
+        ``.Version`` names now."""
         if self.lambda_runtime == "emulator":
             raise RuntimeError("deploy: the embedded stack deploys new code in-process only")
         root = Path(root) if root else self.root
         current = {f.logical_id: f for f in self.lambdas.functions.values()}
-        deployed = {lid: _release_of(f) for lid, f in current.items()}
-        versions = {lid: f.version for lid, f in current.items() if f.version != "$LATEST"}
+        published = {lid: self.template.versions.get(lid, "1") for lid in current
+                     if self.template.function_properties(lid).get("AutoPublishAlias")}
         template = Template(root / "template.yaml", self.template.stack_name, self.region,
-                            dict(self.template.overrides), versions=dict(versions))
-        functions = list(template.of_type("AWS::Serverless::Function"))
-        changed: set[str] = set()
-        while True:  # a new version of one function changes the environment of those that name it
-            now = {lid for lid in functions if lid not in deployed
-                   or _release_of(self._function_of(template, root, lid)) != deployed[lid]}
-            if now <= changed:
-                break
-            changed |= now
-            for lid in now:
-                if template.function_properties(lid).get("AutoPublishAlias"):
-                    template.versions[lid] = str(len(self.lambdas.versions.get(
-                        template.physical_name(lid), {})) + 1)
-        for lid in functions:
-            if lid in changed:
-                self._register_function(template, root, lid)
-        self.template, self.root = template, root
+                            dict(self.template.overrides), versions=dict(published))
+        before, after = self._version_ids or deploy.version_ids(self.template, self.root), deploy.version_ids(template, root)
+        for lid in template.of_type("AWS::Serverless::Function"):
+            if template.function_properties(lid).get("AutoPublishAlias") and before.get(lid) != after.get(lid):
+                template.versions[lid] = str(len(self.lambdas.versions.get(template.physical_name(lid), {})) + 1)
+        for lid in template.of_type("AWS::Serverless::Function"):
+            function = self._function_of(template, root, lid)
+            if lid in current and _release_of(function) == _release_of(current[lid]):
+                continue
+            self.lambdas.add(function)  # $LATEST
+            if template.versions.get(lid) not in (None, published.get(lid)):
+                self.lambdas.publish(function, template.function_properties(lid)["AutoPublishAlias"])
+        self.template, self.root, self._version_ids = template, root, after
         sfn = self._client("stepfunctions")
         for logical_id, spec in template.of_type("AWS::Serverless::StateMachine").items():
             props = template.resolve(spec["Properties"])
@@ -331,15 +327,9 @@ class EmbeddedStack:
 
 
 def _release_of(function: Function) -> tuple:
-    """What a published version runs: its code and its layers' (by content, as ``sam package`` names an
-    upload by its digest), handler and configuration; two equal releases are one version."""
-    digest = hashlib.sha256()
-    for directory in (function.code_dir, *function.layer_dirs):
-        for path in sorted(Path(directory).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes())
-    return (digest.hexdigest(), function.handler, tuple(sorted(function.environment.items())),
-            function.memory_mb, function.timeout_s)
+    """What a function runs: its code and its layers' (by content), handler and configuration."""
+    return (deploy.digest(function.code_dir, *function.layer_dirs), function.handler,
+            tuple(sorted(function.environment.items())), function.memory_mb, function.timeout_s)
 
 
 def logging_configuration(logging: dict[str, Any] | None) -> dict[str, Any]:
