@@ -260,7 +260,8 @@ class EmbeddedStack:
                      if self.template.function_properties(lid).get("AutoPublishAlias")}
         template = Template(root / "template.yaml", self.template.stack_name, self.region,
                             dict(self.template.overrides), versions=dict(published))
-        before, after = self._version_ids or deploy.version_ids(self.template, self.root), deploy.version_ids(template, root)
+        before = self._version_ids or deploy.version_ids(self.template, self.root)
+        after = deploy.version_ids(template, root)
         for lid in template.of_type("AWS::Serverless::Function"):
             if template.function_properties(lid).get("AutoPublishAlias") and before.get(lid) != after.get(lid):
                 template.versions[lid] = str(len(self.lambdas.versions.get(template.physical_name(lid), {})) + 1)

@@ -139,7 +139,8 @@ def patch_redrive_execution() -> None:
 
     responses.StepFunctionResponse.redrive_execution = redrive_execution_response
 
-    original_describe = ORIGINALS.setdefault("redrive_describe_execution", responses.StepFunctionResponse.describe_execution)
+    original_describe = ORIGINALS.setdefault("redrive_describe_execution",
+                                             responses.StepFunctionResponse.describe_execution)
 
     def describe_execution(self):
         result = original_describe(self)
