@@ -131,6 +131,8 @@ def test_the_stack_follows_the_template_renamed_function_and_new_parameter_value
     text = (ROOT / "template.yaml").read_text()
     (tmp_path / "template.yaml").write_text(text.replace("FetchLatestFunction:", "ReadLatestFunction:").replace(
         "!GetAtt FetchLatestFunction.Arn", "!GetAtt ReadLatestFunction.Arn").replace(
+        "!Ref FetchLatestFunction.Version", "!Ref ReadLatestFunction.Version").replace(
+        "${FetchLatestFunction.Arn}", "${ReadLatestFunction.Arn}").replace(
         "${FetchLatestFunction}", "${ReadLatestFunction}").replace(
         "FunctionName: !Ref FetchLatestFunction", "FunctionName: !Ref ReadLatestFunction"))
     with EmbeddedStack(tmp_path, parameters={"TombstoneTtlDays": "1"}, time_scale=0.001) as stack:

@@ -32,7 +32,8 @@ def test_event_payloads_drive_the_steps_in_workflow_order(lambda_module, context
     client, table = tables
     fetched = lambda_module("fetch_latest").lambda_handler(load_event("functions/fetch_latest.json"), context)
     assert fetched["latest"] is None and fetched["change"]["changeId"] == "example-put-1"
-    assert fetched["writer"].endswith(":function:changeflow-UpdateLatestFunction")  # the writer of a put
+    # the writer of a put: its published version (the payload names no writers: the environment's)
+    assert fetched["writer"].endswith(":function:changeflow-UpdateLatestFunction:1")
     assert fetched["content"]["logins"] == {"N": "0"} and fetched["attempt"] == 1  # DynamoDB JSON, exact
 
     written = lambda_module("update_latest").lambda_handler(load_event("functions/update_latest.json"), context)

@@ -428,3 +428,30 @@ def test_with_stack_name_the_function_gets_the_deployed_resources_names():
     spec = functions.function_spec(template, ROOT, "FetchLatestFunction")
     assert physical != "changeflow-ChangeTable"
     assert spec.environment["TABLE_NAME"] == physical and spec.name == "prod-FetchLatestFunction"
+
+
+def test_with_stack_name_the_fetch_step_names_the_deployed_writer_version(monkeypatch):
+    # SAM's AutoPublishAlias: the stack lists <Function>Version<hash>, whose physical id is the version ARN
+    # (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-lambda-version.html)
+    import boto3
+
+    version = "arn:aws:lambda:us-east-1:123456789012:function:prod-UpdateLatestFunction-1ABC:7"
+    resources = [("UpdateLatestFunction", "prod-UpdateLatestFunction-1ABC"),
+                 ("UpdateLatestFunctionVersion0fb826ac35", version),
+                 ("UpdateLatestFunctionAliaslive", version.rsplit(":", 1)[0] + ":live")]
+
+    class Pages:
+        def paginate(self, StackName):
+            return [{"StackResourceSummaries": [{"LogicalResourceId": logical, "PhysicalResourceId": physical}
+                                                for logical, physical in resources]}]
+
+    class CloudFormation:
+        meta = type("Meta", (), {"region_name": "us-east-1"})
+
+        def get_paginator(self, name):
+            return Pages()
+
+    monkeypatch.setattr(boto3, "client", lambda *args, **kwargs: CloudFormation())
+    template = functions.deployed_template(ROOT, ROOT / "template.yaml", "prod", "us-east-1", {})
+    spec = functions.function_spec(template, ROOT, "FetchLatestFunction")
+    assert spec.environment["UPDATE_LATEST_FUNCTION_ARN"] == version

@@ -151,6 +151,16 @@ GUARD_CASES = {
     "a wildcard resource under another Sid": (
         [("- Sid: VendedLogDeliveryRequiresWildcardResource", "- Sid: LogDelivery")],
         {("no_wildcard_resources", "ChangeStateMachine")}),
+    "a wildcard function in the step functions' invoke statement": (
+        [("                - !Sub ${TagTtlFunction.Arn}:*\n",
+          "                - !Sub arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:*\n")],
+        {("invoke_versions_exception", "ChangeStateMachine")}),
+    "a wildcard resource in the step functions' invoke statement": (
+        [("                - !Sub ${TagTtlFunction.Arn}:*\n", '                - "*"\n')],
+        {("invoke_versions_exception", "ChangeStateMachine")}),
+    "another action in the step functions' invoke statement": (
+        [("              Action: lambda:InvokeFunction\n", "              Action: [lambda:InvokeFunction, lambda:UpdateFunctionCode]\n")],
+        {("invoke_versions_exception", "ChangeStateMachine")}),
     "a SAM policy template": (
         [("      Policies:\n        - Statement:\n            # The five step functions",
           "      Policies:\n        - LambdaInvokePolicy: {FunctionName: !Ref TagTtlFunction}\n"

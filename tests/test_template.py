@@ -263,3 +263,69 @@ def test_the_rule_targets_the_state_machine_with_retries_and_a_dead_letter_queue
     assert target["Arn"] == {"Ref": "ChangeStateMachine"} and target["InputPath"] == "$.detail"
     assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0
     assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["ChangeEventsDeadLetterQueue", "Arn"]}}
+
+
+def test_the_audit_records_outlive_the_stack(cloudformation):
+    """GIVEN the tables and the execution log (the audit trail once Step Functions' 90 days of execution
+    history have passed: docs/operations.md) WHEN the stack is deleted, or an update makes CloudFormation
+    replace one of them (a new LogGroupName, a new key schema) THEN CloudFormation keeps it: DeletionPolicy
+    and UpdateReplacePolicy are both Retain. The function log groups (diagnostics, not audit) may go.
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-updatereplacepolicy.html"""
+    resources = cloudformation["Resources"]
+    machine = next(r for r in resources.values() if r["Type"] == "AWS::StepFunctions::StateMachine")
+    [destination] = machine["Properties"]["LoggingConfiguration"]["Destinations"]
+    execution_log = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    audit = {name for name, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"} | {execution_log}
+    assert execution_log == "ChangeStateMachineLogGroup" and len(audit) >= 2
+    for name in sorted(audit):
+        assert resources[name].get("DeletionPolicy") == "Retain", f"deleting the stack deletes {name}"
+        assert resources[name].get("UpdateReplacePolicy") == "Retain", f"a replacement deletes the old {name}"
+
+
+def _machine_and_versions(template_path):
+    from changeflow.local.cfn import transform
+
+    resources = transform(template_path)["Resources"]
+    machine = next(r for r in resources.values() if r["Type"] == "AWS::StepFunctions::StateMachine")
+    versions = {r["Properties"]["FunctionName"]["Ref"]: name for name, r in resources.items()
+                if r["Type"] == "AWS::Lambda::Version"}
+    return machine["Properties"]["DefinitionSubstitutions"], versions, resources
+
+
+def test_every_function_the_definition_invokes_is_a_version_published_by_the_same_deploy(tmp_path):
+    """GIVEN SAM's AutoPublishAlias, WHEN only a writer's code changes (another CodeUri after sam package)
+    THEN the definition names the writer's new version (so new executions run it, and running ones keep
+    theirs), although the fetch function's version is unchanged: SAM hashes the fetch's environment with
+    the !Ref unresolved, so a writer named from that environment would stay the old one.
+    https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-resource-function.html"""
+    substitutions, versions, resources = _machine_and_versions(ROOT / "template.yaml")
+    invoked = {name for name in re.findall(r"\$\{(\w+)FunctionArn\}", ASL.read_text())}
+    assert invoked == {"FetchLatest", "UpdateLatest", "DeleteTombstone", "PutHistory", "TagTtl"}
+    for name in invoked:
+        assert substitutions[f"{name}FunctionArn"] == {"Ref": versions[f"{name}Function"]}
+        assert resources[versions[f"{name}Function"]]["DeletionPolicy"] == "Retain"  # old versions stay
+
+    for part in ("functions", "layers", "statemachines"):
+        (tmp_path / part).symlink_to(ROOT / part)
+    text = (ROOT / "template.yaml").read_text()
+    (tmp_path / "template.yaml").write_text(text.replace(
+        "      CodeUri: functions/update_latest/\n", "      CodeUri: s3://packaged-artifacts/update-latest-v2.zip\n"))
+    changed, changed_versions, _ = _machine_and_versions(tmp_path / "template.yaml")
+    assert changed["UpdateLatestFunctionArn"] != substitutions["UpdateLatestFunctionArn"]
+    assert changed_versions["FetchLatestFunction"] == versions["FetchLatestFunction"]
+
+
+def test_a_new_layer_publishes_a_new_version_of_every_step_function(tmp_path):
+    """GIVEN only the layer (changeflow_core: the domain logic) changes, THEN every step function publishes a
+    new version, so the definition names versions that run the new layer (SAM: PublishLambdaVersion on the
+    layer, with AutoPublishAliasAllProperties on the functions; without it the versions stay on the old one).
+    https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-resource-layerversion.html"""
+    _, versions, _ = _machine_and_versions(ROOT / "template.yaml")
+    for part in ("functions", "layers", "statemachines"):
+        (tmp_path / part).symlink_to(ROOT / part)
+    text = (ROOT / "template.yaml").read_text()
+    (tmp_path / "template.yaml").write_text(text.replace(
+        "      ContentUri: layers/core/\n", "      ContentUri: s3://packaged-artifacts/core-v2.zip\n"))
+    _, changed, _ = _machine_and_versions(tmp_path / "template.yaml")
+    assert len(versions) == 5 and all(changed[f] != versions[f] for f in versions), (versions, changed)

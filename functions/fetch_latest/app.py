@@ -3,7 +3,7 @@ state), read the entity's latest state consistently (writing the version ``v0`` 
 writer never did: whoever moves v0 on makes sure history has it), and decide. A stale change ends here.
 
 Input: ``{"request": {"request": "<change request as JSON text>"} (or a request object), "execution": {"id", "name", "startTime"}}``, or after a back-off
-``{"change", "content", "attempt", "error", "execution": {"name"}}``.
+``{"change", "content", "attempt", "error", "execution": {"name"}}``; from the state machine also ``"writers"``.
 Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``, and
 ``historyRepaired``: the version whose history item the read wrote from ``v0`` (its writer never did).
 Raises ``ValidationError`` or ``NotFound`` (nothing is written by any later step), ``ChangeIsStale``
@@ -46,7 +46,8 @@ def lambda_handler(event, context):
     observe.count(metrics, observe.CHANGES_RECEIVED if attempt == 1 else observe.CHANGES_FETCHED_AGAIN, change.operation)
 
     try:
-        fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt, WRITERS)
+        fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt,
+                              steps.writers_named(event, WRITERS))
     except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
         observe.record_outcome(tracer, metrics, stale.result, stale.result, hashed=HASH_ENTITY_IDS)
         raise

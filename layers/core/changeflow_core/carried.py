@@ -17,8 +17,9 @@ fetch step's result (``change``, ``latest``, ``content``, ``writer``, ``attempt`
 - "Write the new latest version": parameters = R without ``writer``, plus ``execution`` {id, name};
   output = R + ``written`` (3 small fields), or, through its Catch, R + ``error`` {Error, Cause}
   (``ERROR_BYTES``).
-- "Draw a back-off", "Back off before reading again", the second fetch's parameters: R without
-  ``latest`` and ``writer``, plus ``error`` and ``waitSeconds``: less than the write step's output.
+- "Draw a back-off", "Back off before reading again": R without ``latest`` and ``writer``, plus ``error``
+  and ``waitSeconds``: less than the write step's output. The second fetch's parameters: the same, plus the
+  two writers' version ARNs the definition names (``WRITERS_BYTES``).
 - "Record the version in history": parameters = R without ``writer``, plus ``written``, ``execution``
   and ``retryCount``; its result drops the content. Every later state is a few hundred bytes.
 
@@ -57,7 +58,12 @@ ERROR_BYTES = 8 * 1024
 EXECUTION_BYTES = 2048 + 80 + 40
 WRITTEN_BYTES = 100
 
-ADDED_BYTES = max(ENVELOPE_BYTES, ERROR_BYTES + len(', "error": '), EXECUTION_BYTES + WRITTEN_BYTES + 64)
+# ``writers`` {update, tombstone} in the fetch steps' parameters: two qualified function ARNs (Lambda: a
+# FunctionName of at most 170 characters with its qualifier, API_Invoke), as constants of the definition.
+WRITERS_BYTES = 2 * 170 + 64
+
+ADDED_BYTES = max(ENVELOPE_BYTES, ERROR_BYTES + len(', "error": ') + WRITERS_BYTES,
+                  EXECUTION_BYTES + WRITTEN_BYTES + 64)
 MAX_RESULT_BYTES = LARGEST_STATE_BYTES - ADDED_BYTES  # the largest fetch result every state can carry
 
 

@@ -59,6 +59,16 @@ def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
     return change, content, attempt
 
 
+def writers_named(event: dict[str, Any], defaults: dict[str, str]) -> dict[str, str]:
+    """The function that writes v0 for each operation: the version ARNs the state machine's definition
+    passes (``writers`` {update, tombstone}: those of the release the execution started on, since SAM
+    publishes no new fetch version when only a writer changes), else ``defaults`` (a direct invocation)."""
+    named = event.get("writers") or {}
+    update = named.get("update", defaults[model.PUT])
+    tombstone = named.get("tombstone", defaults[model.DELETE])
+    return {model.PUT: update, model.PATCH: update, model.ROLLBACK: update, model.DELETE: tombstone}
+
+
 def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,
           writers: dict[str, str]) -> dict[str, Any]:
     """Read ``v0`` consistently (making sure history holds the version it holds: ``store.read_latest``),

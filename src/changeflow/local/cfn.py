@@ -18,8 +18,10 @@ class _BundledPolicies:
         return get_bundled_managed_policy_map("aws")
 
 
-def transform(template_path: Path, parameters: dict[str, str] | None = None) -> dict[str, Any]:
-    """CloudFormation JSON of the SAM template at ``template_path``."""
+def transform(template_path: Path, parameters: dict[str, str] | None = None,
+              code_uris: dict[str, str] | None = None) -> dict[str, Any]:
+    """CloudFormation JSON of the SAM template at ``template_path``; ``code_uris`` (logical id -> S3 URI) are
+    the packaged code's addresses where they matter (``sam package`` names an upload by its content)."""
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the translator asks boto for a region
     from samtranslator.translator.transform import transform as sam_transform
     from samtranslator.yaml_helper import yaml_parse
@@ -33,5 +35,5 @@ def transform(template_path: Path, parameters: dict[str, str] | None = None) -> 
             props["Definition"] = json.loads((template_path.parent / props.pop("DefinitionUri")).read_text())
         for key in ("CodeUri", "ContentUri"):  # local paths become the S3 URIs sam package would write
             if isinstance(props.get(key), str) and not props[key].startswith("s3://"):
-                props[key] = f"s3://packaged-artifacts/{name}.zip"
+                props[key] = (code_uris or {}).get(name) or f"s3://packaged-artifacts/{name}.zip"
     return sam_transform(body, parameters or {}, _BundledPolicies())

@@ -20,7 +20,7 @@ import boto3
 from botocore.config import Config
 
 from ..common.project import project_root
-from . import botocore_loader, moto_patches
+from . import botocore_loader, deploy, moto_patches
 from .lambdas import Function, LambdaService
 from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
@@ -67,6 +67,7 @@ class EmbeddedStack:
         self._mock = None
         self.lambdas: LambdaService | None = None
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
+        self._version_ids: dict[str, str] | None = None  # SAM's version logical ids of the deployed release
         self.outputs: dict[str, Any] = {}
         self._clients: dict[str, Any] = {}
 
@@ -133,9 +134,10 @@ class EmbeddedStack:
         return self._clients[service]
 
     # --- resources from the template ------------------------------------------------------------
-    def _layer_dirs(self) -> list[Path]:
-        layers = self.template.of_type("AWS::Serverless::LayerVersion")
-        return [self.root / self.template.resolve(spec["Properties"]["ContentUri"]) for spec in layers.values()]
+    def _layer_dirs(self, template: Template | None = None, root: Path | None = None) -> list[Path]:
+        template, root = template or self.template, root or self.root
+        layers = template.of_type("AWS::Serverless::LayerVersion")
+        return [root / template.resolve(spec["Properties"]["ContentUri"]) for spec in layers.values()]
 
     def _create_tables(self) -> None:
         dynamodb = self._client("dynamodb")
@@ -205,25 +207,79 @@ class EmbeddedStack:
 
     def _register_functions(self) -> None:
         for logical_id in self.template.of_type("AWS::Serverless::Function"):
-            props = self.template.function_properties(logical_id)
-            environment = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
-            environment.update(self.function_env)
-            environment.update(
-                AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(props.get("MemorySize", 128)),
-                AWS_REGION=self.region,
-            )
-            self.lambdas.add(
-                Function(
-                    logical_id=logical_id,
-                    name=props.get("FunctionName") or self.template.physical_name(logical_id),
-                    arn=self.template.arn(logical_id),
-                    code_dir=self.root / props["CodeUri"],
-                    handler=props["Handler"],
-                    environment=environment,
-                    memory_mb=int(props.get("MemorySize", 128)),
-                    timeout_s=int(props.get("Timeout", 3)),
-                )
-            )
+            self._register_function(self.template, self.root, logical_id)
+
+    def _function_of(self, template: Template, root: Path, logical_id: str) -> Function:
+        props = template.function_properties(logical_id)
+        environment = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+        environment.update(self.function_env)
+        environment.update(
+            AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(props.get("MemorySize", 128)),
+            AWS_REGION=self.region,
+        )
+        return Function(
+            logical_id=logical_id,
+            name=props.get("FunctionName") or template.physical_name(logical_id),
+            arn=template.arn(logical_id),
+            code_dir=root / props["CodeUri"],
+            handler=props["Handler"],
+            environment=environment,
+            memory_mb=int(props.get("MemorySize", 128)),
+            timeout_s=int(props.get("Timeout", 3)),
+            layer_dirs=tuple(self._layer_dirs(template, root)),
+        )
+
+    def _register_function(self, template: Template, root: Path, logical_id: str) -> Function:
+        """The function's ``$LATEST``, and with SAM's ``AutoPublishAlias`` its version (``template.versions``)
+        and the alias: what ``!Ref Function.Version`` and ``.Alias`` name."""
+        function = self._function_of(template, root, logical_id)
+        self.lambdas.add(function)
+        alias = template.function_properties(logical_id).get("AutoPublishAlias")
+        if alias:
+            version = self.lambdas.publish(function, alias)
+            if version != template.versions.get(logical_id, "1"):
+                raise RuntimeError(f"{logical_id}: published version {version}, the template names "
+                                   f"{template.versions.get(logical_id, '1')}")
+        return function
+
+    # --- a deploy into the running stack ----------------------------------------------------------
+    def deploy(self, root: Path | None = None) -> dict[str, str]:
+        """``sam deploy`` of the template, functions and ASL at ``root`` (another checkout: the next release)
+        into this running stack, as CloudFormation updates it. A function with ``AutoPublishAlias`` publishes
+        a new version exactly when SAM gives its version a new logical id (``changeflow.local.deploy``); a
+        published version is immutable and kept (``DeletionPolicy: Retain``). Every changed function's
+        ``$LATEST`` takes the new code and configuration. Then every state machine gets the new definition
+        (UpdateStateMachine: running executions keep the definition they started with). Tables, queues,
+        buses and rules are the stack's own and must not have changed. Returns the version each function's
+        ``.Version`` names now."""
+        if self.lambda_runtime == "emulator":
+            raise RuntimeError("deploy: the embedded stack deploys new code in-process only")
+        root = Path(root) if root else self.root
+        current = {f.logical_id: f for f in self.lambdas.functions.values()}
+        published = {lid: self.template.versions.get(lid, "1") for lid in current
+                     if self.template.function_properties(lid).get("AutoPublishAlias")}
+        template = Template(root / "template.yaml", self.template.stack_name, self.region,
+                            dict(self.template.overrides), versions=dict(published))
+        before = self._version_ids or deploy.version_ids(self.template, self.root)
+        after = deploy.version_ids(template, root)
+        for lid in template.of_type("AWS::Serverless::Function"):
+            if template.function_properties(lid).get("AutoPublishAlias") and before.get(lid) != after.get(lid):
+                template.versions[lid] = str(len(self.lambdas.versions.get(template.physical_name(lid), {})) + 1)
+        for lid in template.of_type("AWS::Serverless::Function"):
+            function = self._function_of(template, root, lid)
+            if lid in current and _release_of(function) == _release_of(current[lid]):
+                continue
+            self.lambdas.add(function)  # $LATEST
+            if template.versions.get(lid) not in (None, published.get(lid)):
+                self.lambdas.publish(function, template.function_properties(lid)["AutoPublishAlias"])
+        self.template, self.root, self._version_ids = template, root, after
+        sfn = self._client("stepfunctions")
+        for logical_id, spec in template.of_type("AWS::Serverless::StateMachine").items():
+            props = template.resolve(spec["Properties"])
+            definition = substitute((root / props["DefinitionUri"]).read_text(encoding="utf-8"),
+                                    props.get("DefinitionSubstitutions", {}))
+            sfn.update_state_machine(stateMachineArn=self.state_machines[logical_id], definition=definition)
+        return dict(template.versions)
 
     def _create_state_machines(self) -> None:
         sfn = self._client("stepfunctions")
@@ -269,6 +325,12 @@ class EmbeddedStack:
         """Import every handler now (their cold starts) rather than on first invocation."""
         for function in self.lambdas.functions.values():
             self.lambdas.load(function)
+
+
+def _release_of(function: Function) -> tuple:
+    """What a function runs: its code and its layers' (by content), handler and configuration."""
+    return (deploy.digest(function.code_dir, *function.layer_dirs), function.handler,
+            tuple(sorted(function.environment.items())), function.memory_mb, function.timeout_s)
 
 
 def logging_configuration(logging: dict[str, Any] | None) -> dict[str, Any]:

@@ -85,6 +85,15 @@ class Function:
     # (service, operation, request parameters, response) of every AWS call the handler's clients make
     api_calls: deque = field(default_factory=lambda: deque(maxlen=2_000))
     invocations: int = 0
+    # "$LATEST", or the number PublishVersion gave this code and configuration
+    version: str = "$LATEST"
+    # the layers' code: packages found here are this function's own, even where the process imported
+    # others of the same name (another release's layer)
+    layer_dirs: tuple[Path, ...] = ()
+
+    @property
+    def qualified_arn(self) -> str:
+        return self.arn if self.version == "$LATEST" else f"{self.arn}:{self.version}"
 
     def entry_point(self) -> Callable[[Any, Any], Any]:
         return getattr(self.module, self.handler.rsplit(".", 1)[1])
@@ -193,7 +202,9 @@ class LambdaService:
     _import_lock = threading.Lock()
 
     def __init__(self, layer_dirs: list[Path]):
-        self.functions: dict[str, Function] = {}
+        self.functions: dict[str, Function] = {}  # name -> $LATEST
+        self.versions: dict[str, dict[str, Function]] = {}  # name -> version -> its code and configuration
+        self.aliases: dict[str, dict[str, str]] = {}  # name -> alias -> version
         self.fault_hook: FaultHook | None = None
         # Powertools Metrics keeps one metric set per process (on Lambda every concurrent invocation has
         # its own process), so in one process invocations take turns. Executions still interleave
@@ -208,12 +219,30 @@ class LambdaService:
         self.stdout = _route_stdout()
 
     def add(self, function: Function) -> None:
+        """``function`` becomes the function's ``$LATEST`` (its unqualified name and ARN)."""
         self.functions[function.name] = function
 
-    def find(self, name_or_arn: str) -> Function | None:
-        # arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER], or NAME
-        name = name_or_arn.split(":")[6] if name_or_arn.startswith("arn:") else name_or_arn.split(":")[0]
-        return self.functions.get(name)
+    def publish(self, function: Function, alias: str | None = None) -> str:
+        """PublishVersion of ``$LATEST`` (``function``, added first): the next version number, which runs
+        this code and configuration for good; ``alias`` (SAM's AutoPublishAlias) is pointed at it.
+        https://docs.aws.amazon.com/lambda/latest/dg/configuration-versions.html"""
+        published = self.versions.setdefault(function.name, {})
+        function.version = str(len(published) + 1)
+        published[function.version] = function
+        if alias:
+            self.aliases.setdefault(function.name, {})[alias] = function.version
+        return function.version
+
+    def find(self, name_or_arn: str, qualifier: str | None = None) -> Function | None:
+        """arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER], or NAME[:QUALIFIER]: ``$LATEST`` when
+        unqualified, else the version (or the alias's version); ``None`` for a version that does not exist."""
+        parts = name_or_arn.split(":")
+        name, rest = (parts[6], parts[7:]) if name_or_arn.startswith("arn:") else (parts[0], parts[1:])
+        qualifier = rest[0] if rest else qualifier
+        if qualifier in (None, "", "$LATEST"):
+            return self.functions.get(name)
+        qualifier = self.aliases.get(name, {}).get(qualifier, qualifier)
+        return self.versions.get(name, {}).get(qualifier)
 
     def load(self, function: Function) -> None:
         """Import the handler's module (its cold start) with the function's environment in place."""
@@ -230,9 +259,11 @@ class LambdaService:
             os.environ.update(function.environment)
             self.stdout.local.function = function
             try:
-                spec = importlib.util.spec_from_file_location(f"changeflow_lambda_{function.logical_id}", path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
+                with _own_layer_packages(function.layer_dirs):
+                    spec = importlib.util.spec_from_file_location(
+                        f"changeflow_lambda_{function.logical_id}_{function.version}", path)
+                    module = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(module)
             finally:
                 self.stdout.local.function = None
                 for key, value in saved.items():
@@ -256,7 +287,8 @@ class LambdaService:
         if self.runtime is not None:
             return self.runtime.invoke(function, event, self.fault_hook)
         self.load(function)
-        context = LambdaContext(function.name, function.arn, function.memory_mb, function.timeout_s * 1000)
+        context = LambdaContext(function.name, function.qualified_arn, function.memory_mb, function.timeout_s * 1000,
+                                function_version=function.version)
         with self.invoke_lock:
             _route_stdout()
             function.invocations += 1
@@ -282,7 +314,8 @@ class LambdaService:
     # botocore ``before-call.lambda.Invoke``: answering here skips serialising, signing and HTTP.
     def before_call(self, model, params, **kwargs):
         function_ref = unquote(params["url_path"].split("/")[3])
-        function = self.find(function_ref)
+        query = params.get("query_string")
+        function = self.find(function_ref, query.get("Qualifier") if isinstance(query, dict) else None)
         if function is None:
             return _error_response(404, "ResourceNotFoundException", f"Function not found: {function_ref}")
         event = json.loads(params.get("body") or b"{}")
@@ -295,12 +328,47 @@ class LambdaService:
             "ResponseMetadata": {"RequestId": str(uuid.uuid4()), "HTTPStatusCode": 200, "HTTPHeaders": {},
                                  "RetryAttempts": 0},
             "StatusCode": 200,
-            "ExecutedVersion": "$LATEST",
+            "ExecutedVersion": function.version,
             "Payload": StreamingBody(io.BytesIO(data), len(data)),
         }
         if failed:
             parsed["FunctionError"] = "Unhandled"
         return AWSResponse("https://lambda.embedded/", 200, {}, MockRawResponse(b"")), parsed
+
+
+@contextlib.contextmanager
+def _own_layer_packages(layer_dirs: tuple[Path, ...]):
+    """Import a handler against its own layers: a package a layer holds (``changeflow_core``) that this
+    process has already imported from elsewhere (another release's layer, or the checkout) is set aside
+    while the handler imports, so the handler binds this layer's copy, and put back after. On Lambda every
+    version has its own /opt; here one process holds several releases."""
+    names = set()
+    for layer in layer_dirs:
+        for entry in Path(layer).iterdir() if Path(layer).is_dir() else ():
+            if (entry / "__init__.py").is_file() or (entry.suffix == ".py" and entry.is_file()):
+                names.add(entry.stem)
+    foreign = {}
+    for name in names:
+        loaded = sys.modules.get(name)
+        origin = Path(getattr(loaded, "__file__", None) or "").resolve()
+        if loaded is not None and not any(origin.is_relative_to(Path(d).resolve()) for d in layer_dirs):
+            foreign.update({key: module for key, module in sys.modules.items()
+                            if key == name or key.startswith(name + ".")})
+    if not foreign and all(name in sys.modules for name in names):
+        yield  # the process's own layer, imported already: nothing to set aside
+        return
+    for key in foreign:
+        del sys.modules[key]
+    path = list(sys.path)
+    sys.path[:0] = [str(d) for d in layer_dirs]
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        if foreign:  # the handler holds what it imported; the process keeps its own
+            for key in [k for k in sys.modules if k.split(".")[0] in {n.split(".")[0] for n in foreign}]:
+                del sys.modules[key]
+            sys.modules.update(foreign)
 
 
 def _record_calls(client: BaseClient, function: Function) -> None:

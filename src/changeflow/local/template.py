@@ -68,6 +68,8 @@ class Template:
     stack_name: str = "changeflow"
     region: str = "us-east-1"
     overrides: dict[str, str] = field(default_factory=dict)
+    # SAM AutoPublishAlias: the version each function's deploy published (logical id -> "N"; "1" when absent)
+    versions: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -135,6 +137,8 @@ class Template:
             return pseudo[name]
         if name in self.parameters:
             return self.parameters[name]
+        if name.endswith((".Version", ".Alias")) and name.rsplit(".", 1)[0] in self.resources:
+            return self.published(*name.rsplit(".", 1))
         if name in self.resources:
             kind = self.resources[name]["Type"]
             if kind == "AWS::SQS::Queue":
@@ -165,6 +169,15 @@ class Template:
         if kind not in arns:
             raise TemplateError(f"no ARN known for {logical_id} ({kind})")
         return arns[kind]
+
+    def published(self, logical_id: str, kind: str) -> str:
+        """SAM's ``!Ref Function.Version`` (the version ARN, ``...:function:NAME:N``) and ``!Ref Function.Alias``
+        (the alias ARN), for a function with ``AutoPublishAlias``.
+        https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-resource-function.html"""
+        alias = self.function_properties(logical_id).get("AutoPublishAlias")
+        if not alias:
+            raise TemplateError(f"!Ref {logical_id}.{kind}: the function has no AutoPublishAlias")
+        return f"{self.arn(logical_id)}:{self.versions.get(logical_id, '1') if kind == 'Version' else alias}"
 
     def get_att(self, logical_id: str, attribute: str) -> Any:
         if logical_id not in self.resources:

@@ -19,8 +19,8 @@ What each module does:
   ``.start_execution``: StartExecution's name and input rules; ``.context_object``: ``StartTime`` as AWS
   writes it; ``.termination``: an event when an execution ends; ``.express``: Express workflows and
   execution time limits; ``.execution_log``: the execution log in CloudWatch Logs (an input or output
-  past 248 KB escaped cut, as AWS cuts it); ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions
-  indexed, closed executions compacted.
+  past 248 KB escaped cut, as AWS cuts it); ``.redrive``: RedriveExecution (moto has none);
+  ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted.
 - ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue.
 - ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.numbers``: numbers stored
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
@@ -43,7 +43,7 @@ from .events import targets
 from .kms import perf as kms_perf
 from .originals import ORIGINALS
 from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
-                            parse_cache, start_execution, termination)
+                            parse_cache, redrive, start_execution, termination)
 from .stepfunctions import perf as stepfunctions_perf
 
 _INSTALL_LOCK = threading.Lock()
@@ -86,6 +86,7 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         express.patch_express_apis_unavailable()
         execution_log.patch_execution_log_delivery()
         execution_log.patch_execution_log_truncation()  # after the delivery: it wraps its publisher
+        redrive.patch_redrive_execution()
         express.patch_express_duration_limit()
         intrinsics.patch_math_random_end_exclusive()
         dynamodb_limits.patch_dynamodb_number_limits()

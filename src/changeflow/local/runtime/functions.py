@@ -73,4 +73,12 @@ def deployed_template(root: Path, template_path: Path, stack_name: str, region: 
         def physical_name(self, logical_id: str) -> str:
             return physical.get(logical_id) or super().physical_name(logical_id)
 
+        def published(self, logical_id: str, kind: str) -> str:
+            # SAM names the version <Function>Version<hash> and the alias <Function>Alias<name>; their
+            # physical ids are the version's and the alias's ARNs (a version left by a deploy is retained
+            # outside the stack, so the stack lists the current one only)
+            found = [arn for resource, arn in physical.items()
+                     if resource.startswith(f"{logical_id}{kind}") and arn.startswith("arn:")]
+            return found[0] if len(found) == 1 else super().published(logical_id, kind)
+
     return Deployed(template_path, stack_name, cloudformation.meta.region_name, params)

@@ -48,6 +48,25 @@ def truncated_for_log(details: dict) -> dict:
     return details if cut is None else cut
 
 
+def logging_session(machine, execution_arn: str):
+    """The session that delivers an execution's events to its machine's log group (None when logging is
+    OFF): at the start of an execution, and again when it is redriven (``redrive``)."""
+    from moto.stepfunctions.parser.asl.eval.event import logging as sfn_logging
+
+    config = getattr(machine, "loggingConfiguration", None) or {}
+    if config.get("level", "OFF") == "OFF":
+        return None
+    config = {"includeExecutionData": False, **config}
+    configuration = sfn_logging.CloudWatchLoggingConfiguration.from_logging_configuration(
+        state_machine_arn=machine.arn, logging_configuration=config)
+    if configuration is None:
+        return None
+    now = datetime.datetime.now(tz=datetime.timezone.utc)
+    # CloudWatch Logs stream names cannot hold ':' (moto's default is the machine's ARN)
+    configuration.log_stream_name = f"states/{machine.name}/{now:%Y-%m-%d-%H-%M}/{execution_arn.rsplit(':', 1)[-1][:36]}"
+    return sfn_logging.CloudWatchLoggingSession(execution_arn=execution_arn, configuration=configuration)
+
+
 def patch_execution_log_delivery() -> None:
     """The state machine's LoggingConfiguration delivers each execution's events to its CloudWatch Logs
     group, one JSON record per event (id, type, details, previous_event_id, event_timestamp,
@@ -59,23 +78,11 @@ def patch_execution_log_delivery() -> None:
     from moto.stepfunctions.parser.backend import execution
 
     session_class = sfn_logging.CloudWatchLoggingSession
-    configuration_class = sfn_logging.CloudWatchLoggingConfiguration
     original_init = ORIGINALS.setdefault("execution_init", execution.Execution.__init__)
 
     def __init__(self, *args, **kwargs):
-        machine = kwargs.get("state_machine")
-        config = getattr(machine, "loggingConfiguration", None) or {}
-        if kwargs.get("cloud_watch_logging_session") is None and config.get("level", "OFF") != "OFF":
-            config = {"includeExecutionData": False, **config}
-            configuration = configuration_class.from_logging_configuration(
-                state_machine_arn=machine.arn, logging_configuration=config)
-            if configuration is not None:
-                now = datetime.datetime.now(tz=datetime.timezone.utc)
-                # CloudWatch Logs stream names cannot hold ':' (moto's default is the machine's ARN)
-                configuration.log_stream_name = (
-                    f"states/{machine.name}/{now:%Y-%m-%d-%H-%M}/{kwargs['exec_arn'].rsplit(':', 1)[-1][:36]}")
-                kwargs["cloud_watch_logging_session"] = session_class(
-                    execution_arn=kwargs["exec_arn"], configuration=configuration)
+        if kwargs.get("cloud_watch_logging_session") is None:
+            kwargs["cloud_watch_logging_session"] = logging_session(kwargs.get("state_machine"), kwargs["exec_arn"])
         original_init(self, *args, **kwargs)
 
     execution.Execution.__init__ = __init__
