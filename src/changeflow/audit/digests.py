@@ -6,11 +6,62 @@ command."""
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 from changeflow_core import chain, model
 
 from ..client import Changeflow
+
+
+HEX_HASH = re.compile(r"[0-9a-f]{64}")  # a SHA-256 as the chain and digests write it: lowercase hex
+_HEAD_KEYS = frozenset({"entityId", "version", "chainHash"})
+
+
+class DigestInvalid(ValueError):
+    """A digest file that is not what ``changeflow digest`` writes (its shape, named in one line)."""
+
+
+def parse_digest(document: Any) -> dict[str, Any]:
+    """A digest read from outside the account (a file an auditor kept), checked for the shape ``digest``
+    writes before anything is computed from it: the format, each head (an entity id, a version from 1 to
+    the largest one, a lowercase hex SHA-256 or null for a version written before the chain), each entity
+    once, a hex root and the time it was taken. Whether the root matches the heads is ``root_holds``.
+    Raises ``DigestInvalid``."""
+    if not isinstance(document, dict):
+        raise DigestInvalid("not a changeflow digest (not a JSON object; `changeflow digest --all` makes one)")
+    if document.get("format") != chain.DIGEST_FORMAT:
+        raise DigestInvalid(f"not a changeflow digest (format {document.get('format')!r}, "
+                            f"expected {chain.DIGEST_FORMAT!r})")
+    entities = document.get("entities")
+    if not isinstance(entities, list):
+        raise DigestInvalid("not a changeflow digest: its entities are not a list")
+    seen: set[str] = set()
+    for position, entry in enumerate(entities):
+        where = f"entities[{position}]"
+        if not isinstance(entry, dict) or set(entry) != _HEAD_KEYS:
+            raise DigestInvalid(f"{where} is not an entity's head (entityId, version, chainHash)")
+        entity_id, version, hashed = entry["entityId"], entry["version"], entry["chainHash"]
+        if not isinstance(entity_id, str) or not entity_id:
+            raise DigestInvalid(f"{where}: entityId {entity_id!r} is not an entity id")
+        if type(version) is not int or not 1 <= version <= model.MAX_VERSION:
+            raise DigestInvalid(f"{where}: version {version!r} is not a version number")
+        if hashed is not None and not (isinstance(hashed, str) and HEX_HASH.fullmatch(hashed)):
+            raise DigestInvalid(f"{where}: chainHash {hashed!r} is not a SHA-256 in lowercase hex")
+        if entity_id in seen:
+            raise DigestInvalid(f"{where}: entity {entity_id!r} appears twice")
+        seen.add(entity_id)
+    root = document.get("root")
+    if not (isinstance(root, str) and HEX_HASH.fullmatch(root)):
+        raise DigestInvalid(f"its root {root!r} is not a SHA-256 in lowercase hex")
+    if not isinstance(document.get("takenAt"), str):
+        raise DigestInvalid("it does not say when it was taken (takenAt)")
+    return document
+
+
+def root_holds(parsed: dict[str, Any]) -> bool:
+    """Whether a parsed digest's root is the Merkle root of its heads (false: the file was altered)."""
+    return chain.merkle_root(parsed["entities"]) == parsed["root"]
 
 
 def raw_history(client: Changeflow, entity_id: str) -> list[dict[str, dict]]:
