@@ -280,6 +280,44 @@ def test_a_merkle_path_for_another_leaf_is_refused_by_name(world):
     assert refused({**proof, "merkle": {**proof["merkle"], "size": 5}}, digest) == "MerklePathMismatch"
 
 
+def test_the_leaf_index_and_tree_size_are_bound_by_the_digest_not_only_by_the_paths_shape():
+    """Index 0 of 5 leaves and of 7 have paths of the same shape (5 and 7 are one bit apart): the tree alone
+    does not bind the size, so the checker takes it from the digest."""
+    histories = {f"e{i}": sealed_history(f"e{i}", [{"t": str(i)}]) for i in range(5)}
+    digest = digest_of(histories)
+    proof = proof_of(histories, digest, "e0", 1)
+    assert proof["merkle"]["size"] == 5 and refused(proof, digest) == ""
+    assert chain.root_from_path(digest["entities"][0], 0, 7, proof["merkle"]["path"]) == digest["root"]
+    assert refused({**proof, "merkle": {**proof["merkle"], "size": 7}}, digest) == "MerklePathMismatch"
+
+
+NOT_THE_ONE_FORM = {  # the same thing proven, written another way: refused, so that no two proofs are equal
+    "a number with a trailing zero": ("item", "n", {"N": "3.0"}),
+    "a number with an exponent": ("item", "big", {"N": "1E+40"}),
+    "binary in non-canonical base64": ("item", "blobs", {"BS": ["AR==", "AgM="]}),  # AQ== is b"\x01" too
+    "a hash in upper case": ("item", chain.CHAIN_HASH, None),
+    "NULL false": ("item", "none", {"NULL": False}),
+    "a set unsorted": ("item", "tags", {"SS": ["b", "a"]}),
+    "the key, which the chain does not cover": ("item", model.PK, {"S": ENTITY}),
+    "the expiry, which the chain does not cover": ("item", model.EXPIRES_AT, {"N": "1"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_THE_ONE_FORM))
+def test_a_proof_in_another_form_of_the_same_values_is_refused(world, case):
+    histories, digest = world
+    proof = proof_of(histories, digest, version=3)
+    part, name, value = NOT_THE_ONE_FORM[case]
+    if value is None:
+        value = {"S": proof[part][name]["S"].upper()}
+    if name == "blobs":
+        assert proof[part][name] == {"BS": ["AQ==", "AgM="]}
+    if name == "n":
+        assert proof[part][name] == {"N": "4.5"}
+        value = {"N": "4.50"}
+    assert refused({**proof, part: {**proof[part], name: value}}, digest) == "Invalid"
+
+
 def test_a_forged_digest_is_refused(world):
     histories, digest = world
     proof = proof_of(histories, digest)
