@@ -23,6 +23,7 @@ same thing and every single-bit change to a proof is refused (``tests/test_proof
 from __future__ import annotations
 
 import base64
+import datetime
 import binascii
 import json
 import re
@@ -304,10 +305,18 @@ def verify_proof(proof: dict[str, Any], digest: dict[str, Any], entity_id: str |
         raise ProofRejected("MerklePathMismatch", f"the Merkle path does not lead from {claimed!r}'s head to the "
                             "digest's root")
     item = proof["item"]
-    return {"entityId": claimed, "version": number, "head": entry["version"], "takenAt": digest["takenAt"],
+    return {"entityId": claimed, "recorded": _utc(item.get(model.RECORDED_AT, {}).get("N", "")), "version": number, "head": entry["version"], "takenAt": digest["takenAt"],
             "root": digest["root"], "changeId": item.get(model.CHANGE_ID, {}).get("S"),
             "recordedAt": item.get(model.RECORDED_AT, {}).get("N"),
             "effectiveAt": item.get(model.EFFECTIVE_AT, {}).get("N"), "item": item}
+
+
+def _utc(epoch_ms: str) -> str:
+    try:
+        return datetime.datetime.fromtimestamp(int(epoch_ms) / 1000, datetime.timezone.utc).isoformat(
+            timespec="milliseconds")
+    except (ValueError, OverflowError, OSError):
+        return f"at {epoch_ms or 'an unknown time'}"
 
 
 # --- from the table ------------------------------------------------------------------------------------------

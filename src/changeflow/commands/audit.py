@@ -153,9 +153,11 @@ def cmd_verify_proof(args) -> int:
         dump({"ok": True, **proven})
     else:
         later = proven["head"] - proven["version"]
+        linked = (f"{later} later version{'s' if later != 1 else ''} link it to the head it recorded, version "
+                  f"{proven['head']}" if later else "it is the head it recorded")
         print(f"proven: version {proven['version']} of {proven['entityId']!r} (change {proven['changeId']}, recorded "
-              f"at {proven['recordedAt']}) is in the digest taken {proven['takenAt']} (root {proven['root'][:16]}...), "
-              f"{later} later version{'s' if later != 1 else ''} before the head it recorded")
+              f"{proven['recorded']}) is what the digest taken {proven['takenAt']} (root "
+              f"{proven['root'][:16]}...) committed to: {linked}")
     return OK
 
 
