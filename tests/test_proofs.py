@@ -24,9 +24,8 @@ from changeflow.audit import digests, proofs
 from changeflow_core import chain, model
 
 from conftest import ROOT
+from test_tamper import ENTITY, T0, put, recompute_chain_from  # doc#7's changes, and the insider who recomputes every hash
 
-ENTITY = "doc#7"
-T0 = 1_767_225_600_000
 
 
 # --- histories built as the write step seals them (no stack: the proof's checks are pure) ----------------
@@ -463,11 +462,6 @@ def test_verify_proof_runs_on_a_laptop_outside_the_project_with_no_credentials(w
 
 
 # --- from a stack ----------------------------------------------------------------------------------------
-def put(at: int, change: str, **attributes) -> dict:
-    return {"entityId": ENTITY, "operation": "put", "attributes": attributes, "effectiveAt": at,
-            "changeId": change, "actor": "ana@example.com", "reason": "edit"}
-
-
 @pytest.fixture
 def recorded(cf):
     cf.submit(put(T0, "c1", title="one", n=1))
@@ -524,8 +518,6 @@ def test_a_proof_cannot_be_made_from_a_table_that_no_longer_matches_the_digest(r
     """Each attribute of the stored version 2 changed by one bit (its value, then its name); then the insider
     who also recomputes every later hash. The proof is refused each time, naming why, and the untouched table
     proves again."""
-    from test_tamper import recompute_chain_from
-
     taken = json.loads(json.dumps(digests.digest(recorded, [ENTITY, "doc#8"])))
     assert proofs.prove(recorded, ENTITY, 2, taken)["version"] == 2
     table = recorded.history_table
