@@ -91,6 +91,23 @@ def refused(proof, digest, **asked) -> str:
     return ""
 
 
+# --- the Merkle path -------------------------------------------------------------------------------------
+def test_every_leafs_path_leads_to_the_root_digests_have_always_had_for_trees_of_1_to_40_leaves():
+    for size in range(1, 41):
+        heads = [{"entityId": f"e{i:02d}", "version": i + 1, "chainHash": f"{i:064x}"} for i in range(size)]
+        root = chain.merkle_root(heads)
+        for head in heads:
+            path = chain.merkle_path(heads, head["entityId"])
+            assert chain.root_from_path(head, path["index"], path["size"], path["path"]) == root
+            assert len(path["path"]) <= max(1, (size - 1).bit_length())
+            other = {**head, "version": head["version"] + 1}
+            assert chain.root_from_path(other, path["index"], path["size"], path["path"]) != root
+    assert chain.merkle_path(heads, "absent") is None
+    # the roots digests taken before proofs existed have (computed by main's merkle_root before this change)
+    assert chain.merkle_root(heads[:3]) == "5d977ac80554275692a30d27e6e6d09eac0345c711c38296d7b0374fa669e03b"
+    assert chain.merkle_root(heads[:7]) == "dc5ce9f4644526dc289ae869d6140b36bd319c5eac8829952b0953f24b8e3450"
+
+
 # --- the proof holds ---------------------------------------------------------------------------------------
 def test_a_proof_of_each_version_verifies_offline_and_says_what_it_proved(world):
     histories, digest = world
