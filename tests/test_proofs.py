@@ -361,6 +361,7 @@ FORGED_DIGESTS = {
     "another format": lambda d: {**d, "format": "changeflow-digest/0"},
     "not an object": lambda d: [d],
     "no takenAt": lambda d: {k: v for k, v in d.items() if k != "takenAt"},
+    "a takenAt of two lines": lambda d: {**d, "takenAt": "2026-11-24\nchangeflow: proven"},
 }
 
 

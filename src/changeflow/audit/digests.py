@@ -54,8 +54,9 @@ def parse_digest(document: Any) -> dict[str, Any]:
     root = document.get("root")
     if not (isinstance(root, str) and HEX_HASH.fullmatch(root)):
         raise DigestInvalid(f"its root {root!r} is not a SHA-256 in lowercase hex")
-    if not isinstance(document.get("takenAt"), str):
-        raise DigestInvalid("it does not say when it was taken (takenAt)")
+    taken = document.get("takenAt")
+    if not (isinstance(taken, str) and taken.isprintable()):
+        raise DigestInvalid(f"it does not say when it was taken in one line of text (takenAt {taken!r})")
     return document
 
 

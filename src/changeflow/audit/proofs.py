@@ -230,7 +230,8 @@ def check_shape(proof: Any) -> None:
         raise ProofInvalid("digest is not {root, takenAt}")
     if not (isinstance(digest["root"], str) and HEX_HASH.fullmatch(digest["root"])):
         raise ProofInvalid("digest.root is not a SHA-256 in lowercase hex")
-    _text(digest["takenAt"], "digest.takenAt")
+    if not _text(digest["takenAt"], "digest.takenAt").isprintable():
+        raise ProofInvalid(f"digest.takenAt {digest['takenAt']!r} is not one line of text")
 
 
 # --- making and checking a proof -----------------------------------------------------------------------------
