@@ -32,7 +32,9 @@ def measure(changes: int) -> dict:
     from changeflow.client import Changeflow
     from changeflow.local.embedded import EmbeddedStack
 
-    with EmbeddedStack(ROOT, time_scale=0.001) as stack:
+    # the operator's opt-in (docs/privacy.md): every state with its data, the archive this page weighs
+    with EmbeddedStack(ROOT, time_scale=0.001, parameters={"StateMachineLogLevel": "ALL",
+                                                           "StateMachineIncludeExecutionData": "true"}) as stack:
         cf = Changeflow.for_embedded(stack)
         executions = [cf.submit({"entityId": f"arch#{i % 10}", "operation": "put", "changeId": f"c{i}",
                                  "effectiveAt": T0 + i, "attributes": {"title": f"version {i}", "n": i}})

@@ -38,24 +38,50 @@ PRICES = {  # USD, us-east-1, list prices on 2026-11-21
     "lambda_per_gb_second": 0.0000166667,  # x86
     "dynamodb_per_wru": 0.625 / 1e6,  # on-demand write request unit (1 KB)
     "dynamodb_per_rru": 0.125 / 1e6,  # on-demand read request unit (4 KB strongly consistent read)
+    # CloudWatch Logs ingestion, first tier: the execution log is billed as vended logs, the functions' logs
+    # as standard logs; both $0.50 per GB in us-east-1
+    "logs_ingest_per_gb": 0.50,
 }
+# Each log event counts its UTF-8 message plus 26 bytes (CloudWatch Logs quotas: PutLogEvents batch size,
+# "the sum of all event messages in UTF-8, plus 26 bytes for each log event").
+LOG_EVENT_OVERHEAD = 26
+# What Lambda itself writes to a function's log per invocation (its text format; the embedded stack's
+# handlers run without it): START, END and a REPORT line with the X-Ray trace, each one event.
+LAMBDA_PLATFORM_LINES = (
+    "START RequestId: 6f5e1c1a-2b3c-4d5e-8f90-a1b2c3d4e5f6 Version: $LATEST\n",
+    "END RequestId: 6f5e1c1a-2b3c-4d5e-8f90-a1b2c3d4e5f6\n",
+    "REPORT RequestId: 6f5e1c1a-2b3c-4d5e-8f90-a1b2c3d4e5f6\tDuration: 5.00 ms\tBilled Duration: 5 ms\t"
+    "Memory Size: 256 MB\tMax Memory Used: 90 MB\t\nXRAY TraceId: 1-6751c1e3-2f3e1e6c1c2d1d8a3b4c5d6e\t"
+    "SegmentId: 5d2a6b8c9e0f1a2b\tSampled: true\t\n",
+)
+LAMBDA_PLATFORM_BYTES = sum(len(line.encode()) + LOG_EVENT_OVERHEAD for line in LAMBDA_PLATFORM_LINES)
+# The execution log's settings measured: the default (failures only, no data), every state without data,
+# every state with data (docs/privacy.md)
+LOG_SETTINGS = {"ERROR": {"StateMachineLogLevel": "ERROR", "StateMachineIncludeExecutionData": "false"},
+                "ALL": {"StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "false"},
+                "ALL + data": {"StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"}}
 LAMBDA_MEMORY_GB = 0.25  # MemorySize 256 in the template's Globals
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
 HANDLER_MS = 5.0  # assumed per Lambda invocation in the dollar figures
 
 
 CHAIN = ("prevHash", "chainHash")  # the hash chain's attributes (changeflow_core.chain)
+FORMAT_1_BYTES = len("prevHash") + 64 + len("chainHash") + 64  # the chain as format 1 stored it: hex strings
 
 
-def item_size(item: dict, chain: bool = True) -> int:
-    """DynamoDB's size of an item; ``chain=False``: as if it carried no hash chain (its cost, shown apart)."""
+def item_size(item: dict, chain: bool | str = True) -> int:
+    """DynamoDB's size of an item; ``chain=False``: as if it carried no hash chain (its cost, shown apart);
+    ``chain="format 1"``: as if it carried the chain as format 1 stored it (145 bytes, the figure before)."""
     from changeflow_core.codec import item_size as size
 
-    return size(item if chain else {k: v for k, v in item.items() if k not in CHAIN})
+    if chain is True:
+        return size(item)
+    bare = size({k: v for k, v in item.items() if k not in CHAIN})
+    return bare + (FORMAT_1_BYTES if chain == "format 1" and any(k in item for k in CHAIN) else 0)
 
 
 def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
-                  chain: bool = True) -> tuple[float, float]:
+                  chain: bool | str = True) -> tuple[float, float]:
     """(read units, write units) of one request, DynamoDB's rounding: reads per 4 KB (strongly
     consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item."""
     item_size_ = lambda item: item_size(item, chain)  # noqa: E731
@@ -77,7 +103,7 @@ def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
     return 0.0, float(max(1, math.ceil(max(old, new) / 1024)))
 
 
-def table_sizes(client, table: str, chain: bool = True) -> dict:
+def table_sizes(client, table: str, chain: bool | str = True) -> dict:
     sizes, start = {}, None
     while True:
         page = client.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
@@ -138,13 +164,21 @@ def measure_paths(item_bytes: int, parameters: dict | None = None) -> dict:
             old = {**table_sizes(cf.dynamodb, cf.table), **table_sizes(cf.dynamodb, cf.history_table)}
             old_unchained = {**table_sizes(cf.dynamodb, cf.table, chain=False),
                              **table_sizes(cf.dynamodb, cf.history_table, chain=False)}
+            old_format_1 = {**table_sizes(cf.dynamodb, cf.table, chain="format 1"),
+                            **table_sizes(cf.dynamodb, cf.history_table, chain="format 1")}
             for function in stack.lambdas.functions.values():
                 function.api_calls.clear()
+                function.logs.clear()
             started = time.perf_counter()
             execution = cf.submit(request)
             seconds = time.perf_counter() - started
             assert execution.status == "SUCCEEDED", (path, execution.error, execution.cause)
-            reads = writes = reads_unchained = writes_unchained = 0.0
+            function_log_bytes = sum(len(str(line).encode("utf-8")) + LOG_EVENT_OVERHEAD
+                                     for f in stack.lambdas.functions.values() for line in f.logs)
+            reads = writes = reads_unchained = writes_unchained = reads_format_1 = writes_format_1 = 0.0
+            chain_bytes = max((item_size(p["Item"]) - item_size(p["Item"], chain=False) for f in
+                               stack.lambdas.functions.values() for _, op, p, _ in f.api_calls if op == "PutItem"),
+                              default=0)
             calls = []
             for function in stack.lambdas.functions.values():
                 for _, operation, params, response in function.api_calls:
@@ -152,9 +186,12 @@ def measure_paths(item_bytes: int, parameters: dict | None = None) -> dict:
                     reads, writes = reads + r, writes + w
                     r, w = units_of_call(operation, params, response, old_unchained, chain=False)
                     reads_unchained, writes_unchained = reads_unchained + r, writes_unchained + w
+                    r, w = units_of_call(operation, params, response, old_format_1, chain="format 1")
+                    reads_format_1, writes_format_1 = reads_format_1 + r, writes_format_1 + w
                     calls.append(operation)
             events = list(cf.history(execution.arn))
             entered, invocations = billed_transitions(events), lambda_invocations(events)
+            history_bytes = len(json.dumps(events, default=str, separators=(",", ":")).encode())
             v0_writes = [w for f in stack.lambdas.functions.values() if f.logical_id in (
                 "UpdateLatestFunction", "DeleteTombstoneFunction") for w in f.api_calls]
             history_writes = [w for w in stack.function("PutHistoryFunction").api_calls if w[1] == "PutItem"]
@@ -162,10 +199,41 @@ def measure_paths(item_bytes: int, parameters: dict | None = None) -> dict:
             results[path] = {
                 "outcome": execution.output["outcome"], "read_units": reads, "write_units": writes,
                 "read_units_without_chain": reads_unchained, "write_units_without_chain": writes_unchained,
+                "read_units_chain_format_1": reads_format_1, "write_units_chain_format_1": writes_format_1,
+                "chain_bytes_per_item": chain_bytes,
                 "requests": sorted(calls), "state_transitions": entered, "lambda_invocations": invocations,
                 "seconds": seconds, "transactional_write_units": transactional_writes if v0_writes else None,
+                "execution_log_bytes": execution_log_bytes(stack, execution.arn),
+                "function_log_bytes": function_log_bytes + invocations * LAMBDA_PLATFORM_BYTES,
+                "history_bytes": history_bytes, "wait_seconds": wait_seconds(events),
             }
     return results
+
+
+def execution_log_bytes(stack, arn: str) -> int:
+    """Bytes CloudWatch Logs ingests for one execution's records in the state machine's log group (each
+    message plus its 26 bytes), at the stack's LoggingConfiguration."""
+    logs = stack.client("logs")
+    kwargs, total = {"logGroupName": stack.template.physical_name("ChangeStateMachineLogGroup")}, 0
+    while True:
+        page = logs.filter_log_events(**kwargs)
+        for event in page["events"]:
+            if json.loads(event["message"]).get("execution_arn") == arn:
+                total += len(event["message"].encode("utf-8")) + LOG_EVENT_OVERHEAD
+        if not page.get("nextToken"):
+            return total
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def wait_seconds(events: list[dict]) -> float:
+    """Seconds the execution spent in Wait states (the back-off): each WaitStateEntered's ``waitSeconds``
+    (the ASL waits ``SecondsPath: $.waitSeconds``). Express bills them as duration."""
+    total = 0.0
+    for ev in events:
+        if ev["type"] == "WaitStateEntered":
+            state_input = json.loads(ev["stateEnteredEventDetails"].get("input") or "{}")
+            total += float(state_input.get("waitSeconds", 0) or 0)
+    return total
 
 
 def lambda_invocations(events: list[dict]) -> int:
@@ -245,10 +313,13 @@ def contention(k: int, time_scale: float, root: Path = ROOT, label: str = "") ->
             results = list(pool.map(one, requests))
         wall = time.perf_counter() - started
         transitions = invocations = 0
+        express_usd = 0.0  # what Express would bill these executions: each one's duration, its Waits included
         for execution, _ in results:
             events = list(cf.history(execution.arn))
             transitions += billed_transitions(events)
             invocations += lambda_invocations(events)
+            express_usd += PRICES["express_per_request"] + 0.0625 * express_billed_seconds(wait_seconds(events)) * \
+                PRICES["express_per_gb_second"]
         reads = writes = 0.0
         for function in stack.lambdas.functions.values():
             for _, operation, params, response in function.api_calls:
@@ -266,7 +337,9 @@ def contention(k: int, time_scale: float, root: Path = ROOT, label: str = "") ->
             "other": sorted(o for o in outcomes if o not in ("applied", "VersionConflict")),
             "transitions_per_applied": transitions / per, "invocations_per_applied": invocations / per,
             "read_units_per_applied": reads / per, "write_units_per_applied": writes / per,
-            "p50_s": pick(0.5), "p99_s": pick(0.99), "wall_s": wall}
+            "p50_s": pick(0.5), "p99_s": pick(0.99), "wall_s": wall,
+            "express_workflow_usd_per_million_applied": express_usd / per * 1e6,
+            "standard_transitions_usd_per_million_applied": transitions / per * PRICES["standard_per_transition"] * 1e6}
 
 
 def print_contention(rows: list[dict]) -> None:
@@ -278,7 +351,9 @@ def print_contention(rows: list[dict]) -> None:
     for r in rows:
         print(f"{r['label']:<22}{r['k']:>5}{r['time_scale']:>7g}{r['applied']:>9}{r['version_conflicts']:>17}"
               f"{r['transitions_per_applied']:>13.1f}{r['invocations_per_applied']:>13.1f}"
-              f"{r['read_units_per_applied']:>7.1f}{r['write_units_per_applied']:>7.1f}{r['p50_s']:>8.1f}{r['p99_s']:>8.1f}")
+              f"{r['read_units_per_applied']:>7.1f}{r['write_units_per_applied']:>7.1f}{r['p50_s']:>8.1f}{r['p99_s']:>8.1f}"
+              f"   workflow $/M applied: Standard {r.get('standard_transitions_usd_per_million_applied', 0):.2f},"
+              f" Express {r.get('express_workflow_usd_per_million_applied', 0):.2f}")
 
 
 def units_report(report: dict) -> str:
@@ -299,18 +374,35 @@ def units_report(report: dict) -> str:
             trans = row["transactional_write_units"]
             print(f"{path:<10}{row['outcome']:<10}{cells}{('' if trans is None else f'{trans:g}'):>20}"
                   f"{row['state_transitions']:>13}{row['lambda_invocations']:>13}")
-        print("\nThe hash chain's share (prevHash + chainHash: 145 bytes per item): units without it -> with it")
-        for path in PATHS:
-            cells = "".join(
-                f"{report['sizes'][s][path]['read_units_without_chain']:>5g}/{report['sizes'][s][path]['write_units_without_chain']:<4g}"
-                f"-> {report['sizes'][s][path]['read_units']:g}/{report['sizes'][s][path]['write_units']:<6g}"
-                for s in report["sizes"])
-            print(f"{path:<10}{cells}")
+        for title, sizes in (("", report["sizes"]),
+                             (" with a retention window (prevHash stored too)", report.get("retention") or {})):
+            if not sizes:
+                continue
+            bytes_ = max(p["chain_bytes_per_item"] for s in sizes.values() for p in s.values())
+            print(f"\nThe hash chain's share{title}: format 2 stores {bytes_} bytes per item, format 1 stored "
+                  f"{FORMAT_1_BYTES}; read / write units without the chain -> format 1 -> format 2")
+            for path in PATHS:
+                cells = "".join(
+                    f"{sizes[s][path]['read_units_without_chain']:>5g}/{sizes[s][path]['write_units_without_chain']:<4g}"
+                    f"-> {sizes[s][path]['read_units_chain_format_1']:g}/{sizes[s][path]['write_units_chain_format_1']:<4g}"
+                    f"-> {sizes[s][path]['read_units']:g}/{sizes[s][path]['write_units']:<6g}"
+                    for s in sizes)
+                print(f"{path:<10}{cells}")
         print(f"\nCost per million changes at 1 KB (USD; Lambda {int(LAMBDA_MEMORY_GB * 1024)} MB x {HANDLER_MS:g} ms "
-              "per invocation assumed; Express: 64 MB, 100 ms)")
+              "per invocation assumed; Express: 64 MB, 100 ms plus Waits; logs at the default: ERROR, no data)")
         for path in PATHS:
             c = report["sizes"][1000][path]["cost_per_million"]
-            print(f"{path:<10} standard {c['standard']:>8.2f}   express {c['express']:>8.2f}")
+            print(f"{path:<10} standard {c['standard']:>8.2f}   express {c['express']:>8.2f}   transitions "
+                  f"{c['transitions_share_of_standard']:.0%} of standard")
+        for size in (1000, 100_000):
+            print(f"\nCloudWatch Logs ingestion per change at {size // 1000} KB: bytes (execution log + functions' "
+                  "logs) and USD per million")
+            for path in PATHS:
+                row = report["sizes"][size][path]
+                cells = "   ".join(f"{setting} {report['log_bytes'][size][setting][path]:>7,} + "
+                                   f"{row['function_log_bytes']:,} B ${row['cost_per_million']['logs'][setting]:.2f}"
+                                   for setting in LOG_SETTINGS)
+                print(f"{path:<10}{cells}")
         print("\nThe fetch step's read and the write-back of a missing history item (issue 26.2): requests and "
               "read / write units per change")
         for layout, sizes in (("one table", report["sizes"]), ("separate history table", report["separate_history_table"])):
@@ -321,14 +413,36 @@ def units_report(report: dict) -> str:
     return out.getvalue().rstrip("\n")
 
 
-def cost_per_million(path: dict, handler_ms: float) -> dict:
+def log_cost(execution_log_bytes: float, function_log_bytes: float) -> float:
+    """USD of CloudWatch Logs ingestion for one change."""
+    return (execution_log_bytes + function_log_bytes) / 1e9 * PRICES["logs_ingest_per_gb"]
+
+
+def express_billed_seconds(wait_s: float) -> float:
+    """Express bills an execution's duration, Wait states included, in 100 ms steps: a few Lambda steps of
+    milliseconds (assumed 100 ms in all) plus its waits."""
+    return math.ceil((0.1 + wait_s) * 10 - 1e-9) / 10
+
+
+def cost_per_million(path: dict, handler_ms: float, log_bytes: dict[str, int] | None = None) -> dict:
+    """USD per million changes. ``standard`` and ``express`` include CloudWatch Logs at the default log
+    settings (the functions' logs and the execution log at ERROR, without data); ``logs`` gives the logs
+    alone at each setting (``log_bytes``: execution log bytes by setting, measured)."""
     lambda_cost = path["lambda_invocations"] * (
         PRICES["lambda_per_request"] + LAMBDA_MEMORY_GB * max(1.0, handler_ms) / 1000 * PRICES["lambda_per_gb_second"])
     dynamodb = path["read_units"] * PRICES["dynamodb_per_rru"] + path["write_units"] * PRICES["dynamodb_per_wru"]
-    express_seconds = 0.1  # assumed: a few Lambda steps of milliseconds, rounded up to Express's 100 ms
-    standard = path["state_transitions"] * PRICES["standard_per_transition"] + lambda_cost + dynamodb
-    express = PRICES["express_per_request"] + 0.0625 * express_seconds * PRICES["express_per_gb_second"] + lambda_cost + dynamodb
-    return {"standard": standard * 1e6, "express": express * 1e6}
+    log_bytes = log_bytes or {"ERROR": path["execution_log_bytes"]}
+    logs = {setting: log_cost(size, path["function_log_bytes"]) * 1e6 for setting, size in log_bytes.items()}
+    default_logs = logs["ERROR"] / 1e6
+    express_seconds = express_billed_seconds(path.get("wait_seconds", 0.0))
+    standard = path["state_transitions"] * PRICES["standard_per_transition"] + lambda_cost + dynamodb + default_logs
+    express = PRICES["express_per_request"] + 0.0625 * express_seconds * PRICES["express_per_gb_second"] + \
+        lambda_cost + dynamodb + default_logs
+    transitions = path["state_transitions"] * PRICES["standard_per_transition"]
+    return {"standard": standard * 1e6, "express": express * 1e6, "logs": logs,
+            "transitions_share_of_standard": transitions / standard,
+            "standard_with_all_data": (standard - default_logs) * 1e6 + logs.get("ALL + data", logs["ERROR"]),
+            "express_with_all_data": (express - default_logs) * 1e6 + logs.get("ALL + data", logs["ERROR"])}
 
 
 COLD_START = r"""
@@ -372,6 +486,14 @@ def cold_starts(rounds: int = 7) -> dict:
         seconds = timed(str(ROOT / props["CodeUri"] / "app.py"), env)
         results[logical_id] = {"seconds": seconds, "ratio": seconds / baseline}
     return {"bare_boto3_dynamodb_client": baseline, "handlers": results}
+
+
+def init_billed(cold: dict) -> dict:
+    """Lambda bills the INIT phase of ZIP functions on managed runtimes since 2025-08-01 ("AWS Lambda
+    standardizes billing for INIT Phase", https://aws.amazon.com/blogs/compute/aws-lambda-standardizes-billing-for-init-phase/):
+    USD per million cold starts of each function, its measured import time at the template's memory."""
+    return {name: c["seconds"] * LAMBDA_MEMORY_GB * PRICES["lambda_per_gb_second"] * 1e6
+            for name, c in cold["handlers"].items()}
 
 
 def package_sizes() -> dict:
@@ -423,20 +545,32 @@ def main() -> None:
         if args.json:
             print(json.dumps(rows, indent=2))
         return
-    report = {"prices": PRICES, "sizes": {}, "separate_history_table": {}}
+    report = {"prices": PRICES, "sizes": {}, "separate_history_table": {}, "log_bytes": {}}
     for size in (1000, 4000, 100_000):
         report["sizes"][size] = measure_paths(size)
     for size in (1000, 100_000):  # the fetch step's two reads with SeparateHistoryTable=true
         report["separate_history_table"][size] = measure_paths(size, {"SeparateHistoryTable": "true"})
+    report["retention"] = {}  # a window that expires nothing in the run, but makes the writers keep prevHash
+    for size in (1000, 4000):
+        report["retention"][size] = measure_paths(size, {"HistoryRetentionVersions": "1000"})
+    for size in (1000, 100_000):  # the execution log at each setting (sizes only: the same on any machine)
+        report["log_bytes"][size] = {setting: {p: r["execution_log_bytes"] for p, r in measure_paths(size, params).items()}
+                                     for setting, params in LOG_SETTINGS.items()}
     handler_ms = HANDLER_MS
+
+    def price_paths() -> None:
+        for size, paths in ((1000, report["sizes"][1000]), (100_000, report["sizes"][100_000])):
+            for name, path in paths.items():
+                path["cost_per_million"] = cost_per_million(
+                    path, handler_ms, {s: report["log_bytes"][size][s][name] for s in LOG_SETTINGS})
+
     if args.units_only:  # load-independent figures only: no timings, no build
-        for path in report["sizes"][1000].values():
-            path["cost_per_million"] = cost_per_million(path, handler_ms)
+        price_paths()
         print(json.dumps(report, indent=2, default=str) if args.json else units_report(report))
         return
     report["cold_start"] = cold_starts()
-    for path in report["sizes"][1000].values():
-        path["cost_per_million"] = cost_per_million(path, handler_ms)
+    report["init_billed"] = init_billed(report["cold_start"])
+    price_paths()
     if not args.no_build:
         report["package_bytes"] = package_sizes()
     if args.json:

@@ -58,17 +58,25 @@ def cost_blocks(report: dict, day: str) -> dict[str, str]:
     sizes = {int(size): paths for size, paths in report["sizes"].items()}
     small = sizes[1000]
     rows = []
+
+    def logs(size: int, path: str) -> str:
+        """USD per million of CloudWatch Logs at each execution-log setting (ERROR / ALL / ALL + data)."""
+        cost = sizes[size][path].get("cost_per_million", {}).get("logs")
+        return " / ".join(f"{v:,.2f}" for v in cost.values()) if cost else ""
+
     for path, row in small.items():
         trans = row.get("transactional_write_units")
         cost = row["cost_per_million"]
         rows.append([path, row["outcome"], *(_units(sizes[s][path]) for s in sorted(sizes)),
                      "" if trans is None else f"{trans:g}", row["state_transitions"], row["lambda_invocations"],
-                     f"{cost['standard']:.2f}", f"{cost['express']:.2f}"])
+                     f"{cost['standard']:.2f}", f"{cost['express']:.2f}", logs(1000, path),
+                     logs(100_000, path) if 100_000 in sizes else ""])
     size_headers = [f"{s // 1000} KB" for s in sorted(sizes)]
     size_headers[0] += ": read / write units"
     units = table(["path", "outcome", *size_headers, "transactional writes (1 KB)", "state transitions",
-                   "Lambda invocations", "$ per million, Standard", "$ per million, Express"],
-                  ["l", "l"] + ["r"] * (len(sizes) + 5), rows)
+                   "Lambda invocations", "$ per million, Standard", "$ per million, Express",
+                   "of which logs at 1 KB: ERROR / ALL / ALL + data", "logs at 100 KB"],
+                  ["l", "l"] + ["r"] * (len(sizes) + 7), rows)
 
     command = "make cost" if "cold_start" in report else "benchmarks/cost.py --units-only --json"
     if "cold_start" not in report:  # units only (load-independent): the timings stay as they were measured

@@ -47,7 +47,7 @@ def main() -> int:
         tallies.append(faults)
     windows = r.Tally("2b. every fault with another writer in its window (4 configurations)")
     for parameters in ({"HistoryRetentionVersions": "3", "HistoryRetentionDays": "30"}, {"SeparateHistoryTable": "true"},
-                       {"WorkflowType": "EXPRESS"}, {"HistoryRetentionVersions": "1"}):
+                       {"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"}, {"HistoryRetentionVersions": "1"}):
         with EmbeddedStack(ROOT, time_scale=0.001, parameters=parameters) as stack:
             r.writers_in_windows(stack, Changeflow.for_embedded(stack), windows)
     tallies.append(windows)

@@ -1,5 +1,6 @@
-"""Execution histories past Step Functions' 90 days: the state machine's execution log (level ALL, with
-execution data, in a log group kept ExecutionLogRetentionDays) is the archive. Once Step Functions no
+"""Execution histories past Step Functions' 90 days: the state machine's execution log (with the
+operator's opt-in, level ALL with execution data, in a log group kept ExecutionLogRetentionDays) is the
+archive. Once Step Functions no
 longer has an execution, ``changeflow history``, the client and so the console read it from the log, and
 what they read is the history the execution had."""
 
@@ -55,6 +56,19 @@ class AgedOut:
         return self._sfn.describe_execution(**kwargs)
 
 
+@pytest.fixture
+def stack(make_stack):
+    """The operator's opt-in (docs/privacy.md): every state, with its input and output, in the log."""
+    return make_stack(StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
+
+
+@pytest.fixture
+def cf(stack):
+    from changeflow.client import Changeflow
+
+    return Changeflow.for_embedded(stack)
+
+
 def test_an_aged_out_execution_with_retries_and_a_failure_is_read_back_from_the_execution_log(stack, cf):
     # GIVEN an execution whose history put was retried twice, and one that failed by name
     with Injector().around(stack.lambdas, [("PutHistoryFunction", "service", 2)]):
@@ -92,3 +106,57 @@ def test_the_execution_log_is_kept_longer_than_step_functions_keeps_histories():
     assert int(parameter["Default"]) > 90 and min(int(v) for v in parameter["AllowedValues"]) >= 90
     logging = template.resources["ChangeStateMachine"]["Properties"]["Logging"]
     assert logging["IncludeExecutionData"] == {"Ref": "StateMachineIncludeExecutionData"}
+
+
+def test_by_default_an_aged_out_execution_is_shown_from_the_versions_it_wrote(make_stack):
+    """With the default log (failures only, no data: docs/privacy.md) a succeeded execution is not in the
+    log; once Step Functions forgets it, the client, the CLI and the console show what the table keeps."""
+    from changeflow import report
+    from changeflow.client import Changeflow
+    from changeflow.console.data import Reader
+
+    # GIVEN a put and a patch on the default stack, both aged out of Step Functions
+    cf = Changeflow.for_embedded(make_stack())
+    entity, secret = "doc#aged", "content-that-stays-in-the-table"
+    put_run = cf.submit({"entityId": entity, "operation": "put", "changeId": "c1", "effectiveAt": T0,
+                         "attributes": {"s": secret}, "actor": "alice", "reason": "onboarding"})
+    patch_run = cf.submit({"entityId": entity, "operation": "patch", "changeId": "c2", "effectiveAt": T0 + 1,
+                           "set": {"t": 1}})
+    assert (put_run.status, patch_run.status) == ("SUCCEEDED", "SUCCEEDED")
+    cf.sfn = AgedOut(cf.sfn, {put_run.arn, patch_run.arn})
+    # WHEN it is described without its entity THEN it is gone, as before
+    with pytest.raises(ClientError):
+        cf.describe(put_run.arn)
+    # WHEN with its entity THEN its name and the version it wrote, with their audit fields, and no content
+    aged = cf.describe(put_run.arn, entity)
+    assert aged["status"] == "AGED_OUT" and aged["name"] == put_run.name
+    assert [(v["version"], v["changeId"], v["operation"], v["actor"], v["reason"]) for v in aged["versions"]] == [
+        (1, "c1", "put", "alice", "onboarding")]
+    assert secret not in json.dumps(aged, default=str)
+    assert "AGED_OUT" in report.aged_out(aged) and "alice" in report.aged_out(aged)
+    # and the console's entity page says each version's execution applied it
+    reader = Reader(cf)
+    assert reader.outcome(patch_run.arn, entity) == ("applied", "AGED_OUT")
+    assert reader.outcome(patch_run.arn) == (None, None)
+
+
+def test_changeflow_history_shows_an_aged_out_execution_from_the_versions_given_its_entity(make_stack, monkeypatch,
+                                                                                           capsys):
+    from changeflow.cli import main
+    from changeflow.client import Changeflow, targets
+
+    cf = Changeflow.for_embedded(make_stack())
+    done = cf.submit({"entityId": "doc#cli", "operation": "put", "changeId": "c1", "effectiveAt": T0,
+                      "attributes": {"s": "kept-in-the-table"}, "actor": "bob"})
+    cf.sfn = AgedOut(cf.sfn, {done.arn})
+    monkeypatch.setattr(targets, "client_for", lambda args: cf)
+    capsys.readouterr()
+    # WHEN asked without the entity THEN no such execution (exit 1), as before
+    assert main(["history", done.name]) == 1
+    capsys.readouterr()
+    # WHEN asked with it THEN its name, AGED_OUT and the version it wrote, no content
+    assert main(["history", done.name, "--entity", "doc#cli"]) == 0
+    out = capsys.readouterr().out
+    assert done.name in out and "AGED_OUT" in out and "bob" in out and "kept-in-the-table" not in out
+    assert main(["history", done.name, "--entity", "doc#cli", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["versions"][0]["version"] == 1

@@ -424,7 +424,7 @@ def snapshot(cf) -> tuple:
         start, items = None, []
         while True:
             page = cf.dynamodb.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
-            items.extend(json.dumps(i, sort_keys=True) for i in page["Items"])
+            items.extend(json.dumps(i, sort_keys=True, default=bytes.hex) for i in page["Items"])
             start = page.get("LastEvaluatedKey")
             if not start:
                 break

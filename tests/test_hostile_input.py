@@ -64,7 +64,7 @@ def snapshot(cf) -> bytes:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     items.sort(key=lambda pair: (pair[0], pair[1][model.PK]["S"], pair[1][model.SK]["S"]))
-    return json.dumps(items, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return json.dumps(items, sort_keys=True, ensure_ascii=False, default=bytes.hex).encode("utf-8")
 
 
 

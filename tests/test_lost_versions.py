@@ -160,7 +160,7 @@ def test_several_writers_in_the_window_each_keep_their_version(stack, cf):
 
 @pytest.mark.parametrize("parameters", [
     {"SeparateHistoryTable": "true"},
-    {"WorkflowType": "EXPRESS"},
+    {"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"},
     {"HistoryRetentionVersions": "1"},  # version n-1 expires as soon as n is written
     {"HistoryRetentionVersions": "1", "HistoryRetentionDays": "30"},
 ], ids=["separate-history-table", "express", "keep-1-version", "keep-1-version-30-days"])

@@ -105,7 +105,7 @@ with mock_aws():
         module.dynamodb.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
         report = invoke(module, step)
         report["calls"] = calls
-print("\n@@REPORT@@" + json.dumps(report))
+print("\n@@REPORT@@" + json.dumps(report, default=bytes.hex))  # the chain hash is Binary
 '''
 
 XRAY_PACKET_HEADER = {"format": "json", "version": 1}
@@ -611,11 +611,12 @@ def test_template_state_machine_logs_executions_at_the_configured_level_to_a_ret
     logging_ = machine["Logging"]
     assert logging_["Level"] == {"Ref": "StateMachineLogLevel"}
     assert logging_["IncludeExecutionData"] == {"Ref": "StateMachineIncludeExecutionData"}
-    assert template.resolve(logging_)["Level"] == "ALL" and template.resolve(logging_)["IncludeExecutionData"] == "true"
-    quiet = Template(ROOT / "template.yaml", overrides={"StateMachineLogLevel": "ERROR",
-                                                          "StateMachineIncludeExecutionData": "false"})
-    resolved = quiet.resolve(quiet.resources["ChangeStateMachine"]["Properties"]["Logging"])
-    assert (resolved["Level"], resolved["IncludeExecutionData"]) == ("ERROR", "false")
+    # content stays out by default (docs/privacy.md): failures only, no state's data; the operator opts in
+    assert template.resolve(logging_)["Level"] == "ERROR" and template.resolve(logging_)["IncludeExecutionData"] == "false"
+    everything = Template(ROOT / "template.yaml", overrides={"StateMachineLogLevel": "ALL",
+                                                               "StateMachineIncludeExecutionData": "true"})
+    resolved = everything.resolve(everything.resources["ChangeStateMachine"]["Properties"]["Logging"])
+    assert (resolved["Level"], resolved["IncludeExecutionData"]) == ("ALL", "true")
     destination, = logging_["Destinations"]
     group, attribute = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"]
     assert attribute == "Arn" and group in log_groups(template)
@@ -656,20 +657,44 @@ def fires_on_the_first_occurrence(alarm: dict) -> bool:
             and alarm["TreatMissingData"] == "notBreaching")
 
 
+def math_alarm_on(template, namespace: str, metric: str) -> dict:
+    """The one alarm whose metric math reads ``namespace`` ``metric``."""
+    found = [template.resolve(spec["Properties"]) for spec in template.of_type("AWS::CloudWatch::Alarm").values()
+             if any(q.get("MetricStat", {}).get("Metric", {}).get("MetricName") == metric
+                    and q["MetricStat"]["Metric"].get("Namespace") == namespace
+                    for q in spec["Properties"].get("Metrics", []))]
+    assert len(found) == 1, f"expected one metric-math alarm on {namespace} {metric}, found {len(found)}"
+    return found[0]
+
+
+def client_error_filter(template) -> dict:
+    machine_group = template.physical_name("ChangeStateMachineLogGroup")
+    found = [template.resolve(spec["Properties"]) for spec in template.of_type("AWS::Logs::MetricFilter").values()]
+    found = [f for f in found if f["LogGroupName"] == machine_group
+             and f["MetricTransformations"][0]["MetricName"] == "ExecutionsFailedByClient"]
+    assert len(found) == 1, "expected one metric filter for client errors on the state machine's log group"
+    return found[0]
+
+
 @pytest.mark.parametrize("topic", [None, ALARM_TOPIC], ids=["no-topic", "topic"])
 def test_template_alarms_on_failed_executions_and_history_write_failures(topic):
     template = Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": topic} if topic else {})
-    # failed executions: Step Functions' own metric, for this state machine
-    failed = alarm_on(template, "AWS/States", "ExecutionsFailed")
-    assert failed["Dimensions"] == [{"Name": "StateMachineArn", "Value": template.arn("ChangeStateMachine")}]
+    # failed executions: Step Functions' own metric, for this state machine, less the client's own errors
+    failed = math_alarm_on(template, "AWS/States", "ExecutionsFailed")
+    stat, = [q["MetricStat"] for q in failed["Metrics"] if q.get("MetricStat", {}).get("Metric", {}).get(
+        "MetricName") == "ExecutionsFailed"]
+    assert stat["Metric"]["Dimensions"] == [{"Name": "StateMachineArn", "Value": template.arn("ChangeStateMachine")}]
+    assert stat["Stat"] == "Sum" and (failed["Threshold"], failed["EvaluationPeriods"]) == (1, 1)
+    assert failed["ComparisonOperator"] == "GreaterThanOrEqualToThreshold" and failed["TreatMissingData"] == "notBreaching"
+    assert failed.get("AlarmActions") == ([topic] if topic else None)
     # history write failures: a metric filter on the execution log group, and an alarm on its metric
     metric_filter = history_failure_filter(template)
     assert "ExecutionFailed" in metric_filter["FilterPattern"]
     transformation, = metric_filter["MetricTransformations"]
     assert transformation["MetricValue"] == "1"
     history = alarm_on(template, transformation["MetricNamespace"], transformation["MetricName"])
+    assert fires_on_the_first_occurrence(history)
     for alarm in (failed, history):
-        assert fires_on_the_first_occurrence(alarm)
         if topic:
             assert alarm["AlarmActions"] == [topic]
         else:
@@ -699,11 +724,16 @@ def execution_log_events():
     ``{"history_write_failed", "version_conflict", "succeeded"}``."""
     from changeflow.client import Changeflow
     from changeflow.local.embedded import EmbeddedStack
-    from changeflow.local.lambdas import fault_hook
+    from changeflow.local.lambdas import LambdaServiceError, fault_hook
 
     def broken(function, event, invoke):
         if function.logical_id == "PutHistoryFunction":
             raise RuntimeError("history table unavailable")
+        return invoke()
+
+    def outage(function, event, invoke):
+        if function.logical_id == "FetchLatestFunction":
+            raise LambdaServiceError()
         return invoke()
 
     with pytest.MonkeyPatch.context() as patch:
@@ -717,32 +747,93 @@ def execution_log_events():
             cf = Changeflow.for_embedded(stack)
             succeeded = cf.submit(put(T0, "ok", entity="e1"))
             conflict = cf.submit(put(T0 + 1, "late", entity="e1", expectedVersion=0))
+            invalid = cf.submit({**put(T0 + 2, "bad", entity="e1"), "attributes": {"version": 1}})
+            missing = cf.submit({"entityId": "e1", "operation": "rollback", "toVersion": 7, "changeId": "rb"})
             with fault_hook(stack.lambdas, broken):
                 history_failed = cf.submit(put(T0, "lost", entity="e2"))
+            with fault_hook(stack.lambdas, outage):
+                lambda_outage = cf.submit(put(T0, "down", entity="e3"))
             assert (succeeded.status, conflict.error, history_failed.error) == ("SUCCEEDED", "VersionConflict",
                                                                                 "HistoryWriteFailed")
+            assert (invalid.error, missing.error, lambda_outage.status) == ("ValidationError", "NotFound", "FAILED")
             return {key: sfn_log_event(list(cf.history(run.arn))[-1], run.arn) for key, run in
                     {"history_write_failed": history_failed, "version_conflict": conflict,
-                     "succeeded": succeeded}.items()}
+                     "succeeded": succeeded, "validation_error": invalid, "not_found": missing,
+                     "lambda_outage": lambda_outage}.items()}
 
 
 _TERM = re.compile(r'\(\s*\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*=\s*"([^"*]*)"\s*\)')
 
 
+def _split_top(text: str, operator: str) -> list[str]:
+    """``text`` split at ``operator`` outside parentheses."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0 and text.startswith(operator, i):
+            parts.append(text[start:i])
+            start = i = i + len(operator)
+            continue
+        i += 1
+    return parts + [text[start:]]
+
+
+def _expression_matches(text: str, event: dict) -> bool:
+    text = text.strip()
+    if len(_split_top(text, "&&")) > 1:
+        return all(_expression_matches(part, event) for part in _split_top(text, "&&"))
+    if len(_split_top(text, "||")) > 1:
+        return any(_expression_matches(part, event) for part in _split_top(text, "||"))
+    match = _TERM.fullmatch(text)
+    if match is None:  # a parenthesised group: ( A || B )
+        assert text.startswith("(") and text.endswith(")"), f"term {text!r} is outside the subset this test evaluates"
+        return _expression_matches(text[1:-1], event)
+    value = event
+    for key in match.group(1).split(".")[1:]:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value == match.group(2)
+
+
 def json_pattern_matches(pattern: str, event: dict) -> bool:
-    """CloudWatch Logs' JSON filter syntax, only as far as this template uses it: ``{ T && T ... }`` where
-    each T is ``($.a.b = "literal")``. Anything else is refused rather than guessed."""
+    """CloudWatch Logs' JSON filter syntax, only as far as this template uses it: ``{ E }`` where E joins
+    terms ``($.a.b = "literal")`` with ``&&`` and ``||`` and groups them in parentheses (AWS: "Metric
+    filter syntax for JSON log events"). Anything else is refused rather than guessed."""
     body = pattern.strip()
     assert body.startswith("{") and body.endswith("}"), pattern
-    result = True
-    for term in body[1:-1].split("&&"):
-        match = _TERM.fullmatch(term.strip())
-        assert match, f"term {term.strip()!r} is outside the subset this test evaluates"
-        value = event
-        for key in match.group(1).split(".")[1:]:
-            value = value.get(key) if isinstance(value, dict) else None
-        result = result and value == match.group(2)
-    return result
+    return _expression_matches(body[1:-1], event)
+
+
+def test_template_client_errors_page_no_one_and_every_system_failure_pages(template, execution_log_events):
+    # GIVEN the last execution log event of a success, three client errors and two system failures
+    pattern = client_error_filter(template)["FilterPattern"]
+    alarm = math_alarm_on(template, "AWS/States", "ExecutionsFailed")
+    by_id = {q["Id"]: q for q in alarm["Metrics"]}
+    expression, = [q["Expression"] for q in alarm["Metrics"] if q.get("ReturnData")]
+    client_metric = by_id["client"]["MetricStat"]["Metric"]
+    transformation, = client_error_filter(template)["MetricTransformations"]
+    assert (client_metric["Namespace"], client_metric["MetricName"]) == (
+        transformation["MetricNamespace"], transformation["MetricName"])
+
+    def pages(events: list[dict]) -> bool:
+        """The alarm's state for one period with these executions ending: ExecutionsFailed counts the
+        failed ones (AWS/States), the filter the client errors; FILL(m, 0) is m, or 0 with no data."""
+        failed = sum(e["type"] == "ExecutionFailed" for e in events)
+        client = sum(json_pattern_matches(pattern, e) for e in events)
+        values = {"failed": failed or None, "client": client or None}
+        assert re.fullmatch(r"FILL\((\w+), 0\) - FILL\((\w+), 0\)", expression), expression
+        left, right = re.findall(r"FILL\((\w+), 0\)", expression)
+        value = (values[left] or 0) - (values[right] or 0)
+        return value >= alarm["Threshold"]
+
+    events = execution_log_events
+    clients = [events[k] for k in ("validation_error", "not_found", "version_conflict")]
+    systems = [events[k] for k in ("history_write_failed", "lambda_outage")]
+    # THEN client errors, alone or together, never page; each system failure pages, among any client errors
+    assert all(json_pattern_matches(pattern, e) for e in clients)
+    assert not any(json_pattern_matches(pattern, e) for e in systems + [events["succeeded"]])
+    assert not pages(clients + [events["succeeded"]])
+    for system in systems:
+        assert pages([system]) and pages(clients + [system])
 
 
 def test_template_history_filter_matches_only_an_execution_that_failed_with_history_write_failed(

@@ -31,7 +31,7 @@ def test_tables_are_retained_when_the_stack_is_deleted_or_the_table_replaced():
     # https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html
     template = Template(ROOT / "template.yaml", overrides={"SeparateHistoryTable": "true"})
     tables = template.of_type("AWS::DynamoDB::Table")
-    assert set(tables) == {"ChangeTable", "HistoryTable"}
+    assert set(tables) == {"ChangeTable", "HistoryTable", "AttemptsTable"}
     for logical_id, spec in tables.items():
         assert spec.get("DeletionPolicy") == "Retain", logical_id
         assert spec.get("UpdateReplacePolicy") == "Retain", logical_id
@@ -225,7 +225,7 @@ def test_a_lambda_result_over_256_kib_fails_the_task_with_data_limit_exceeded(st
 # --- Express ----------------------------------------------------------------------------------------------
 @pytest.fixture
 def express(make_stack):
-    stack = make_stack(WorkflowType="EXPRESS")
+    stack = make_stack(WorkflowType="EXPRESS", StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
     return stack, Changeflow.for_embedded(stack)
 
 
@@ -283,7 +283,7 @@ def test_the_client_reads_an_express_execution_from_its_execution_log(make_stack
     reference = standard.submit(put(), name="from-the-log")
     expected = list(standard.history(reference.arn))
     standard_stack.stop()  # one embedded stack at a time in a process
-    cf = Changeflow.for_embedded(make_stack(WorkflowType="EXPRESS"))
+    cf = Changeflow.for_embedded(make_stack(WorkflowType="EXPRESS", StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true"))
     execution = cf.submit(put(), name="from-the-log")
     assert (execution.status, execution.output, execution.input) == (reference.status, reference.output,
                                                                       reference.input)
@@ -534,3 +534,32 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     # capturing the response: the DynamoDB subsegments arrive, the handler's (over 64 KB) never does
     assert any(doc.get("namespace") == "aws" for _, doc in received["captured"])
     assert not any(doc.get("name") == "## lambda_handler" for _, doc in received["captured"])
+
+
+# --- the Lambda integration's result envelope (issue 27 item 8) ------------------------------------------
+def test_a_lambda_task_result_carries_the_sdk_metadata_aws_returns(stack, cf):
+    """https://docs.aws.amazon.com/step-functions/latest/dg/connect-lambda.html; the shape AWS returned in
+    LocalStack's AWS-validated snapshot (test_lambda_task_service.snapshot.json, test_invoke, 2025-11-06)."""
+    done = cf.submit({"entityId": "parity#envelope", "operation": "put", "changeId": "c1", "attributes": {"a": 1}})
+    assert done.status == "SUCCEEDED"
+    events = list(cf.history(done.arn))
+    results = [json.loads(e["taskSucceededEventDetails"]["output"]) for e in events if e["type"] == "TaskSucceeded"]
+    assert len(results) >= 3
+    for result in results:
+        # GIVEN each Lambda task's result as the history records it
+        assert list(result) == ["ExecutedVersion", "Payload", "SdkHttpMetadata", "SdkResponseMetadata", "StatusCode"]
+        meta = result["SdkHttpMetadata"]
+        assert meta["HttpStatusCode"] == 200 and result["StatusCode"] == 200
+        assert set(meta["AllHttpHeaders"]) == set(meta["HttpHeaders"]) == {
+            "X-Amz-Executed-Version", "x-amzn-Remapped-Content-Length", "Connection", "x-amzn-RequestId",
+            "Content-Length", "Date", "X-Amzn-Trace-Id", "Content-Type"}
+        assert all(meta["AllHttpHeaders"][k] == [v] for k, v in meta["HttpHeaders"].items())
+        assert meta["HttpHeaders"]["x-amzn-RequestId"] == result["SdkResponseMetadata"]["RequestId"]
+        body = json.dumps(result["Payload"], separators=(",", ":"))
+        assert meta["HttpHeaders"]["Content-Length"] == str(len(body.encode("utf-8")))
+        # THEN the envelope around the payload is about 1 KB, as on AWS
+        envelope = len(json.dumps(result, separators=(",", ":"))) - len(body)
+        assert 700 <= envelope <= 1300, envelope
+    # and the states carry only what ResultSelector picks
+    exited = [json.loads(e["stateExitedEventDetails"]["output"]) for e in events if e["type"] == "TaskStateExited"]
+    assert not any("SdkHttpMetadata" in json.dumps(o) for o in exited)

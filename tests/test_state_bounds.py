@@ -50,7 +50,7 @@ def sized(stack, build, target: int) -> dict:
 
 
 def snapshot(cf):
-    return sorted(json.dumps(i, sort_keys=True) for t in {cf.table, cf.history_table}
+    return sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for t in {cf.table, cf.history_table}
                   for i in cf.dynamodb.scan(TableName=t, ConsistentRead=True)["Items"])
 
 
@@ -194,7 +194,7 @@ def test_at_the_bound_a_lost_write_response_still_ends_applied_with_its_history(
     from changeflow.client import Changeflow
     from changeflow.checks.faults import Injector
 
-    stack = make_stack(WorkflowType=workflow)
+    stack = make_stack(WorkflowType=workflow, StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
     cf = Changeflow.for_embedded(stack)
 
     request = sized(stack, put_of("lost#1", "c1"), carried.MAX_RESULT_BYTES)

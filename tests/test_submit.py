@@ -114,17 +114,159 @@ def test_names_are_one_to_one_short_and_loggable(pairs, attempt):
 
 # --- item 2: retries after a failed execution ---------------------------------------------------------------
 
-def test_a_retry_after_a_validation_error_is_applied(api, server):
+def test_a_retry_after_a_refused_request_is_the_first_attempt_and_applied(api, server):
     bad = {"entityId": "r2-valid", "operation": "put", "changeId": "c1", "attributes": {"version": 9}}
-    status, first = post(api, bad)  # "version" is a name the item model reserves: ValidationError
-    finish(first)
-    assert describe(server, first["executionArn"])["error"] == "ValidationError"
+    status, first = post(api, bad)  # "version" is a name the item model reserves: refused, nothing started
+    assert status == 400 and first["field"] == "attributes.version"
     status, again = post(api, {**bad, "attributes": {"v": 1}})
-    assert status == 200 and again["status"] == "RUNNING" and again["executionArn"] != first["executionArn"]
-    assert name_of(again["executionArn"]) == core_names.execution_name("r2-valid", "c1", 2)
+    assert status == 200 and again["status"] == "RUNNING"
+    assert name_of(again["executionArn"]) == core_names.execution_name("r2-valid", "c1", 1)
     finish(again)
     assert json.loads(describe(server, again["executionArn"])["output"])["outcome"] == "applied"
     assert stored(server, "r2-valid")["v"] == {"N": "1"}
+
+
+# --- issue 27 item 7: what the API can know at once -------------------------------------------------------
+
+def executions(server) -> int:
+    return len(server.stack.client("stepfunctions").list_executions(
+        stateMachineArn=server.stack.outputs["ChangeStateMachineArn"])["executions"])
+
+
+REJECTED = [  # (request fields beyond entityId and changeId, the field the 400 names)
+    ({"operation": "put", "attributes": {"version": 1}}, "attributes.version"),
+    ({"operation": "put", "attributes": {"chainHash": "x"}}, "attributes.chainHash"),
+    ({"operation": "patch", "set": {"a": 1}, "remove": ["a"]}, "remove[0]"),
+    ({"operation": "patch", "set": {"changeIds": 1}}, "set.changeIds"),
+    ({"operation": "patch", "set": {}, "remove": []}, "set"),
+    ({"operation": "rollback"}, "toVersion"),
+    ({"operation": "delete", "attributes": {}}, "attributes"),
+    ({"operation": "put", "attributes": {}, "actor": "a\u0000b"}, "actor"),
+]
+# What API Gateway's request model refuses first, with its own 400 (tests/test_template.py): still nothing starts
+REFUSED_BY_THE_MODEL = [
+    {"operation": "put", "attributes": {}, "colour": "red"},
+    {"operation": "upsert", "attributes": {}},
+    {"operation": "patch", "remove": ["a", "a"]},
+    {"operation": "rollback", "toVersion": 0},
+    {"operation": "put", "attributes": {}, "expectedVersion": 1.5},
+    {"operation": "put", "attributes": {}, "effectiveAt": -1},
+]
+
+
+@pytest.mark.parametrize("fields", REFUSED_BY_THE_MODEL)
+def test_a_request_the_model_refuses_starts_nothing(api, server, fields):
+    before = executions(server)
+    status, answer = post(api, {"entityId": "r7-model", "changeId": "c1", **fields})
+    assert (status, answer) == (400, {"message": "Invalid request body"}) and executions(server) == before
+
+
+@pytest.mark.parametrize("fields,field", REJECTED, ids=[f for _, f in REJECTED])
+def test_a_request_the_workflow_would_reject_is_a_400_naming_the_field_and_starts_nothing(api, server, fields, field):
+    # GIVEN a request the fetch step would fail with ValidationError
+    request = {"entityId": "r7-bad", "changeId": "c1", **fields}
+    before, calls = executions(server), list(server.stack.function("SubmitChangeFunction").api_calls)
+    # WHEN it is posted
+    status, answer = post(api, request)
+    # THEN a 400 names the field, as the workflow would; no execution started, no AWS call made
+    assert status == 400 and answer["field"] == field and field in answer["message"], answer
+    assert executions(server) == before
+    assert list(server.stack.function("SubmitChangeFunction").api_calls) == calls
+    assert stored(server, "r7-bad") is None
+
+
+_NAMES = st.sampled_from(["a", "version", "chainHash", "changeIds", "b.c", "", "x" * 300])
+_VALUES = st.one_of(st.integers(-3, 3), st.text(max_size=3), st.none(), st.booleans(),
+                    st.lists(st.integers(), max_size=2), st.floats(allow_nan=False, allow_infinity=False))
+_REQUESTS = st.fixed_dictionaries({"entityId": st.just("e"), "changeId": st.just("c")}, optional={
+    "operation": st.sampled_from(["put", "patch", "delete", "rollback", "merge", None]),
+    "attributes": st.one_of(st.dictionaries(_NAMES, _VALUES, max_size=3), st.lists(st.integers(), max_size=1)),
+    "set": st.dictionaries(_NAMES, _VALUES, max_size=3),
+    "remove": st.one_of(st.lists(_NAMES, max_size=3), st.text(max_size=2)),
+    "toVersion": _VALUES, "expectedVersion": _VALUES, "effectiveAt": _VALUES,
+    "actor": _VALUES, "reason": _VALUES, "extra": _VALUES})
+
+
+@settings(max_examples=400, deadline=None)
+@given(_REQUESTS)
+def test_the_front_function_refuses_exactly_what_the_fetch_step_refuses(request):
+    from changeflow_core import submissions
+    from changeflow_core.errors import ValidationError
+    from changeflow_core.validation import validate_request
+
+    try:
+        validate_request(request, {"name": "c", "startTime": "2026-01-01T00:00:00Z"})
+        expected = None
+    except ValidationError as exc:
+        expected = exc.field
+    try:
+        submissions.check(request)
+        refused = None
+    except submissions.Refused as exc:
+        assert exc.status == 400
+        refused = exc.field
+    assert refused == expected
+
+
+def test_retries_of_a_change_that_keeps_failing_cost_the_same_few_calls_each(api, server):
+    # GIVEN a change whose every execution fails (the expected version is never current)
+    request = {"entityId": "r7-retry", "operation": "put", "changeId": "c1", "attributes": {"v": 1},
+               "expectedVersion": 9}
+    front = server.stack.function("SubmitChangeFunction")
+    calls = []
+    for attempt in range(1, 9):
+        # WHEN the client sends it again after each failure
+        before = len(front.api_calls)
+        status, answer = post(api, request)
+        calls.append(len(front.api_calls) - before)
+        # THEN the n-th submission starts the n-th attempt...
+        assert status == 200 and name_of(answer["executionArn"]) == core_names.execution_name("r7-retry", "c1", attempt)
+        finish(answer)
+        assert describe(server, answer["executionArn"])["error"] == "VersionConflict"
+    # ...with as many AWS calls the 8th time as the 3rd: nothing walks the earlier attempts (the first
+    # attempt's name and its status, the latest number, the latest attempt's status, a claim, a start)
+    assert max(calls[2:]) == min(calls[2:]) <= 7, calls
+    # and the corrected change is the 9th attempt, applied
+    status, answer = post(api, {**request, "expectedVersion": 0})
+    assert name_of(answer["executionArn"]) == core_names.execution_name("r7-retry", "c1", 9)
+    finish(answer)
+    assert json.loads(describe(server, answer["executionArn"])["output"])["outcome"] == "applied"
+
+
+def test_concurrent_submissions_of_a_failed_change_start_one_new_attempt(server):
+    # GIVEN a change whose first attempt failed
+    from changeflow_core import submissions
+
+    stack = server.stack
+    sfn, dynamodb = stack.client("stepfunctions"), stack.client("dynamodb")
+    machine, table = stack.outputs["ChangeStateMachineArn"], stack.outputs["ChangeTableName"]
+    attempts_table = stack.template.physical_name("AttemptsTable")
+    request = {"entityId": "r7-race", "operation": "put", "changeId": "c1", "attributes": {}, "expectedVersion": 3}
+    first, _ = submissions.submit(sfn, dynamodb, machine, "STANDARD", table, request, attempts_table)
+    finish(first)
+    release = threading.Event()
+
+    def slow(function, event, invoke):
+        if function.logical_id == "FetchLatestFunction":
+            release.wait(10)
+        return invoke()
+
+    # WHEN four clients send it again at once, while the attempt they start is still running
+    before, answers = executions(server), []
+    with fault_hook(stack.lambdas, slow):
+        threads = [threading.Thread(target=lambda: answers.append(submissions.submit(
+            sfn, dynamodb, machine, "STANDARD", table, request, attempts_table))) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+        # THEN one second attempt started, and every client is answered that execution
+        assert executions(server) == before + 1
+        assert {(answer["executionArn"], n) for answer, n in answers} == {
+            (first["executionArn"].replace(core_names.execution_name("r7-race", "c1"),
+                                           core_names.execution_name("r7-race", "c1", 2)), 2)}
+        release.set()
+    finish(answers[0][0])
 
 
 def test_a_retry_after_a_version_conflict_is_applied(api, server):
@@ -191,25 +333,31 @@ def test_a_retry_while_the_first_runs_answers_that_execution_even_with_another_b
 
 
 def test_the_front_function_may_call_what_it_calls_in_either_workflow_type(api, server):
-    """STANDARD calls StartExecution and DescribeExecution; EXPRESS StartExecution and GetItem
-    (tests/test_submit_express.py); the policy is their union, on this machine and this table only."""
+    """STANDARD calls StartExecution and DescribeExecution, and after a failure GetItem and UpdateItem on
+    the attempts table; EXPRESS StartExecution and GetItem (tests/test_submit_express.py); the policy is
+    their union, on this machine and these tables only."""
     from changeflow.local.template import Template
 
     template = Template(ROOT / "template.yaml")
     statements = template.function_properties("SubmitChangeFunction")["Policies"][0]["Statement"]
     assert {a for s in statements for a in s["Action"]} == {
-        "states:StartExecution", "states:DescribeExecution", "dynamodb:GetItem"}
+        "states:StartExecution", "states:DescribeExecution", "dynamodb:GetItem", "dynamodb:UpdateItem"}
     assert {s["Resource"] for s in statements} == {
         server.stack.outputs["ChangeStateMachineArn"],
         server.stack.outputs["ChangeStateMachineArn"].replace(":stateMachine:", ":execution:") + ":*",
-        template.arn("ChangeTable")}
-    request = {"entityId": "r2-policy", "operation": "put", "changeId": "c1", "attributes": {}}
+        template.arn("ChangeTable"), template.arn("AttemptsTable")}
+    attempts_actions = {a for s in statements if s["Resource"] == template.arn("AttemptsTable") for a in s["Action"]}
+    assert attempts_actions == {"dynamodb:GetItem", "dynamodb:UpdateItem"}
+    request = {"entityId": "r2-policy", "operation": "put", "changeId": "c1", "attributes": {}, "expectedVersion": 1}
+    front = server.stack.function("SubmitChangeFunction")
+    front.api_calls.clear()
     _, first = post(api, request)
     finish(first)
-    post(api, request)  # a retry: DescribeExecution of the first
-    front = server.stack.function("SubmitChangeFunction")
-    assert {f"{service}:{op}" for service, op, _, _ in front.api_calls} == {
-        "stepfunctions:StartExecution", "stepfunctions:DescribeExecution"}
+    post(api, {**request, "expectedVersion": 0})  # a retry: DescribeExecution of the first (failed), a claim
+    calls = {f"{service}:{op}:{(params or {}).get('TableName', '')}" for service, op, params, _ in front.api_calls}
+    attempts_table = template.physical_name("AttemptsTable")
+    assert calls == {"stepfunctions:StartExecution:", "stepfunctions:DescribeExecution:",
+                     f"dynamodb:GetItem:{attempts_table}", f"dynamodb:UpdateItem:{attempts_table}"}
 
 
 # --- item 5: the maximum request size -----------------------------------------------------------------------

@@ -134,7 +134,7 @@ def recompute_chain_from(cf, first: int) -> None:
             resealed = chain.seal(stored, prev)
             write(cf, version, resealed)
             stored = resealed
-        prev = stored[chain.CHAIN_HASH]["S"]
+        prev = chain.stored_hash(stored)
     newest = digests.raw_history(cf, ENTITY)[-1]
     write(cf, None, {**newest, model.SK: {"S": model.LATEST_SK}})
 
@@ -164,7 +164,7 @@ def test_a_forged_version_with_a_correct_hash_is_caught_by_its_execution(recorde
     forged = chain.seal({**body, model.SK: {"S": model.history_sk(5)}, model.VERSION: {"N": "5"},
                          model.OPERATION: {"S": "put"}, "title": {"S": "forged"},
                          model.CHANGE_ID: {"S": "c-forged"}, model.RECORDED_AT: {"N": str(2 * 10**12)}},
-                        latest[chain.CHAIN_HASH]["S"])
+                        chain.stored_hash(latest))
     write(recorded, 5, forged)
     write(recorded, None, {**forged, model.SK: {"S": model.LATEST_SK}})
     assert verify(recorded, ENTITY).ok  # a consistent chain...
@@ -212,7 +212,7 @@ def test_on_the_command_line_verify_executions_names_a_forged_version(recorded, 
     body = {k: v for k, v in latest.items() if k != model.SOURCE_VERSION}
     forged = chain.seal({**body, model.SK: {"S": model.history_sk(5)}, model.VERSION: {"N": "5"},
                          model.OPERATION: {"S": "put"}, model.CHANGE_ID: {"S": "c-forged"},
-                         model.RECORDED_AT: {"N": str(2 * 10**12)}}, latest[chain.CHAIN_HASH]["S"])
+                         model.RECORDED_AT: {"N": str(2 * 10**12)}}, chain.stored_hash(latest))
     write(recorded, 5, forged)
     write(recorded, None, {**forged, model.SK: {"S": model.LATEST_SK}})
     assert cli.main(["verify", ENTITY]) == 0

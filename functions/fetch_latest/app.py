@@ -21,8 +21,10 @@ from changeflow_core.errors import ValidationError, VersionConflict
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 UPDATE, TOMBSTONE = os.environ["UPDATE_LATEST_FUNCTION_ARN"], os.environ["DELETE_TOMBSTONE_FUNCTION_ARN"]
-WRITERS = {model.PUT: UPDATE, model.PATCH: UPDATE, model.ROLLBACK: UPDATE, model.DELETE: TOMBSTONE}
+WRITERS = {model.PUT: UPDATE, model.PATCH: UPDATE, model.ROLLBACK: UPDATE, model.DELETE: TOMBSTONE,
+           model.REDACT: UPDATE, model.ADOPT: UPDATE}  # a redact or adopt of a deleted entity: TOMBSTONE
 
+HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -39,14 +41,14 @@ def lambda_handler(event, context):
     except ValidationError:
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise
-    logger.append_keys(entityId=change.entityId, changeId=change.changeId, attempt=attempt)
-    observe.annotate(tracer, change.entityId)
+    logger.append_keys(entityId=observe.entity_ref(change.entityId, HASH_ENTITY_IDS), changeId=change.changeId, attempt=attempt)
+    observe.annotate(tracer, change.entityId, hashed=HASH_ENTITY_IDS)
     observe.count(metrics, observe.CHANGES_RECEIVED if attempt == 1 else observe.CHANGES_FETCHED_AGAIN, change.operation)
 
     try:
         fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt, WRITERS)
     except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
-        observe.record_outcome(tracer, metrics, stale.result, stale.result)
+        observe.record_outcome(tracer, metrics, stale.result, stale.result, hashed=HASH_ENTITY_IDS)
         raise
     except VersionConflict:  # the caller's expectedVersion is not current: counted, then the named failure
         observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change.operation)

@@ -6,7 +6,8 @@ Input: the write step's input plus ``written`` (its result) and ``retryCount``.
 Output: the execution's output (``entityId``, ``operation``, ``outcome``, ``version``, ``changeId``,
 ``effectiveAt``) and ``history``: ``written``|``present``|``repaired``|``unrepairable``. A duplicate whose
 version this execution wrote (its v0 write landed, the answer was lost) is ``applied``.
-Raises ``HistoryConflict`` if version n belongs to another change (never retried).
+Raises ``HistoryConflict`` if version n belongs to another change (never retried). A redact version, once
+in history, removes the content of the version it redacts here (``chainwork.redact``, idempotent).
 """
 
 import os
@@ -17,7 +18,10 @@ from changeflow_core import observe, steps
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
+# the chain stores each version's predecessor hash only where a retention window may expire it (chain.py)
+CHAIN_PREV_HASH = os.environ.get("CHAIN_PREV_HASH", "true") != "false"
 
+HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -29,11 +33,11 @@ dynamodb = boto3.client("dynamodb")
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
     change, written = event["change"], event["written"]
-    logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
-    observe.annotate(tracer, change["entityId"], written["version"], written["outcome"])
+    logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
+    observe.annotate(tracer, change["entityId"], written["version"], written["outcome"], hashed=HASH_ENTITY_IDS)
     observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"], value=event.get("retryCount") or 0)
 
-    result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event)
+    result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH)
     if result["history"] == "repaired":
         observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
 

@@ -13,6 +13,7 @@ from changeflow_core.errors import NotFound, ValidationError
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 
+HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -25,7 +26,7 @@ def entity_id(raw: str) -> str:
     id's ``/`` is still ``%2F``, so ``raw`` (still percent-encoded) only routes. An id no change could
     have written (the workflow's own rule) is a 400 naming ``entityId``."""
     value = validation.check_entity_id(app.current_event.path_parameters["id"])
-    observe.annotate(tracer, value)
+    observe.annotate(tracer, value, hashed=HASH_ENTITY_IDS)
     return value
 
 

@@ -15,7 +15,9 @@ from changeflow_core.submissions import Refused
 STATE_MACHINE_ARN = os.environ["STATE_MACHINE_ARN"]
 WORKFLOW_TYPE = os.environ["WORKFLOW_TYPE"]
 TABLE_NAME = os.environ["TABLE_NAME"]
+ATTEMPTS_TABLE_NAME = os.environ["ATTEMPTS_TABLE_NAME"]
 
+HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -40,13 +42,15 @@ def lambda_handler(event, context):
     raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8", "surrogatepass")
     try:
         request = submissions.parse_body(raw)
-        logger.append_keys(entityId=request["entityId"], changeId=request["changeId"])
-        observe.annotate(tracer, request["entityId"])
-        answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request)
+        submissions.check(request)  # the fetch step's validation: 400 naming the field, nothing started
+        logger.append_keys(entityId=observe.entity_ref(request["entityId"], HASH_ENTITY_IDS), changeId=request["changeId"])
+        observe.annotate(tracer, request["entityId"], hashed=HASH_ENTITY_IDS)
+        answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request,
+                                             ATTEMPTS_TABLE_NAME, HASH_ENTITY_IDS)
     except Refused as refused:
         logger.info("refused", extra={"status": refused.status, "reason": refused.message})
         metrics.add_metric(name="ChangesRefused", unit=MetricUnit.Count, value=1)
-        return respond(refused.status, {"message": refused.message}, refused.headers)
+        return respond(refused.status, refused.body, refused.headers)
     metrics.add_metric(name="ChangesSubmitted", unit=MetricUnit.Count, value=1)
     if attempt > 1:
         metrics.add_metric(name="ChangesRetriedAfterFailure", unit=MetricUnit.Count, value=1)

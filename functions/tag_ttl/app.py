@@ -20,6 +20,7 @@ HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 KEEP_VERSIONS = int(os.environ["HISTORY_RETENTION_VERSIONS"])
 KEEP_DAYS = int(os.environ["HISTORY_RETENTION_DAYS"])
 
+HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -36,8 +37,8 @@ def lambda_handler(event, context):
         observe.count(metrics, observe.VERSIONS_EXPIRED, result["operation"], value=0)  # nothing written
         logger.info("stale", extra=result)
         return result
-    logger.append_keys(entityId=event["entityId"], changeId=event["changeId"])
-    observe.annotate(tracer, event["entityId"], event["version"])
+    logger.append_keys(entityId=observe.entity_ref(event["entityId"], HASH_ENTITY_IDS), changeId=event["changeId"])
+    observe.annotate(tracer, event["entityId"], event["version"], hashed=HASH_ENTITY_IDS)
 
     tags = steps.retention_tags(event["version"], KEEP_VERSIONS, KEEP_DAYS, int(time.time()))
     tagged = [v for v, expires_at in tags if store.tag_expiry(dynamodb, HISTORY_TABLE_NAME, event["entityId"], v, expires_at)]

@@ -16,7 +16,10 @@ from changeflow_core.decisions import ChangeIsStale, WriteConflict
 from changeflow_core.errors import VersionConflict
 
 TABLE_NAME = os.environ["TABLE_NAME"]
+# the chain stores each version's predecessor hash only where a retention window may expire it (chain.py)
+CHAIN_PREV_HASH = os.environ.get("CHAIN_PREV_HASH", "true") != "false"
 
+HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
@@ -28,17 +31,17 @@ dynamodb = boto3.client("dynamodb")
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
     change = event["change"]
-    logger.append_keys(execution=event["execution"]["name"], entityId=change["entityId"], changeId=change["changeId"])
+    logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
 
     try:
-        result = steps.write(dynamodb, TABLE_NAME, event)
+        result = steps.write(dynamodb, TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH)
     except (WriteConflict, VersionConflict):  # counted, then the named error the state machine routes
         observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change["operation"])
         raise
     except ChangeIsStale as stale:
-        observe.record_outcome(tracer, metrics, change, stale.result)
+        observe.record_outcome(tracer, metrics, change, stale.result, hashed=HASH_ENTITY_IDS)
         raise
 
-    observe.record_outcome(tracer, metrics, change, result)
+    observe.record_outcome(tracer, metrics, change, result, hashed=HASH_ENTITY_IDS)
     logger.info("v0 write", extra=result)
     return result

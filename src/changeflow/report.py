@@ -128,3 +128,12 @@ def history(events: list[dict[str, Any]]) -> str:
         if event["type"].endswith("StateExited"):
             state = ""
     return table(["id", "type", "state", "elapsed", "details"], rows, max_width=100)
+
+
+def aged_out(description: dict[str, Any]) -> str:
+    """An execution that only the table remembers: its name and the versions it wrote (no content)."""
+    rows = [[v["version"], v.get("changeId") or "", v.get("operation") or "", v.get("actor") or "",
+             v.get("reason") or "", v.get("effectiveAt"), v.get("recordedAt") or ""] for v in description["versions"]]
+    return (f"{description['name']}: AGED_OUT - Step Functions no longer keeps it and the execution log does not "
+            f"hold it; the versions of {description['entityId']!r} it wrote:\n"
+            + table(["version", "change", "operation", "actor", "reason", "effectiveAt", "recordedAt"], rows))

@@ -1,16 +1,29 @@
 """Tamper evidence: every version of an entity carries a link of a hash chain.
 
-``chainHash(n) = SHA-256(chainHash(n-1) || canonical(version n))``, and version 1 chains from a genesis
-value bound to the entity id, ``SHA-256("changeflow/chain/v1/genesis" 0x00 entityId)``. Each item stores
-its predecessor's hash too (``prevHash``), so that verification can start at the oldest version a
-retention window kept. The write step computes both from what it already has (the fetched ``v0`` carries
-the previous hash): no extra read, no extra write.
+Two formats, told apart per item by the type of its ``chainHash`` (so no marker costs a byte):
+
+- **Format 2** (written today; ``chainHash`` a 32-byte Binary):
+  ``chainHash(n) = SHA-256("changeflow/chain/v2/link" 0x00 || chainHash(n-1) || canonical(metadata of n) ||
+  contentHash(n))``, where ``contentHash = SHA-256("changeflow/chain/v2/content" 0x00 || canonical(content))``.
+  The chain commits to a hash of the content, not to the content itself, so a redaction can remove a
+  version's content and keep the hash in its place (``chainRedacted``): the link still verifies. The
+  previous hash is stored (``prevHash``, Binary) only where a retention window may expire the versions before
+  an item: it anchors verification at the oldest version kept (``CHAIN_PREV_HASH``).
+- **Format 1** (written before; ``prevHash`` and ``chainHash`` hex strings, 145 bytes an item):
+  ``chainHash(n) = SHA-256(chainHash(n-1) || canonical(version n))``, the content inside. Still verified.
+  A redacted format-1 item cannot be recomputed: the redaction version records the hash of what remains
+  of it (``itemHash``), which verification checks instead.
+
+Version 1 chains from a genesis value bound to the entity id, ``SHA-256("changeflow/chain/v1/genesis" 0x00
+entityId)`` (both formats). Versions written before the chain (no chain attributes) are bound once by an
+``adopt`` version, which records the hash of a format-2 chain recomputed over them (``chainAdopts``).
 
 What is hashed: every attribute of the version except its key (``pk`` is bound by the genesis value,
 ``sk`` by the order of the chain), its expiry (``expiresAt`` is set later by TTL tagging) and the chain
 attributes themselves. So the content, the operation, effectiveAt, changeId, actor, reason, recordedAt,
 executionArn, deleted, version and a rollback's source version are all covered, and so is any attribute
-a later version of changeflow adds.
+a later version of changeflow adds. In format 2 the content (the change's own attributes and a patch's
+record) goes in through its hash; every other attribute is metadata and goes in whole.
 
 The canonical encoding is a form of DynamoDB's own types, taken from the wire format (the same for the
 client and the resource interfaces of boto3, and for every Python version), type-tagged and
@@ -31,6 +44,10 @@ A hash chain with no secret proves nothing against someone who can rewrite every
 that is what digests are for. ``changeflow digest`` records each entity's head; an auditor keeps it
 outside the account, and ``changeflow verify --since-digest`` proves that nothing recorded before it
 has changed since.
+
+Public, for proofs (hashes are hex strings everywhere outside the table): ``genesis``, ``stored_hash``,
+``stored_prev``, ``format_of``, ``link`` (an item's hash recomputed in its own format), ``content_hash``,
+``verify_chain``, ``head``, ``merkle_root``.
 """
 
 from __future__ import annotations
@@ -47,8 +64,15 @@ from . import model
 
 PREV_HASH = model.PREV_HASH
 CHAIN_HASH = model.CHAIN_HASH
+REDACTED, REDACTION, ADOPTION = model.REDACTED, model.REDACTION, model.ADOPTION
 NOT_HASHED = frozenset({model.PK, model.SK, model.EXPIRES_AT, PREV_HASH, CHAIN_HASH})
+# Format 2's metadata: what the model owns, but for a patch's record (content: it holds the values set)
+METADATA = model.RESERVED - NOT_HASHED - {model.PATCH_RECORD, REDACTED}
 GENESIS_TAG = b"changeflow/chain/v1/genesis\x00"
+LINK_TAG = b"changeflow/chain/v2/link\x00"
+CONTENT_TAG = b"changeflow/chain/v2/content\x00"
+ITEM_TAG = b"changeflow/chain/v2/redacted-item\x00"
+FORMAT_LEGACY, FORMAT_1, FORMAT_2 = 0, 1, 2
 DIGEST_FORMAT = "changeflow-digest/1"
 _EXACT = Context(prec=1_000)
 _serializer = TypeSerializer()
@@ -105,7 +129,7 @@ def to_wire(item: dict[str, Any]) -> dict[str, dict]:
 
 
 def encode_version(wire_item: dict[str, dict]) -> bytes:
-    """The canonical bytes of what a version says: every attribute but the key, expiry and chain."""
+    """Format 1's canonical bytes of what a version says: every attribute but the key, expiry and chain."""
     return encode_value({"M": {k: v for k, v in wire_item.items() if k not in NOT_HASHED}})
 
 
@@ -113,17 +137,137 @@ def genesis(entity_id: str) -> str:
     return hashlib.sha256(GENESIS_TAG + entity_id.encode("utf-8")).hexdigest()
 
 
-def link(prev_hash: str, wire_item: dict[str, dict]) -> str:
-    """The chain hash of a version whose predecessor's hash is ``prev_hash``."""
+def _hash_of(value: Any) -> str | None:
+    """A stored hash attribute as hex: a string in format 1, 32 bytes in format 2; ``None`` if absent."""
+    if not isinstance(value, dict):
+        return None
+    if "S" in value:
+        return value["S"]
+    if "B" in value:
+        return _bytes(value["B"]).hex()
+    return None
+
+
+def hash_text(value: Any) -> str | None:
+    """A chain hash from a deserialized item (``codec.deserialize_item``: bytes, Binary, or the latin-1
+    text it makes of bytes; a format-1 hex string) as hex."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value if len(value) == 64 else value.encode("latin-1").hex()
+    return _bytes(value).hex()
+
+
+def stored_hash(wire_item: dict[str, dict]) -> str | None:
+    """The item's stored ``chainHash`` (hex), whatever its format."""
+    return _hash_of(wire_item.get(CHAIN_HASH))
+
+
+def stored_prev(wire_item: dict[str, dict]) -> str | None:
+    """The item's stored ``prevHash`` (hex), if it stores one (format 2 does only under a retention window)."""
+    return _hash_of(wire_item.get(PREV_HASH))
+
+
+def format_of(wire_item: dict[str, dict]) -> int:
+    """``FORMAT_2`` (a Binary chainHash), ``FORMAT_1`` (a string one) or ``FORMAT_LEGACY`` (no chain
+    attribute at all: written before the chain, or stripped)."""
+    for name in (CHAIN_HASH, PREV_HASH):
+        value = wire_item.get(name)
+        if isinstance(value, dict):
+            return FORMAT_2 if "B" in value else FORMAT_1
+    return FORMAT_LEGACY
+
+
+def is_content(name: str) -> bool:
+    """Format 2's content: the change's own attributes and a patch's record (which holds values set)."""
+    return name not in model.RESERVED or name == model.PATCH_RECORD
+
+
+def content_names(wire_item: dict[str, dict]) -> list[str]:
+    return sorted(k for k in wire_item if is_content(k))
+
+
+def content_hash(wire_item: dict[str, dict]) -> str:
+    """SHA-256 of the content the item holds (hex): what a redaction keeps in its place."""
+    content = {k: v for k, v in wire_item.items() if is_content(k)}
+    return hashlib.sha256(CONTENT_TAG + encode_value({"M": content})).hexdigest()
+
+
+def _content_digest(wire_item: dict[str, dict]) -> bytes:
+    kept = _hash_of(wire_item.get(REDACTED))
+    return bytes.fromhex(kept if kept is not None else content_hash(wire_item))
+
+
+def link_v1(prev_hash: str, wire_item: dict[str, dict]) -> str:
+    """Format 1: the chain hash of a version whose predecessor's hash is ``prev_hash`` (content inside)."""
     return hashlib.sha256(bytes.fromhex(prev_hash) + encode_version(wire_item)).hexdigest()
 
 
-def seal(wire_item: dict[str, dict], prev_hash: str) -> dict[str, dict]:
-    """``wire_item`` with its chain attributes (a new dict): what the write step stores."""
+def link_v2(prev_hash: str, wire_item: dict[str, dict]) -> str:
+    """Format 2: the metadata whole, the content by its hash (or the hash a redaction kept)."""
+    metadata = {k: v for k, v in wire_item.items() if k in METADATA}
+    return hashlib.sha256(LINK_TAG + bytes.fromhex(prev_hash) + encode_value({"M": metadata})
+                          + _content_digest(wire_item)).hexdigest()
+
+
+def link(prev_hash: str, wire_item: dict[str, dict]) -> str:
+    """The chain hash of ``wire_item`` recomputed in its own format (format 1 for an item with no chain
+    attributes, as before)."""
+    return link_v2(prev_hash, wire_item) if format_of(wire_item) == FORMAT_2 else link_v1(prev_hash, wire_item)
+
+
+def seal(wire_item: dict[str, dict], prev_hash: str, keep_prev: bool = True) -> dict[str, dict]:
+    """``wire_item`` with its format-2 chain attributes (a new dict): what the write step stores.
+    ``keep_prev``: store the previous hash too (where a retention window may expire the version before)."""
+    sealed = {k: v for k, v in wire_item.items() if k not in (PREV_HASH, CHAIN_HASH)}
+    if keep_prev:
+        sealed[PREV_HASH] = {"B": bytes.fromhex(prev_hash)}
+    sealed[CHAIN_HASH] = {"B": bytes.fromhex(link_v2(prev_hash, sealed))}
+    return sealed
+
+
+def seal_v1(wire_item: dict[str, dict], prev_hash: str) -> dict[str, dict]:
+    """Format 1's sealing, as changeflow wrote items before format 2 (kept to build and test old items)."""
     sealed = {k: v for k, v in wire_item.items() if k not in (PREV_HASH, CHAIN_HASH)}
     sealed[PREV_HASH] = {"S": prev_hash}
-    sealed[CHAIN_HASH] = {"S": link(prev_hash, sealed)}
+    sealed[CHAIN_HASH] = {"S": link_v1(prev_hash, sealed)}
     return sealed
+
+
+# --- redaction and adoption -----------------------------------------------------------------------------
+def redacted_form(wire_item: dict[str, dict]) -> dict[str, dict]:
+    """The item as a redaction leaves it: no content, the content's hash in its place, the rest kept."""
+    kept = {k: v for k, v in wire_item.items() if not is_content(k)}
+    kept[REDACTED] = {"B": bytes.fromhex(content_hash(wire_item))}
+    return kept
+
+
+def item_hash(wire_item: dict[str, dict]) -> str:
+    """SHA-256 of a redacted item's hashed attributes: what its redaction version records of it (a
+    redacted format-1 item's link cannot be recomputed without the content; this stands in for it)."""
+    return hashlib.sha256(ITEM_TAG + encode_version(wire_item)).hexdigest()
+
+
+def redaction_record(wire_item: dict[str, dict]) -> dict[str, Any]:
+    """What a redact version records of the version it redacts (hex; the write step stores bytes)."""
+    return {"version": _version(wire_item), "contentHash": content_hash(wire_item),
+            "itemHash": item_hash(redacted_form(wire_item))}
+
+
+def adoption_hash(entity_id: str, legacy: Iterable[dict[str, dict]]) -> str:
+    """The format-2 chain recomputed from the genesis value over versions written before the chain:
+    what an adopt version records, binding them once."""
+    prev = genesis(entity_id)
+    for item in sorted(legacy, key=_version):
+        prev = link_v2(prev, item)
+    return prev
+
+
+def _record(wire_item: dict[str, dict] | None, name: str) -> dict[str, Any] | None:
+    value = (wire_item or {}).get(name)
+    if not isinstance(value, dict) or "M" not in value:
+        return None
+    return {k: (int(Decimal(v["N"])) if "N" in v else _hash_of(v)) for k, v in value["M"].items()}
 
 
 def _text(wire_item: dict[str, dict], name: str) -> str | None:
@@ -135,59 +279,198 @@ def _version(wire_item: dict[str, dict]) -> int:
     return int(Decimal(wire_item[model.VERSION]["N"]))
 
 
+def _span(first: int, last: int) -> str:
+    return f"version {first}" if first == last else f"versions {first}..{last}"
+
+
+class ChainAudit:
+    """What ``audit_chain`` found: problems (the first names the version), how many items it verified, and
+    notes (each redaction: "version n redacted at version m by P")."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.notes: list[str] = []
+        self.verified = 0
+
+
 def verify_chain(entity_id: str, history: Iterable[dict[str, dict]], latest: dict[str, dict] | None,
                  anchored: bool = False) -> tuple[list[str], int]:
-    """Recompute every link of an entity's history (wire items) and ``v0``: ``(problems, verified)``.
+    """``(problems, verified)``: ``audit_chain`` without the notes."""
+    audit = audit_chain(entity_id, history, latest, anchored)
+    return audit.problems, audit.verified
+
+
+def audit_chain(entity_id: str, history: Iterable[dict[str, dict]], latest: dict[str, dict] | None,
+                anchored: bool = False) -> ChainAudit:
+    """Recompute every link of an entity's history (wire items) and ``v0``, in each item's format.
 
     The first problem names the first version whose content, metadata or order no longer matches (an
-    attribute changed, a version deleted, versions swapped, a version inserted, ``v0`` rewritten).
+    attribute changed, a version deleted, versions swapped, a version inserted, ``v0`` rewritten, chain
+    attributes removed, content removed without a redaction version, a redaction that names a version it
+    did not redact). Versions written before the chain must be bound by an adopt version.
     ``anchored``: the oldest versions may have expired legitimately (a retention window), so the oldest
     one present is trusted to say what preceded it; otherwise the chain must start at version 1 from
     the genesis value.
     """
+    audit = ChainAudit()
     ordered = sorted(history, key=_version)
-    problems: list[str] = []
-    expected_prev = genesis(entity_id)
-    previous_version = 0
-    for position, item in enumerate(ordered):
+    legacy_count = 0
+    while legacy_count < len(ordered) and format_of(ordered[legacy_count]) == FORMAT_LEGACY:
+        legacy_count += 1
+    legacy, chained = ordered[:legacy_count], ordered[legacy_count:]
+    if legacy and not anchored and _version(legacy[0]) != 1:
+        audit.problems.append(f"version {_version(legacy[0])}: follows version 0; "
+                              f"{_span(1, _version(legacy[0]) - 1)} missing from the chain")
+        return audit
+    if not _walk(entity_id, legacy, chained, latest, anchored, audit):
+        return audit
+    newest = {_version(i): i for i in chained}
+    if latest is not None and _version(latest) not in newest and stored_hash(latest) is not None:
+        newest[_version(latest)] = latest  # its history put still pending
+    records = [newest[v] for v in sorted(newest) if ADOPTION in newest[v] or REDACTION in newest[v]]
+    _check_adoption(entity_id, legacy, ordered, records, anchored, audit)
+    _check_redactions(ordered, records, audit)
+    return audit
+
+
+def _walk(entity_id: str, legacy: list, chained: list, latest: dict | None, anchored: bool,
+          audit: ChainAudit) -> bool:
+    problems = audit.problems
+    expected_prev = genesis(entity_id)  # the chain starts at the genesis value, after any legacy versions
+    previous_version = _version(legacy[-1]) if legacy else 0
+    newest_prev = None
+    for position, item in enumerate(chained):
         version = _version(item)
-        prev, stored = _text(item, PREV_HASH), _text(item, CHAIN_HASH)
-        if position == 0 and anchored and version > 1 and prev is not None:
-            expected_prev, previous_version = prev, version - 1  # the retention window's anchor
-        if stored is None or prev is None:
+        prev, stored = stored_prev(item), stored_hash(item)
+        if position == 0 and not legacy and anchored and version > 1:  # the retention window's anchor
+            expected_prev, previous_version = prev, version - 1
+        if stored is None:
             problems.append(f"version {version}: has no chain hash (written before the chain, or its chain "
                             "attributes were removed)")
-            return problems, position
+            return False
         if version != previous_version + 1:
-            gap = (f"version {previous_version + 1} is" if version - previous_version == 2
-                   else f"versions {previous_version + 1}..{version - 1} are")
+            gap = _span(previous_version + 1, version - 1) + (" is" if version - previous_version == 2 else " are")
             problems.append(f"version {version}: follows version {previous_version}; {gap} missing from the chain")
-            return problems, position
-        if prev != expected_prev:
+            return False
+        if expected_prev is None:  # the oldest kept version stores no prevHash: its own link cannot be recomputed
+            audit.notes.append(f"version {version}: the oldest version kept; stores no prevHash, so only the "
+                               "versions after it are recomputed")
+        elif (prev is not None or format_of(item) == FORMAT_1) and prev != expected_prev:
             problems.append(f"version {version}: does not follow version {previous_version} "
                             "(its prevHash is not that version's hash: a version was removed, swapped or inserted)")
-            return problems, position
-        if link(prev, item) != stored:
+            return False
+        elif not _link_holds(expected_prev, item, stored):
             problems.append(f"version {version}: its content or metadata changed after it was written "
                             "(the recomputed hash differs from the stored one)")
-            return problems, position
-        expected_prev, previous_version = stored, version
+            return False
+        newest_prev, expected_prev, previous_version = expected_prev, stored, version
+        audit.verified += 1
     if latest is not None:
-        version = _version(latest)
-        prev, stored = _text(latest, PREV_HASH), _text(latest, CHAIN_HASH)
-        if stored is None or prev is None or link(prev, latest) != stored:
-            problems.append(f"v0 (version {version}): its content or metadata changed after it was written")
-        elif ordered and version == previous_version and stored != expected_prev:
-            problems.append(f"v0 (version {version}): differs from history item {version}")
-        elif ordered and version == previous_version + 1 and prev != expected_prev:
-            problems.append(f"v0 (version {version}): does not follow version {previous_version}")
-    return problems, len(ordered)
+        _check_latest(latest, legacy, chained, expected_prev, newest_prev, previous_version, audit)
+    return not problems
+
+
+def _check_latest(latest: dict, legacy: list, chained: list, expected_prev: str | None, newest_prev: str | None,
+                  previous_version: int, audit: ChainAudit) -> None:
+    """``v0``: the newest history item again (same hash), or the version after it (its history put pending)."""
+    version, stored = _version(latest), stored_hash(latest)
+    name = f"v0 (version {version})"
+    if stored is None:
+        if chained or version > previous_version:
+            audit.problems.append(f"{name}: has no chain hash (its chain attributes were removed)")
+        return
+    if version == previous_version and chained:
+        prev = newest_prev
+    elif version == previous_version + 1:
+        prev = expected_prev
+    else:
+        prev = stored_prev(latest)
+    if prev is not None and not _link_holds(prev, latest, stored):
+        audit.problems.append(f"{name}: its content or metadata changed after it was written")
+    elif version == previous_version and chained and stored != expected_prev:
+        audit.problems.append(f"{name}: differs from history item {version}")
+    elif version == previous_version + 1 and stored_prev(latest) not in (None, expected_prev):
+        audit.problems.append(f"{name}: does not follow version {previous_version}")
+
+
+def _link_holds(prev: str, item: dict[str, dict], stored: str) -> bool:
+    if format_of(item) == FORMAT_1 and REDACTED in item:
+        return True  # a redacted format-1 item: its redaction version's itemHash stands in (_check_redactions)
+    return link(prev, item) == stored
+
+
+def _check_adoption(entity_id: str, legacy: list, ordered: list, records: list, anchored: bool,
+                    audit: ChainAudit) -> None:
+    adopts = [(_version(r), _record(r, ADOPTION)) for r in records if ADOPTION in r]
+    if not legacy:
+        for m, record in adopts:
+            bound = [i for i in ordered if _version(i) <= record["versions"]]
+            if bound:
+                audit.problems.append(f"version {m}: adopts versions 1..{record['versions']}, but they carry a chain "
+                                      "(an adopt version binds only versions written before the chain)")
+        return
+    first, last = _version(legacy[0]), _version(legacy[-1])
+    if not adopts:
+        audit.problems.append(f"{_span(first, last)}: no chain hash (written before the chain, or chain attributes "
+                              "removed); `changeflow adopt` binds versions written before the chain, once")
+        return
+    m, record = adopts[0]
+    if record["versions"] != last:
+        audit.problems.append(f"version {first}: version {m} adopted versions 1..{record['versions']}, but "
+                              f"{_span(first, last)} carry no chain hash")
+    elif first > 1:
+        audit.notes.append(f"{_span(first, last)}: adopted at version {m}; the oldest expired, so they are no "
+                           "longer recomputed")
+    elif adoption_hash(entity_id, legacy) != record["chainHash"]:
+        audit.problems.append(f"version {first}: {_span(first, last)}, adopted at version {m}, changed since "
+                              "(their recomputed chain differs from the one the adopt version recorded)")
+    else:
+        audit.notes.append(f"{_span(first, last)} (written before the chain) adopted at version {m}")
+
+
+def _check_redactions(ordered: list, records: list, audit: ChainAudit) -> None:
+    present = {_version(i): i for i in ordered}
+    redacts = {}
+    for r in records:
+        record = _record(r, REDACTION)
+        if record is None:
+            continue
+        m, n = _version(r), record["version"]
+        if n >= m or n in redacts:
+            audit.problems.append(f"version {m}: redacts version {n}, which it cannot (not an earlier version, or "
+                                  "redacted already)")
+            continue
+        redacts[n] = (r, record)
+        if n == m - 1 and content_names(r):
+            audit.problems.append(f"version {m}: redacts the version before it, but still holds content")
+    for n in sorted(set(present) | set(redacts)):
+        item = present.get(n)
+        if item is None:
+            continue  # expired under the retention window (a gap is the walk's problem)
+        if n not in redacts:
+            if REDACTED in item:
+                audit.problems.append(f"version {n}: its content was removed without a redaction version")
+            continue
+        r, record = redacts[n]
+        m = _version(r)
+        if REDACTED not in item:
+            audit.problems.append(f"version {n}: holds content that version {m} redacted (the redaction did not "
+                                  "finish: `changeflow repair` finishes it; or the content was restored)")
+        elif content_names(item):
+            audit.problems.append(f"version {n}: holds content again after its redaction at version {m}")
+        elif (_hash_of(item[REDACTED]), item_hash(item)) != (record["contentHash"], record["itemHash"]):
+            audit.problems.append(f"version {n}: is not the version that version {m} redacted (its hashes differ "
+                                  "from the redaction record)")
+        else:
+            who = _text(r, "principal") or _text(r, model.ACTOR) or "an unnamed actor"
+            why = _text(r, model.REASON)
+            audit.notes.append(f"version {n} redacted at version {m} by {who}" + (f": {why}" if why else ""))
 
 
 # --- digests ----------------------------------------------------------------------------------------
 def head(entity_id: str, wire_item: dict[str, dict]) -> dict[str, Any]:
     """What a digest records of one entity: its head version and that version's chain hash."""
-    return {"entityId": entity_id, "version": _version(wire_item), "chainHash": _text(wire_item, CHAIN_HASH)}
+    return {"entityId": entity_id, "version": _version(wire_item), "chainHash": stored_hash(wire_item)}
 
 
 def _leaf(entry: dict[str, Any]) -> bytes:

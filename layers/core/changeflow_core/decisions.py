@@ -55,7 +55,7 @@ def decide(change: Change, latest: dict[str, Any] | None) -> tuple[str, int]:
         return model.DUPLICATE, latest["changeIds"][change.changeId]
     if change.expectedVersion is not None and change.expectedVersion != current:
         raise VersionConflict(
-            f"entity {change.entityId!r} is at version {current}, not the expected {change.expectedVersion}"
+            f"the entity is at version {current}, not the expected {change.expectedVersion}"
         )
     if latest and change.effectiveAt < latest["effectiveAt"]:
         return model.STALE, current

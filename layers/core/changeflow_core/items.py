@@ -31,7 +31,7 @@ def latest_state(item: dict[str, Any] | None, present: bool = True) -> dict[str,
         "effectiveAt": int(item[model.EFFECTIVE_AT]),
         "changeIds": {k: int(v) for k, v in (item.get(model.CHANGE_IDS) or {}).items()},
         "deleted": bool(item.get(model.DELETED, False)),
-        "chainHash": item.get(model.CHAIN_HASH),
+        "chainHash": chain.hash_text(item.get(model.CHAIN_HASH)),  # hex in the state, whatever the format
         # the next version records no earlier (steps.write): recorded time stays in version order
         "recordedAt": int(item[model.RECORDED_AT]) if item.get(model.RECORDED_AT) is not None else None,
     }
@@ -58,11 +58,12 @@ def build_latest(
     execution_arn: str,
     tombstone_ttl_days: int = 0,
     source_version: int | None = None,
+    keep_prev: bool = True,
 ) -> dict[str, Any]:
     """The ``v0`` item (Python values, Decimals for numbers) for an applied change, from plain JSON content."""
     values = validate_attributes(content or {}) if change.operation != model.DELETE else None
     return latest_item(change, values, latest, version, recorded_at, execution_arn, tombstone_ttl_days,
-                       source_version)
+                       source_version, keep_prev)
 
 
 def latest_item(
@@ -74,8 +75,10 @@ def latest_item(
     execution_arn: str,
     tombstone_ttl_days: int = 0,
     source_version: int | None = None,
+    keep_prev: bool = True,
 ) -> dict[str, Any]:
-    """The ``v0`` item from content already in the serializer's form (``from_wire``): nothing re-parsed."""
+    """The ``v0`` item from content already in the serializer's form (``from_wire``): nothing re-parsed.
+    ``keep_prev``: store the previous version's hash too (a stack with a retention window: ``chain``)."""
     item: dict[str, Any] = {
         model.PK: change.entityId,
         model.SK: model.LATEST_SK,
@@ -93,14 +96,17 @@ def latest_item(
         item[model.REASON] = change.reason
     if source_version is not None:
         item[model.SOURCE_VERSION] = source_version
-    if change.operation == model.DELETE:
+    if change.operation == model.DELETE or (change.operation in model.CHAIN_OPERATIONS and latest
+                                            and latest["deleted"]):  # a redact or adopt keeps a deleted entity so
         item[model.DELETED] = True
         item[model.EXPIRES_AT] = recorded_at // 1000 + tombstone_ttl_days * SECONDS_PER_DAY
     else:
         item.update(values or {})
     if change.operation == model.PATCH:  # the audit answers "who changed this field" from the item itself
         item[model.PATCH_RECORD] = {"set": from_wire(change.set), "remove": list(change.remove or [])}
-    return sealed(item, latest)
+    for name, record in (change.chainRecord or {}).items():  # what a redact or adopt binds into the chain
+        item[name] = {k: bytes.fromhex(v) if isinstance(v, str) else v for k, v in record.items()}
+    return sealed(item, latest, keep_prev)
 
 
 def patched(item: dict[str, Any], change: Change) -> dict[str, Any]:
@@ -117,12 +123,15 @@ def apply_patch(content: dict[str, Any], set_values: dict[str, Any], remove: lis
     return result
 
 
-def sealed(item: dict[str, Any], latest: dict[str, Any] | None) -> dict[str, Any]:
-    """``item`` with its link of the hash chain: the fetched version's hash (or the entity's genesis
-    value) and this version's, computed from data the write step already has."""
+def sealed(item: dict[str, Any], latest: dict[str, Any] | None, keep_prev: bool = True) -> dict[str, Any]:
+    """``item`` with its link of the hash chain (format 2, ``chain``): this version's hash from the fetched
+    version's (or the entity's genesis value), computed from data the write step already has; the
+    previous hash stored too where ``keep_prev``."""
     prev = (latest or {}).get("chainHash") or chain.genesis(item[model.PK])
-    item[model.PREV_HASH] = prev
-    item[model.CHAIN_HASH] = chain.link(prev, codec.serialize_item(item))
+    linked = chain.seal(codec.serialize_item(item), prev, keep_prev)
+    if keep_prev:
+        item[model.PREV_HASH] = linked[model.PREV_HASH]["B"]
+    item[model.CHAIN_HASH] = linked[model.CHAIN_HASH]["B"]
     return item
 
 
@@ -198,4 +207,19 @@ def view(item: dict[str, Any] | None) -> dict[str, Any] | None:
         "sourceVersion": item.get(model.SOURCE_VERSION),
         "patch": item.get(model.PATCH_RECORD),
         "attributes": content_of(item),
+        **_chain_view(item),
     }
+
+
+def _chain_view(item: dict[str, Any]) -> dict[str, Any]:
+    """Only where they apply: ``redacted`` (this version's content was removed; its hash is kept),
+    ``redacts`` (the version a redact version removed the content of), ``adopts`` (how many versions
+    written before the chain an adopt version bound)."""
+    shown: dict[str, Any] = {}
+    if item.get(model.REDACTED) is not None:
+        shown["redacted"] = True
+    if isinstance(item.get(model.REDACTION), dict):
+        shown["redacts"] = int(item[model.REDACTION]["version"])
+    if isinstance(item.get(model.ADOPTION), dict):
+        shown["adopts"] = int(item[model.ADOPTION]["versions"])
+    return shown

@@ -28,6 +28,10 @@ SOURCE_VERSION = "sourceVersion"  # rollback: the version whose content was rest
 PREV_HASH = "prevHash"  # the hash chain (changeflow_core.chain): the previous version's chain hash
 CHAIN_HASH = "chainHash"  # and this version's
 PATCH_RECORD = "patch"  # a patch: what it set and removed ({"set": {...}, "remove": [...]}), beside the full content
+REDACTED = "chainRedacted"  # a redacted version: the hash of the content it no longer holds (changeflow_core.chain)
+REDACTION = "chainRedacts"  # a redact version: {"version", "contentHash", "itemHash"} of the version it redacted
+ADOPTION = "chainAdopts"  # an adopt version: {"versions", "chainHash"}: the legacy versions it bound into the chain
+REDACT_VERSION = "redactVersion"  # a redact request: the version whose content it removes
 
 # How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt
 # (a retry of a failed execution gets a new default effectiveAt). Bounded, so v0 and the state stay small.
@@ -37,13 +41,24 @@ RESERVED = frozenset(
     {
         PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, REASON,
         EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH, PATCH_RECORD,
+        REDACTED, REDACTION, ADOPTION,
     }
 )
 
 PUT, PATCH, DELETE, ROLLBACK = "put", "patch", "delete", "rollback"
-OPERATIONS = (PUT, PATCH, DELETE, ROLLBACK)
+REDACT, ADOPT = "redact", "adopt"  # the chain's own operations: content removed, legacy versions bound
+OPERATIONS = (PUT, PATCH, DELETE, ROLLBACK, REDACT, ADOPT)
+CHAIN_OPERATIONS = (REDACT, ADOPT)  # they carry the content of the version before them (a redact: none, if it
+# redacts that version) and keep a deleted entity deleted
 
 APPLIED, STALE, DUPLICATE, CONFLICT = "applied", "stale", "duplicate", "conflict"
+
+
+# The table's own record, under a key no entity id can take (validation refuses control characters):
+# ``changeflow adopt --all --close`` writes it once every entity is adopted; from then on a version with
+# no chain attributes had them removed, and adopt refuses (changeflow_core.chainwork).
+TABLE_PK = "\x1fchangeflow"
+ADOPTION_CLOSED_SK = "chain-adoption-closed"
 
 
 def history_sk(version: int) -> str:

@@ -8,6 +8,11 @@ prefix is for people searching the console; the digest makes the name a one-to-o
 characters can be: ``doc#1`` / ``doc/1`` / ``doc 1``, ``ユーザー1`` / ``データー1``, two ids with a long
 shared prefix, ``a--b``+``c`` / ``a``+``b--c`` all differ in the digest.
 
+With entity ids hashed (the ``HashEntityIds`` parameter: ``CHANGEFLOW_HASH_ENTITY_IDS=true`` in every
+function, read at cold start and passed here), the prefix holds no part of the entity id: ``h--<change>--<digest>``. An execution's name
+and ARN go where the table's access control does not reach: the execution log (every record), CloudTrail,
+the console's lists. ``entity_ref`` is how the id itself is shown in logs and traces then.
+
 Only ``0-9A-Za-z-_`` is used: Step Functions accepts more in a name, but CloudWatch Logs logging of
 executions needs these (Step Functions API reference, StartExecution ``name``: "To enable logging with
 CloudWatch Logs, the name should only contain 0-9, A-Z, a-z, - and _"). At most 77 of the 80 characters
@@ -38,9 +43,19 @@ def digest(entity_id: str, change_id: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
 
 
-def execution_name(entity_id: str, change_id: str, attempt: int = 1) -> str:
-    """The name of the ``attempt``-th execution of change ``change_id`` of entity ``entity_id``."""
+def entity_ref(entity_id: str, hashed: bool = False) -> str:
+    """The entity id as logs and traces show it: itself, or with ``HashEntityIds`` ``sha256:`` and 128
+    bits of its SHA-256 (compute it from a known id to search; a guessable id can be confirmed so)."""
+    if not hashed:
+        return entity_id
+    return "sha256:" + hashlib.sha256(entity_id.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+
+
+def execution_name(entity_id: str, change_id: str, attempt: int = 1, hashed: bool = False) -> str:
+    """The name of the ``attempt``-th execution of change ``change_id`` of entity ``entity_id`` (with
+    ``hashed``, the stack's ``HashEntityIds``, no part of the entity id is readable in it)."""
     if not 1 <= attempt <= MAX_ATTEMPT:
         raise ValueError(f"attempt must be between 1 and {MAX_ATTEMPT}, not {attempt}")
-    name = f"{readable(entity_id, ENTITY_CHARS)}--{readable(change_id, CHANGE_CHARS)}--{digest(entity_id, change_id)}"
+    shown = "h" if hashed else readable(entity_id, ENTITY_CHARS)
+    name = f"{shown}--{readable(change_id, CHANGE_CHARS)}--{digest(entity_id, change_id)}"
     return name if attempt == 1 else f"{name}-r{attempt}"

@@ -7,6 +7,8 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from .names import entity_ref
+
 METRIC_OF_OUTCOME = {
     "applied": "ChangesApplied",
     "stale": "ChangesStale",
@@ -21,8 +23,10 @@ HISTORY_REPAIRED = "HistoryRepaired"
 VERSIONS_EXPIRED = "VersionsTaggedForExpiry"
 
 
-def annotate(tracer, entity_id: str, version: int | None = None, outcome: str | None = None) -> None:
-    tracer.put_annotation("entityId", entity_id)
+def annotate(tracer, entity_id: str, version: int | None = None, outcome: str | None = None,
+             hashed: bool = False) -> None:
+    """Indexed X-Ray annotations: the entity (hashed with ``HashEntityIds``: names.entity_ref), never content."""
+    tracer.put_annotation("entityId", entity_ref(entity_id, hashed))
     if version is not None:
         tracer.put_annotation("version", version)
     if outcome is not None:
@@ -34,6 +38,6 @@ def count(metrics, name: str, operation: str, value: int = 1) -> None:
     metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
-def record_outcome(tracer, metrics, change: dict[str, Any], result: dict[str, Any]) -> None:
-    annotate(tracer, change["entityId"], result["version"], result["outcome"])
+def record_outcome(tracer, metrics, change: dict[str, Any], result: dict[str, Any], hashed: bool = False) -> None:
+    annotate(tracer, change["entityId"], result["version"], result["outcome"], hashed)
     count(metrics, METRIC_OF_OUTCOME[result["outcome"]], change["operation"])

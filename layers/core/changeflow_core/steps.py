@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from . import carried, items, model, store, wire
+from . import carried, chainwork, items, model, store, wire
 from .decisions import (
     MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, report,
 )
@@ -32,9 +32,11 @@ def rollback_content(client, history_table: str, entity_id: str, version: int, n
                            Key={model.PK: {"S": entity_id}, model.SK: {"S": model.history_sk(version)}}).get("Item")
     expires = (item or {}).get(model.EXPIRES_AT, {}).get("N")
     if item is None or (expires is not None and int(expires) <= (time.time() if now_s is None else now_s)):
-        raise NotFound(f"entity {entity_id!r} has no version {version}")
+        raise NotFound(f"the entity has no version {version}")
     if item.get(model.DELETED, {}).get("BOOL"):
-        raise NotFound(f"version {version} of entity {entity_id!r} is a deletion; it has no content")
+        raise NotFound(f"version {version} of the entity is a deletion; it has no content")
+    if model.REDACTED in item:
+        raise NotFound(f"version {version} of the entity was redacted; its content is gone")
     return {name: value for name, value in item.items() if name not in model.RESERVED}
 
 
@@ -51,7 +53,7 @@ def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
     if attempt > MAX_ATTEMPTS:
         last = event.get("error") or {}
         if last.get("Error") == "WriteConflict":
-            raise VersionConflict(f"entity {change.entityId!r} kept changing through {MAX_ATTEMPTS} attempts")
+            raise VersionConflict(f"the entity kept changing through {MAX_ATTEMPTS} attempts")
         raise LatestWriteFailed(f"the v0 write failed {MAX_ATTEMPTS} times; last: {last.get('Error')}: "
                                 f"{str(last.get('Cause'))[:1000]}")
     return change, content, attempt
@@ -76,7 +78,12 @@ def fetch(client, table: str, history_table: str, change: Change, content: dict 
                 "writer": writers[change.operation], "attempt": attempt, **repaired}
     if change.operation == model.PATCH:  # applied to the version just read, on every attempt
         content = patch_content(item, change) if outcome == WRITE else None
-    result = {"change": change.to_json(), "latest": latest, "content": content, "writer": writers[change.operation],
+    writer = writers[change.operation]
+    if change.operation in model.CHAIN_OPERATIONS and outcome != model.DUPLICATE:  # on every attempt, like a patch
+        change, content = chainwork.prepare(client, table, history_table, change, item, latest)
+        outcome, version = decide(change, latest)
+        writer = writers[model.DELETE] if latest["deleted"] else writer  # a deleted entity stays a tombstone
+    result = {"change": change.to_json(), "latest": latest, "content": content, "writer": writer,
               "attempt": attempt, **repaired}
     carried.check(result)
     if outcome == model.STALE:
@@ -90,7 +97,7 @@ def patch_content(item: dict | None, change: Change) -> dict:
     result would not fit the item (the state: ``carried.check``, on the whole result)."""
     if item is None or item.get(model.DELETED):
         state = "was deleted" if item is not None else "does not exist"
-        raise NotFound(f"entity {change.entityId!r} {state}: a patch changes a live entity (create it with a put)")
+        raise NotFound(f"the entity {state}: a patch changes a live entity (create it with a put)")
     values = items.patched(item, change)
     items.check_item_size_of_values(change, values)
     return items.to_wire(values)
@@ -105,15 +112,18 @@ def recorded_time(latest: dict[str, Any] | None) -> int:
     return max(now_ms(), previous) if previous is not None else now_ms()
 
 
-def item_for(state: dict[str, Any], version: int, recorded_at: int, tombstone_ttl_days: int) -> dict[str, Any]:
+def item_for(state: dict[str, Any], version: int, recorded_at: int, tombstone_ttl_days: int,
+             keep_prev: bool = True) -> dict[str, Any]:
     """The ``v0`` item of this execution's change, from the state data the fetch step made."""
     change = Change.from_json(state["change"])
     values = items.from_wire(state.get("content")) if change.operation != model.DELETE else None
     return items.latest_item(change, values, state["latest"], version, recorded_at, state["execution"]["id"],
-                             tombstone_ttl_days=tombstone_ttl_days, source_version=change.toVersion)
+                             tombstone_ttl_days=tombstone_ttl_days, source_version=change.toVersion,
+                             keep_prev=keep_prev)
 
 
-def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0) -> dict[str, Any]:
+def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0,
+          keep_prev: bool = True) -> dict[str, Any]:
     """Conditionally write ``v0``; a failed condition is classified from the old item DynamoDB returns:
     a duplicate is reported, a stale change raises ``ChangeIsStale``, another writer ``WriteConflict``
     (``VersionConflict`` once the attempts are spent)."""
@@ -125,14 +135,15 @@ def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0
         return {"outcome": outcome, "version": version, "recordedAt": None}
     recorded_at = recorded_time(state["latest"])
     try:
-        store.write_latest(client, table, item_for(state, version, recorded_at, tombstone_ttl_days), state["latest"])
+        store.write_latest(client, table, item_for(state, version, recorded_at, tombstone_ttl_days, keep_prev),
+                           state["latest"])
     except store.ConditionFailed as failed:
         outcome, version = classify_failed_write(change, items.latest_state(failed.old_item))
         if outcome == model.STALE:
             raise ChangeIsStale(report(change, outcome, version)) from None
         if outcome == model.CONFLICT:
             if state["attempt"] >= MAX_ATTEMPTS:
-                raise VersionConflict(f"entity {change.entityId!r} kept changing through {MAX_ATTEMPTS} attempts; "
+                raise VersionConflict(f"the entity kept changing through {MAX_ATTEMPTS} attempts; "
                                       f"it is at version {version}") from None
             # no entity id here: this error travels in the state beside the content (carried.ERROR_BYTES)
             raise WriteConflict(f"the entity moved to version {version} after it was read "
@@ -142,7 +153,8 @@ def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0
 
 
 # --- step 3: history --------------------------------------------------------------------------------------
-def record_history(client, table: str, history_table: str, state: dict[str, Any]) -> dict[str, Any]:
+def record_history(client, table: str, history_table: str, state: dict[str, Any],
+                   keep_prev: bool = True) -> dict[str, Any]:
     """Put version n's history item (the same item ``v0`` got), or make sure a duplicate's exists; return
     the execution's output and what the history put did.
 
@@ -152,13 +164,15 @@ def record_history(client, table: str, history_table: str, state: dict[str, Any]
     change, written = Change.from_json(state["change"]), state["written"]
     outcome = written["outcome"]
     if outcome == model.APPLIED:
-        item = item_for(state, written["version"], written["recordedAt"], tombstone_ttl_days=0)
+        item = item_for(state, written["version"], written["recordedAt"], tombstone_ttl_days=0, keep_prev=keep_prev)
         history = "written" if store.put_history(client, history_table, items.history_of(item)) else "present"
     else:  # a duplicate: the first delivery may have stopped before its history put
         history, stored = store.settle_history(client, table, history_table, change.entityId, written["version"])
         if stored is not None and (stored.get(model.EXECUTION), stored.get(model.CHANGE_ID)) == (
                 state["execution"]["id"], change.changeId):
             outcome = model.APPLIED
+    if (change.chainRecord or {}).get(model.REDACTION):  # after version m is in history: it authorises this
+        chainwork.redact(client, history_table, change.entityId, change.chainRecord[model.REDACTION])
     return {**report(change, outcome, written["version"]), "history": history}
 
 

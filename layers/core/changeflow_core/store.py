@@ -107,9 +107,9 @@ def rollback_content(client, history_table: str, entity_id: str, version: int) -
     """The content of version ``version``, or ``NotFound`` if it is missing, expired or a tombstone."""
     item = get_item(client, history_table, entity_id, model.history_sk(version))
     if item is None or items.is_expired(item):
-        raise NotFound(f"entity {entity_id!r} has no version {version}")
+        raise NotFound(f"the entity has no version {version}")
     if item.get(model.DELETED):
-        raise NotFound(f"version {version} of entity {entity_id!r} is a deletion; it has no content")
+        raise NotFound(f"version {version} of the entity is a deletion; it has no content")
     return items.content_of(item)
 
 

@@ -1,8 +1,11 @@
 """POST /changes: start a change's execution, or say what became of the change.
 
-The answer says what really happened to the change (issue 9):
-- nothing yet, or every earlier execution failed (``ValidationError``, ``VersionConflict``, a Lambda
-  outage...): a new execution starts; the n-th attempt is named ``names.execution_name(entity, change, n)``;
+A request the fetch step would reject is refused here, 400 naming the field, by the same validation
+(``check``: issue 27 item 7); nothing starts. Otherwise the answer says what really happened to the
+change (issue 9):
+- nothing yet, or every earlier execution failed (``NotFound``, ``VersionConflict``, a Lambda
+  outage...): a new execution starts; the n-th attempt is named ``names.execution_name(entity, change, n)``,
+  and the attempts table holds the latest n (``changeflow_core.attempts``: O(1) calls per submission);
 - an execution of it is still running: that execution;
 - an execution of it succeeded: that execution and its outcome.
 
@@ -22,29 +25,36 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import model, store, wire
+from . import attempts, model, store, wire
+from .errors import ValidationError
 from .names import MAX_ATTEMPT, execution_name
-from .validation import MAX_REQUEST_BYTES, request_size
+from .validation import MAX_REQUEST_BYTES, request_size, validate_request
 
 CHANGE_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,64}(?![\s\S])"  # same meaning in Python re, ECMA 262 and Java
 STANDARD, EXPRESS = "STANDARD", "EXPRESS"
 FAILED_STATUSES = {"FAILED", "TIMED_OUT", "ABORTED"}
 # StartExecution errors a client should retry (API reference, StartExecution "Errors"; common errors)
+CLAIM_ROUNDS = 8  # rounds of "read the latest attempt, claim the next" lost to concurrent submissions
 RETRY_LATER = {"ThrottlingException": 429, "TooManyRequestsException": 429, "ExecutionLimitExceeded": 503}
 
 
 class Refused(Exception):
     """The request is not started: an HTTP status and a message for the client."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None, field: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
+        self.status, self.message, self.headers, self.field = status, message, headers or {}, field
+
+    @property
+    def body(self) -> dict[str, str]:
+        """The response body: the message, and the field it names when one request field is at fault."""
+        return {"message": self.message, **({"field": self.field} if self.field else {})}
 
 
 def _no_constant(name: str):
@@ -124,29 +134,63 @@ def already_applied(dynamodb, table: str, request: dict[str, Any]) -> dict[str, 
 
 
 def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str,
-           request: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """``(answer, attempt)`` for a parsed change request; ``Refused`` when Step Functions refuses."""
+           request: dict[str, Any], attempts_table: str, hashed: bool = False) -> tuple[dict[str, Any], int]:
+    """``(answer, attempt)`` for a parsed change request; ``Refused`` when Step Functions refuses.
+
+    The latest attempt is found in O(1) calls whatever the number of earlier ones (changeflow_core.attempts):
+    the first attempt's name, then the number the attempts table holds, then a claim of the next."""
     if workflow_type == EXPRESS:
         done = already_applied(dynamodb, table, request)
         if done is not None:
             return done, 0
     payload = execution_input(request)
-    for attempt in range(1, MAX_ATTEMPT + 1):
-        name = execution_name(request["entityId"], request["changeId"], attempt)
+    entity, change = request["entityId"], request["changeId"]
+
+    def answer_of(attempt: int) -> dict[str, Any] | None:
+        """The answer if attempt ``attempt`` runs or succeeded (started now if it never was); None if it failed."""
+        name = execution_name(entity, change, attempt, hashed)
         try:
             started = sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=payload)
-            return {"executionArn": started["executionArn"], "status": "RUNNING",
-                    "startDate": started["startDate"]}, attempt
+            return {"executionArn": started["executionArn"], "status": "RUNNING", "startDate": started["startDate"]}
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ExecutionAlreadyExists":
                 raise refusal(exc) from exc
         if workflow_type == EXPRESS:  # AWS never answers this for Express; a stricter endpoint might
-            continue
+            return None
         description = sfn.describe_execution(executionArn=execution_arn(state_machine_arn, name))
-        if description["status"] not in FAILED_STATUSES:
-            return _answer(description), attempt
-    raise Refused(409, f"change {request['changeId']!r} of this entity failed {MAX_ATTEMPT} times; "
-                       "send it with a new changeId")
+        return None if description["status"] in FAILED_STATUSES else _answer(description)
+
+    answer, seen = answer_of(1), 1  # the common case: no earlier attempt, or the first one ran
+    if answer is not None:
+        return answer, 1
+    for _ in range(CLAIM_ROUNDS):  # more rounds only while concurrent submissions claim first
+        latest = attempts.latest(dynamodb, attempts_table, entity, change)
+        if latest > seen:  # a later attempt exists (or was claimed and never started): its answer
+            seen = latest
+            answer = answer_of(seen)
+            if answer is not None:
+                return answer, seen
+        if seen >= MAX_ATTEMPT:
+            raise Refused(409, f"change {change!r} of this entity failed {MAX_ATTEMPT} times; "
+                               "send it with a new changeId")
+        if attempts.claim(dynamodb, attempts_table, entity, change, seen):
+            seen += 1
+            answer = answer_of(seen)
+            if answer is not None:
+                return answer, seen
+    raise Refused(503, "other submissions of this change keep starting attempts; retry later", {"Retry-After": "1"})
+
+
+def check(request: dict[str, Any], now: datetime | None = None) -> None:
+    """``Refused(400)`` naming the field, for a request the fetch step would reject: the same validation
+    (validation.validate_request), before anything starts. What only the data can tell (a rollback to a
+    version that does not exist, an expected version that is not current, a change too big for the
+    states once merged with the stored item) is still the workflow's to say."""
+    moment = (now or datetime.now(timezone.utc)).isoformat()
+    try:
+        validate_request(request, {"name": request.get("changeId"), "startTime": moment})
+    except ValidationError as exc:
+        raise Refused(400, f"Invalid request: {exc}", field=exc.field) from exc
 
 
 def refusal(exc: ClientError) -> Refused:

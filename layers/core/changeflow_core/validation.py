@@ -30,7 +30,7 @@ MAX_EFFECTIVE_AT = 2**53 - 1  # epoch ms that survive a JSON round trip through 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 FIELDS = {
     "entityId", "operation", "attributes", "set", "remove", "toVersion", "effectiveAt", "changeId",
-    "expectedVersion", "actor", "reason",
+    "expectedVersion", "actor", "reason", "redactVersion",
 }
 
 
@@ -48,6 +48,8 @@ class Change:
     reason: str | None = None
     set: dict[str, Any] | None = None  # a patch: the fields it sets, as DynamoDB JSON (exact numbers)
     remove: list[str] | None = None  # a patch: the fields it removes
+    redactVersion: int | None = None  # a redact: the version whose content it removes
+    chainRecord: dict[str, Any] | None = None  # a redact or adopt: what the fetch step found to record (chain)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +203,16 @@ def validate_request(request: Any, execution: dict[str, Any]) -> Change:
     elif "toVersion" in request:
         raise ValidationError("toVersion", f"is only for a rollback, not a {operation}")
 
+    redact_version = None
+    if operation == model.REDACT:
+        if request.get("redactVersion") is None:
+            raise ValidationError("redactVersion", "is required for a redact: the version whose content it removes")
+        redact_version = _integer("redactVersion", request["redactVersion"], 1, model.MAX_VERSION)
+        if not request.get("reason"):
+            raise ValidationError("reason", "is required for a redact: say why the content is removed")
+    elif "redactVersion" in request:
+        raise ValidationError("redactVersion", f"is only for a redact, not a {operation}")
+
     expected = request.get("expectedVersion")
     if expected is not None:
         expected = _integer("expectedVersion", expected, 0, model.MAX_VERSION)
@@ -224,4 +236,5 @@ def validate_request(request: Any, execution: dict[str, Any]) -> Change:
         reason=_text("reason", request.get("reason"), MAX_REASON_CHARS, required=False),
         set=patch_set,
         remove=patch_remove,
+        redactVersion=redact_version,
     )

@@ -96,13 +96,26 @@ def _unexpired(items: list[dict[str, dict]], now_s: float) -> list[dict[str, dic
 
 def verify_chain(client: Changeflow, entity_id: str, now_s: float | None = None) -> list[str]:
     """The chain's problems for one entity (empty when every link holds)."""
+    return audit_chain(client, entity_id, now_s).problems
+
+
+def audit_chain(client: Changeflow, entity_id: str, now_s: float | None = None) -> chain.ChainAudit:
+    """The chain's problems for one entity and its notes (each redaction, each adoption)."""
     import time
 
     now_s = time.time() if now_s is None else now_s
+    from changeflow_core import chainwork
+
     history = _unexpired(raw_history(client, entity_id), now_s)
-    problems, _ = chain.verify_chain(entity_id, history, raw_latest(client, entity_id),
-                                     anchored=client.history_expires)
-    return problems
+    audit = chain.audit_chain(entity_id, history, raw_latest(client, entity_id), anchored=client.history_expires)
+    closed = chainwork.adoption_closed(client.dynamodb, client.table)
+    if closed is not None:  # no version can be legacy any more: one without a chain had it removed
+        when = closed.get("closedAt", {}).get("S")
+        audit.problems = [p.replace("(written before the chain, or chain attributes removed); `changeflow adopt` "
+                                    "binds versions written before the chain, once",
+                                    f"(chain attributes removed: adoption was closed at {when})")
+                          for p in audit.problems]
+    return audit
 
 
 def head_of(client: Changeflow, entity_id: str) -> dict[str, Any] | None:
@@ -148,7 +161,7 @@ def verify_since(client: Changeflow, taken: dict[str, Any], now_s: float | None 
                 found.append(f"version {version} has expired under the retention window; it can no longer be proven")
             else:
                 found.append(f"version {version}, recorded in the digest, is gone")
-        elif recorded.get(chain.CHAIN_HASH, {}).get("S") != head["chainHash"]:
+        elif chain.stored_hash(recorded) != head["chainHash"]:
             found.append(f"version {version} no longer has the hash the digest recorded: it was rewritten")
         chain_problems, _ = chain.verify_chain(entity_id, history, latest, anchored=client.history_expires)
         found.extend(chain_problems)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from changeflow_core import items, model, store
+from changeflow_core import chain, chainwork, items, model, store
 
 from .verify import retention_window, untagged_versions, verify
 
@@ -21,6 +21,7 @@ def repair(client, entity_id: str) -> tuple[list[str], list[str]]:
         outcome = store.ensure_history(client.dynamodb, client.table, client.history_table, entity_id, version)
         if outcome == "repaired":
             done.append(f"wrote history item of version {version} from v0")
+    done.extend(finish_redactions(client, entity_id))
     history = store.all_history(client.dynamodb, client.history_table, entity_id)
     keep_days = retention_window(client)[1]
     for version in untagged_versions(client, latest, history):
@@ -30,3 +31,33 @@ def repair(client, entity_id: str) -> tuple[list[str], list[str]]:
     report = verify(client, entity_id)
     cannot.extend(report.problems)
     return done, cannot
+
+
+def finish_redactions(client, entity_id: str) -> list[str]:
+    """Redact each version that a redact version (verified in the chain) names and that still holds its
+    content: an execution that wrote version m and failed before its history step removed the content.
+    Only what the chain authorises: nothing is redacted unless the chain up to version m holds."""
+    from .digests import audit_chain, raw_history, raw_latest
+
+    if audit_chain(client, entity_id).problems and not _only_unfinished(client, entity_id):
+        return []
+    done = []
+    found = raw_history(client, entity_id)
+    latest = raw_latest(client, entity_id)
+    if latest is not None and all(int(i[model.VERSION]["N"]) != int(latest[model.VERSION]["N"]) for i in found):
+        found.append(latest)
+    for item in found:
+        record = item.get(model.REDACTION, {}).get("M")
+        if record is None:
+            continue
+        plain = {"version": int(record["version"]["N"]), "contentHash": chain.hash_text(record["contentHash"]["B"])}
+        if chainwork.redact(client.dynamodb, client.history_table, entity_id, plain) == "redacted":
+            done.append(f"removed the content of version {plain['version']}, as version "
+                        f"{item[model.VERSION]['N']} redacted it")
+    return done
+
+
+def _only_unfinished(client, entity_id: str) -> bool:
+    from .digests import audit_chain
+
+    return all(" holds content that version " in p for p in audit_chain(client, entity_id).problems)

@@ -11,7 +11,7 @@ from typing import Any
 
 from changeflow_core import items, model, store
 
-from .digests import verify_chain
+from .digests import audit_chain
 
 # Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
 NOT_CONTENT = {model.SK, model.EXPIRES_AT}
@@ -24,6 +24,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
     missing: list[int] = field(default_factory=list)  # versions that should be in history and are not
     found: bool = True  # False: no v0 and no (unexpired) history item
+    notes: list[str] = field(default_factory=list)  # not problems: each redaction and adoption the chain records
 
     @property
     def ok(self) -> bool:
@@ -76,7 +77,7 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
         first_of.setdefault(change_id, n)
     for h in history:
         source = h.get(model.SOURCE_VERSION)
-        if source is not None and int(source) in by_version:
+        if source is not None and int(source) in by_version and not _redacted(h, by_version[int(source)]):
             if items.content_of(by_version[int(source)]) != items.content_of(h):
                 report.problems.append(f"rollback version {h[model.VERSION]} differs from its source {source}")
     report.problems.extend(patch_problems(history, by_version))
@@ -85,7 +86,9 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     if missed:
         report.problems.append(f"versions outside the retention window without an expiry: {missed}")
 
-    report.problems.extend(verify_chain(client, entity_id, now_s))  # the hash chain: names the first altered version
+    audited = audit_chain(client, entity_id, now_s)  # the hash chain: names the first altered version
+    report.problems.extend(audited.problems)
+    report.notes.extend(audited.notes)
     if latest is None:
         if history and not history[-1].get(model.DELETED):
             report.problems.append("no v0, but the newest version is not a deletion")
@@ -117,6 +120,8 @@ def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str
             continue
         n, record = int(h[model.VERSION]), h.get(model.PATCH_RECORD)
         before = by_version.get(n - 1)
+        if _redacted(h, before):
+            continue  # the content is gone from one of the two: the chain checks what remains
         if not isinstance(record, dict):
             problems.append(f"patch version {n} does not record its patch")
         elif n == 1 or (before is not None and before.get(model.DELETED)):
@@ -125,6 +130,10 @@ def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str
                 items.content_of(before), record.get("set") or {}, record.get("remove") or []):
             problems.append(f"patch version {n} is not version {n - 1} with its patch applied")
     return problems
+
+
+def _redacted(*found: dict[str, Any] | None) -> bool:
+    return any(item is not None and item.get(model.REDACTED) is not None for item in found)
 
 
 def retention_window(client) -> tuple[int, int]:
@@ -154,7 +163,7 @@ def entities(client) -> list[str]:
             if start:
                 kwargs["ExclusiveStartKey"] = start
             page = client.dynamodb.scan(**kwargs)
-            found.update(i[model.PK]["S"] for i in page.get("Items", []))
+            found.update(i[model.PK]["S"] for i in page.get("Items", []) if i[model.PK]["S"] != model.TABLE_PK)
             start = page.get("LastEvaluatedKey")
             if not start:
                 break

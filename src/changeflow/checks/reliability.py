@@ -388,7 +388,7 @@ def _post(api: str, request: dict) -> tuple[int, dict]:
 
 def api_retries(server, seed: int, entities: int = 12) -> Tally:
     """Every change through ``POST /changes``: a first attempt that fails (a named error or a Lambda
-    outage), the corrected retry with the same changeId (must run and apply), and a redelivery of it
+    outage; an invalid request is refused at once and starts nothing), the corrected retry with the same changeId (must run and apply), and a redelivery of it
     (must answer the succeeded execution and start nothing). Violations: a change lost (not stored
     exactly once with the corrected content) or answered wrongly (a status or execution that is not what
     happened, or two entities' changes answered by one execution)."""
@@ -425,6 +425,11 @@ def api_retries(server, seed: int, entities: int = 12) -> Tally:
             with fault_hook(server.stack.lambdas, outage):
                 first = answered(*_post(api, bad), "RUNNING", "first attempt")
                 first and wait_for_termination(first, 60)
+        elif failure == "ValidationError":  # refused at once, naming the field: nothing starts (issue 27.7)
+            status, refused = _post(api, bad)
+            if status != 400 or refused.get("field") != "attributes.version":
+                tally.violations.append(f"{entity!r} invalid first attempt: answered {status} {refused}")
+            first = None
         else:
             first = answered(*_post(api, bad), "RUNNING", "first attempt")
             first and wait_for_termination(first, 60)
@@ -432,14 +437,15 @@ def api_retries(server, seed: int, entities: int = 12) -> Tally:
         if retry is None:
             continue
         wait_for_termination(retry, 60)
-        tally.executions += 2
+        tally.executions += 1 + (first is not None)
         status, again = _post(api, good)
         redelivered = answered(status, again, "SUCCEEDED", "redelivery")
         if redelivered != retry or again.get("outcome") != "applied":
             tally.violations.append(f"{entity!r} redelivery answered {again}, not the applied execution {retry}")
-        if {first, retry} & arns or first == retry:
+        started = {arn for arn in (first, retry) if arn}
+        if started & arns or first == retry:
             tally.violations.append(f"{entity!r}: an execution answered for two changes")
-        arns.update({first, retry})
+        arns.update(started)
         tally.outcomes[str(cf.wait(retry).output.get("outcome"))] += 1
         stored = cf.entity(entity)
         versions = [(v["version"], v["changeId"], v["attributes"]) for v in stored["versions"]]

@@ -65,6 +65,8 @@ class Changeflow:
         self._wait_hook = wait_hook
         self.history_expires = history_expires  # a retention window may have removed the oldest versions
         self.outputs = outputs or {}
+        # HashEntityIds: execution names carry a digest, never the entity id (as the API names them)
+        self.hashes_entity_ids = str(self.outputs.get("HashEntityIds", "false")).lower() == "true"
         self.session = session
         self.api_url = api_url or self.outputs.get("ChangeApiUrl")
         self.make = make or (lambda service: boto3.client(service))  # a client of another service, same place
@@ -112,7 +114,7 @@ class Changeflow:
         The same change submitted again gets the same name; Step Functions refuses a second execution
         of a closed one (``ExecutionAlreadyExists``). With ``redeliver`` it is delivered again as a new
         execution (as an at-least-once source would), and the workflow reports it ``duplicate``."""
-        name = name or names.execution_name(_parsed(request))
+        name = name or names.execution_name(_parsed(request), hashed=self.hashes_entity_ids)
         for delivery in range(1, 100):
             attempt = name if delivery == 1 else names.redelivery_name(name, delivery)
             try:
@@ -193,14 +195,22 @@ class Changeflow:
             time.sleep(0.1)
         raise TimeoutError("no execution was started for the event (see the dead-letter queue)")
 
-    def describe(self, arn: str) -> dict[str, Any]:
-        """DescribeExecution, or for an Express execution the same fields read from its execution log."""
+    def describe(self, arn: str, entity_id: str | None = None) -> dict[str, Any]:
+        """DescribeExecution, or for an Express execution the same fields read from its execution log.
+
+        An execution aged out of Step Functions (90 days) is read from the execution log when the log holds
+        it (level ALL; with execution data, its input and output too). By default the log holds only
+        failures and no data (docs/privacy.md): then, given the entity, the execution is described from
+        what the table keeps of it (``from_versions``): its name, the versions it wrote, their audit fields."""
         if not is_express(arn):
             try:
                 return self.sfn.describe_execution(executionArn=arn)
             except self.sfn.exceptions.ExecutionDoesNotExist:
                 if not self._archived(arn):  # aged out of Step Functions (90 days): the execution log keeps it
-                    raise
+                    aged = self.from_versions(arn, entity_id) if entity_id is not None else None
+                    if aged is None:
+                        raise
+                    return aged
         records = self._log_records(arn)
         started = next((r for r in records if r["type"] == "ExecutionStarted"), {})
         ended = next((r for r in records if r["type"] in TERMINAL_EVENTS), None)
@@ -211,7 +221,29 @@ class Changeflow:
         if ended:
             details = ended.get("details", {})
             description.update({k: details[k] for k in ("output", "error", "cause") if k in details})
+        if started:
+            description["startDate"] = _log_time(started)
+        if ended:
+            description["stopDate"] = _log_time(ended)
+        if entity_id is not None and description.get("output") is None and description["status"] == "SUCCEEDED":
+            aged = self.from_versions(arn, entity_id)  # the log kept no data: what the table kept of it
+            if aged is not None:
+                description["versions"] = aged["versions"]
         return description
+
+    def from_versions(self, arn: str, entity_id: str) -> dict[str, Any] | None:
+        """An execution described from the versions of ``entity_id`` it wrote (each version item names its
+        execution), for one that Step Functions no longer keeps and the execution log does not hold whole:
+        status ``AGED_OUT``, its name, and per version the audit metadata (change, operation, actor, reason,
+        effective and recorded time); no content. None if no version of the entity names it."""
+        written = [items.view(item) for item in store.all_history(self.dynamodb, self.history_table, entity_id)
+                   if item.get(model.EXECUTION) == arn]
+        if not written:
+            return None
+        name = arn.split(":")[-2] if is_express(arn) else arn.split(":")[-1]
+        keep = ("version", "changeId", "operation", "actor", "reason", "effectiveAt", "recordedAt", "deleted")
+        return {"executionArn": arn, "name": name, "stateMachineArn": self.state_machine_arn, "status": "AGED_OUT",
+                "entityId": entity_id, "versions": [{k: v[k] for k in keep} for v in written]}
 
     def _log_group(self) -> str:
         if not hasattr(self, "_execution_log_group"):

@@ -12,9 +12,10 @@ from changeflow_core.names import MAX_NAME, execution_name as name_of  # noqa: F
 __all__ = ["MAX_NAME", "execution_name", "redelivery_name", "name_of"]
 
 
-def execution_name(request: Any) -> str:
+def execution_name(request: Any, hashed: bool = False) -> str:
     """The first attempt's name of ``request``'s change. A request without a string changeId gets a fresh
-    one (a new UUID) so that the name is still unique; its changeId then defaults to this name."""
+    one (a new UUID) so that the name is still unique; its changeId then defaults to this name. With
+    ``hashed`` (the stack's ``HashEntityIds`` output), no part of the entity id is readable in it."""
     if not isinstance(request, dict):
         return f"invalid--{uuid.uuid4().hex}"
     entity, change = request.get("entityId"), request.get("changeId")
@@ -22,7 +23,7 @@ def execution_name(request: Any) -> str:
         change = uuid.uuid4().hex
     if not isinstance(entity, str):  # validation refuses it by name; the name only has to be unique
         entity = json.dumps(entity, sort_keys=True, default=str)
-    return name_of(entity, change)
+    return name_of(entity, change, hashed=hashed)
 
 
 def redelivery_name(name: str, delivery: int) -> str:

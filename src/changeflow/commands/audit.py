@@ -38,12 +38,14 @@ def cmd_verify(args) -> int:
             r.problems.extend(executions.check_executions(client, r.entity_id))
     if args.json:
         dump([{"entityId": r.entity_id, "ok": r.ok, "versions": r.versions, "missing": r.missing,
-               "problems": r.problems} for r in reports])
+               "problems": r.problems, "notes": r.notes} for r in reports])
     else:
         for r in reports:
             print(f"{r.entity_id}: {'ok' if r.ok else 'PROBLEMS'} ({_versions_span(r)})")
             for problem in r.problems:
                 print(f"  - {problem}")
+            for note in r.notes:
+                print(f"  · {note}")
     return OK if all(r.ok for r in reports) else REJECTED
 
 

@@ -84,6 +84,11 @@ def cmd_history(args) -> int:
     try:
         events = list(client.history(arn))
     except ClientError as exc:
+        aged = client.from_versions(arn, args.entity) if getattr(args, "entity", None) and \
+            exc.response["Error"]["Code"] == "ExecutionDoesNotExist" else None
+        if aged is not None:  # aged out, not in the execution log (docs/privacy.md): what the table keeps
+            print(wire.dumps(aged, ensure_ascii=True, default=str) if args.json else report.aged_out(aged))
+            return OK
         if exc.response["Error"]["Code"] in ("ExecutionDoesNotExist", "InvalidArn"):
             raise NotFound(f"no such execution: {args.execution!r} (`changeflow executions` lists them)") from exc
         raise
@@ -123,6 +128,9 @@ def add_history(command) -> None:
         "0  the history was printed", "1  no such execution", EXIT_2, EXIT_3_REMOTE))
     add_remote_options(history)
     history.add_argument("execution", help="execution name or ARN")
+    history.add_argument("--entity", help="the entity it changed: once Step Functions and the execution log no "
+                                          "longer hold the execution, show what the table keeps of it (the "
+                                          "versions it wrote, their audit fields)")
     history.set_defaults(func=cmd_history)
 
 

@@ -55,8 +55,10 @@ def entity_url(entity_id: str, **extra: Any) -> str:
     return "/console/entity?" + urlencode({"id": entity_id, **{k: v for k, v in extra.items() if v is not None}})
 
 
-def execution_url(name_or_arn: str) -> str:
-    return "/console/execution?" + urlencode({"name": name_or_arn})
+def execution_url(name_or_arn: str, entity: str | None = None) -> str:
+    """The execution's page; with the entity whose version it wrote, the page can show it from the table
+    once Step Functions and the execution log no longer hold it (docs/privacy.md)."""
+    return "/console/execution?" + urlencode({"name": name_or_arn, **({"entity": entity} if entity else {})})
 
 
 def _parse_time(text: str, field: str) -> datetime | None:
@@ -152,17 +154,18 @@ class Console:
         if not name:
             raise BadRequest("name: the execution's name or ARN")
         arn = self.reader.execution_arn(name)
+        written_entity = request.args.get("entity") or None
         try:
-            description = self.reader.describe(arn)
+            description = self.reader.describe(arn, written_entity)
         except Exception as exc:  # noqa: BLE001 - a malformed ARN: the service's own message
             raise NotFound(f"execution {name}: {exc}") from exc
         if description is None:
             raise NotFound(f"no execution named {name}")
-        events = self.reader.history(arn)
+        events = self.reader.history(arn) if description["status"] != "AGED_OUT" else []
         definition = self.reader.definition(description["stateMachineArn"])
         run = graph.path(definition, events)
         request_input = data.change_request(description.get("input"))
-        entity = request_input.get("entityId") if isinstance(request_input, dict) else None
+        entity = request_input.get("entityId") if isinstance(request_input, dict) else description.get("entityId")
         return self._html(
             "execution.html", d=description, entity=entity if isinstance(entity, str) else None,
             request_input=wire.dumps(request_input, default=str) if request_input is not None else None,
@@ -204,7 +207,7 @@ class Console:
         if latest is None and not rows and before is None:
             raise NotFound(f"no entity {entity_id!r} (no v0 and no history)")
         for row in rows:
-            row["outcome"], row["execution_status"] = self.reader.outcome(row["view"]["executionArn"])
+            row["outcome"], row["execution_status"] = self.reader.outcome(row["view"]["executionArn"], entity_id)
         # verify reads every version: at once for a small entity, on request for a big one
         newest = latest["version"] if latest else (rows[0]["view"]["version"] if rows else 0)
         run_verify = repair_result is not None or request.args.get("verify") == "1" or newest <= data.VERIFY_AT_ONCE

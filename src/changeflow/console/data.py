@@ -120,12 +120,13 @@ class Reader:
         self._definitions: dict[str, dict[str, Any]] = {}
 
     # --- executions ---------------------------------------------------------------------------------
-    def describe(self, arn: str) -> dict[str, Any] | None:
+    def describe(self, arn: str, entity_id: str | None = None) -> dict[str, Any] | None:
         with self._lock:
             if arn in self._described:
                 return self._described[arn]
         try:
-            description = dict(self.client.describe(arn))  # past 90 days: read from the execution log
+            # past 90 days: read from the execution log, or from the versions of entity_id it wrote
+            description = dict(self.client.describe(arn, entity_id))
         except self.client.sfn.exceptions.ExecutionDoesNotExist:
             with self._lock:  # gone, and not in the execution log either: it does not come back
                 self._described[arn] = None
@@ -226,16 +227,17 @@ class Reader:
         more = len(views) > size  # the extra item exists: there is an older page
         return rows, (shown[-1]["version"] if more else None)
 
-    def outcome(self, execution_arn: str | None) -> tuple[str | None, str | None]:
-        """``(outcome, status)`` of the execution that wrote a version (None once it is no longer kept)."""
+    def outcome(self, execution_arn: str | None, entity_id: str | None = None) -> tuple[str | None, str | None]:
+        """``(outcome, status)`` of the execution that wrote a version of ``entity_id`` (``AGED_OUT`` once
+        only the versions it wrote are kept: it applied them)."""
         if not execution_arn:
             return None, None
         try:
             description = self.describe(execution_arn)
         except Exception:  # noqa: BLE001 - another account's or an expired execution: shown as unknown
             return None, None
-        if description is None:
-            return None, None
+        if description is None:  # gone from Step Functions and from the log: the version item names it
+            return ("applied", "AGED_OUT") if entity_id is not None else (None, None)
         output = parse_json(description.get("output"))
         return (output.get("outcome") if isinstance(output, dict) else None), description["status"]
 

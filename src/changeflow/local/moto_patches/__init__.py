@@ -12,7 +12,8 @@ citing its AWS page. Two kinds of patch:
 What each module does:
 
 - ``core.locking``: every request atomic; ``core.perf``: moto's model registry keeps live objects only.
-- ``stepfunctions.lambda_tasks``: Lambda tasks answered by the stack's handlers, failures named
+- ``stepfunctions.lambda_tasks``: Lambda tasks answered by the stack's handlers (results with AWS's
+  ``SdkHttpMetadata`` and ``SdkResponseMetadata``), failures named
   ``Lambda.<Code>``; ``.clock``: Wait states and retry back-offs on the stack's time scale;
   ``.parse_cache``: definitions and JSONPath parsed once; ``.history``: GetExecutionHistory paged;
   ``.start_execution``: StartExecution's name and input rules; ``.context_object``: ``StartTime`` as AWS
@@ -63,6 +64,7 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         ORIGINALS["invoke"] = [invoke]
         lambda_tasks.patch_lambda_clients(cache=caches)
         lambda_tasks.patch_lambda_error_names()
+        lambda_tasks.patch_lambda_task_sdk_metadata()
         clock.patch_time()
         if caches:
             parse_cache.patch_parse_cache()

@@ -75,3 +75,52 @@ def patch_lambda_error_names() -> None:
         )
 
     task._from_error = _from_error
+
+
+def patch_lambda_task_sdk_metadata() -> None:
+    """A ``lambda:invoke`` task's result carries, besides ``ExecutedVersion``, ``Payload`` and
+    ``StatusCode``, the SDK's ``SdkHttpMetadata`` (the HTTP headers of the Invoke response, twice: as lists
+    and as values, and the status code) and ``SdkResponseMetadata`` (the request id), about 1 KB that
+    stock moto leaves out. Step Functions records it in the TaskSucceeded event (history, execution log)
+    before ResultSelector picks the payload, so it counts in history and log sizes and in the 256 KiB
+    task-result limit. https://docs.aws.amazon.com/step-functions/latest/dg/connect-lambda.html (the
+    "Optimized Lambda" response shape); the field set and order are those AWS returned on 2025-11-06 in
+    LocalStack's AWS-validated snapshot tests/aws/services/stepfunctions/v2/services/
+    test_lambda_task_service.snapshot.json (test_invoke)."""
+    import email.utils
+    import json
+    import secrets
+    import time
+    import uuid
+
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    original = ORIGINALS.setdefault("lambda_integration", lambda_eval_utils.execute_lambda_function_integration)
+
+    def execute_lambda_function_integration(env, parameters, region, state_credentials):
+        original(env=env, parameters=parameters, region=region, state_credentials=state_credentials)
+        result = env.stack.pop()
+        request_id = str(uuid.uuid4())
+        body = json.dumps(result.get("Payload"), separators=(",", ":"))
+        trace = f"Root=1-{int(time.time()):08x}-{secrets.token_hex(12)};Parent={secrets.token_hex(8)};Sampled=1;Lineage=1:{secrets.token_hex(4)}:0"
+        headers = {  # in the order AWS returned them
+            "X-Amz-Executed-Version": result.get("ExecutedVersion", "$LATEST"),
+            "x-amzn-Remapped-Content-Length": "0",
+            "Connection": "keep-alive",
+            "x-amzn-RequestId": request_id,
+            "Content-Length": str(len(body.encode("utf-8"))),
+            "Date": email.utils.formatdate(usegmt=True),
+            "X-Amzn-Trace-Id": trace,
+            "Content-Type": "application/json",
+        }
+        env.stack.append({
+            "ExecutedVersion": result.get("ExecutedVersion", "$LATEST"),
+            "Payload": result.get("Payload"),
+            "SdkHttpMetadata": {"AllHttpHeaders": {k: [v] for k, v in headers.items()},
+                                "HttpHeaders": dict(sorted(headers.items(), key=lambda kv: kv[0].lower())),
+                                "HttpStatusCode": 200},
+            "SdkResponseMetadata": {"RequestId": request_id},
+            "StatusCode": result.get("StatusCode", 200),
+        })
+
+    lambda_eval_utils.execute_lambda_function_integration = execute_lambda_function_integration

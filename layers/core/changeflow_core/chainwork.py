@@ -1,0 +1,151 @@
+"""The chain's own operations, as the workflow runs them (``chain`` says what they record):
+
+- ``redact``: version m removes the content of an earlier version n. The fetch step reads version n and
+  records its hashes in the change (``chainRedacts``: its version, the hash of its content, the hash of
+  what remains of it); the write step writes version m with them, bound into the chain like any version;
+  the history step, once m is in history, replaces item n by its redacted form (``redact``). Version m
+  carries the content of the version before it, none if that is version n (v0 then holds no content).
+- ``adopt``: version m binds the versions written before the chain (no chain attributes), once: it records
+  how many and the hash of a chain recomputed over them (``chainAdopts``), so that stripping the chain
+  from an item later is still caught.
+
+Both take effect when the version before them did (not a change of content: valid time stays, the ratchet
+never makes one stale and a later change is never stale because of one), and a
+deleted entity stays deleted (the tombstone writer writes them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from . import chain, items, model, store
+from .errors import HistoryConflict, NotFound, ValidationError
+from .validation import Change
+
+
+def _history(client, history_table: str, entity_id: str) -> list[dict[str, dict]]:
+    found, start = [], None
+    while True:
+        page, start = store.query_history(client, history_table, entity_id, newest_first=False, start_key=start,
+                                          consistent=True, raw=True)
+        found.extend(page)
+        if not start:
+            return found
+
+
+def _raw_version(client, history_table: str, entity_id: str, version: int) -> dict[str, dict] | None:
+    key = {model.PK: {"S": entity_id}, model.SK: {"S": model.history_sk(version)}}
+    return client.get_item(TableName=history_table, Key=key, ConsistentRead=True).get("Item")
+
+
+def adoption_closed(client, table: str) -> dict[str, dict] | None:
+    """The table's record that adoption was closed (``changeflow adopt --all --close``), or ``None``."""
+    key = {model.PK: {"S": model.TABLE_PK}, model.SK: {"S": model.ADOPTION_CLOSED_SK}}
+    return client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+
+
+def prepare(client, table: str, history_table: str, change: Change, item: dict[str, Any] | None,
+            latest: dict[str, Any] | None) -> tuple[Change, dict | None]:
+    """``(change with its chain record and effectiveAt, content)`` for a redact or an adopt, from the ``v0``
+    item just read; ``NotFound`` or ``ValidationError`` (by name) when there is nothing it may do."""
+    if latest is None:
+        raise NotFound(f"entity {change.entityId!r} does not exist")
+    if change.operation == model.REDACT:
+        record = _redaction(client, history_table, change, latest)
+        carried = None if record[model.REDACTION]["version"] == latest["version"] else item
+    else:
+        closed = adoption_closed(client, table)
+        if closed is not None:
+            raise ValidationError("operation", f"adoption was closed at {closed.get('closedAt', {}).get('S')}: every "
+                                  "entity was adopted then, so versions without a chain had it removed since")
+        record, carried = _adoption(client, history_table, change, latest), item
+    content = None
+    if not latest["deleted"] and carried is not None:
+        content = items.to_wire(items.content_of(carried))
+    effective_at = latest["effectiveAt"]  # not a change of content: valid time does not move
+    return dataclasses.replace(change, chainRecord=record, effectiveAt=effective_at), content
+
+
+def _redaction(client, history_table: str, change: Change, latest: dict[str, Any]) -> dict[str, Any]:
+    n = change.redactVersion
+    if n > latest["version"]:
+        raise NotFound(f"entity {change.entityId!r} has no version {n} (it is at version {latest['version']})")
+    target = _raw_version(client, history_table, change.entityId, n)
+    expires = int(target[model.EXPIRES_AT]["N"]) if target is not None and model.EXPIRES_AT in target else None
+    if target is None or items.is_expired({model.EXPIRES_AT: expires}):
+        raise NotFound(f"entity {change.entityId!r} has no version {n} (missing or expired)")
+    if target.get(model.DELETED, {}).get("BOOL"):
+        raise ValidationError("redactVersion", f"version {n} is a deletion: it has no content to redact")
+    if model.REDACTED in target:
+        raise ValidationError("redactVersion", f"version {n} is redacted already")
+    return {model.REDACTION: chain.redaction_record(target)}
+
+
+def _adoption(client, history_table: str, change: Change, latest: dict[str, Any]) -> dict[str, Any]:
+    history = _history(client, history_table, change.entityId)
+    legacy = []
+    for wire in history:
+        if chain.format_of(wire) != chain.FORMAT_LEGACY:
+            if model.ADOPTION in wire:
+                raise ValidationError("operation", f"entity {change.entityId!r} was adopted at version "
+                                                   f"{wire[model.VERSION]['N']} already")
+            break
+        legacy.append(wire)
+    stripped = [w for w in history[len(legacy):] if chain.format_of(w) == chain.FORMAT_LEGACY]
+    if stripped:
+        raise ValidationError("operation", f"version {stripped[0][model.VERSION]['N']} has no chain hash but follows "
+                              "versions that have one: its chain attributes were removed (adopt binds only "
+                              "versions written before the chain)")
+    if not legacy:
+        raise ValidationError("operation", f"entity {change.entityId!r} has no versions written before the chain: "
+                                           "nothing to adopt")
+    numbers = [int(w[model.VERSION]["N"]) for w in legacy]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise ValidationError("operation", f"versions written before the chain are not 1..{numbers[-1]} "
+                                           "(some are missing or expired): they cannot be bound")
+    return {model.ADOPTION: {"versions": numbers[-1], "chainHash": chain.adoption_hash(change.entityId, legacy)}}
+
+
+def redact(client, history_table: str, entity_id: str, record: dict[str, Any]) -> str:
+    """Replace history item ``record["version"]`` by its redacted form (``chain.redacted_form``), once:
+    ``redacted``, ``redacted already`` or ``gone`` (expired meanwhile). Idempotent, so the history step's
+    retries and ``changeflow repair`` may run it again; ``HistoryConflict`` if the item there is not the one
+    the redaction recorded. A conditional put: a concurrent expiry tag fails it and a retry runs again."""
+    n = int(record["version"])
+    target = _raw_version(client, history_table, entity_id, n)
+    if target is None:
+        return "gone"
+    if model.REDACTED in target:
+        if chain.hash_text(target[model.REDACTED]["B"]) == record["contentHash"]:
+            return "redacted already"
+        raise HistoryConflict(f"version {n} of {entity_id!r} was redacted, but not by this redaction")
+    if chain.content_hash(target) != record["contentHash"]:
+        raise HistoryConflict(f"version {n} of {entity_id!r} is not the version this redaction recorded")
+    names = {"#chainHash": model.CHAIN_HASH, "#expiresAt": model.EXPIRES_AT}
+    conditions, values = [], {}
+    if model.CHAIN_HASH in target:
+        conditions.append("#chainHash = :chainHash")  # the very item whose hashes were recorded
+        values[":chainHash"] = target[model.CHAIN_HASH]
+    else:
+        conditions.append("attribute_not_exists(#chainHash)")
+    if model.EXPIRES_AT in target:
+        conditions.append("#expiresAt = :expiresAt")  # an expiry tag in between: read again (a retry)
+        values[":expiresAt"] = target[model.EXPIRES_AT]
+    else:
+        conditions.append("attribute_not_exists(#expiresAt)")
+    try:
+        client.put_item(TableName=history_table, Item=chain.redacted_form(target),
+                        ConditionExpression=" AND ".join(conditions), ExpressionAttributeNames=names,
+                        **({"ExpressionAttributeValues": values} if values else {}))
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            raise RedactionRaced(f"version {n} of {entity_id!r} changed while it was redacted") from exc
+        raise
+    return "redacted"
+
+
+class RedactionRaced(Exception):
+    """The item changed between the read and the conditional put (an expiry tag): the step is retried."""

@@ -1,0 +1,149 @@
+"""Content stays out of logs, traces and names by default (issue 27 item 4).
+
+A change is sent through the API's front function, on the embedded stack, with a marker in its content
+and another in its entity id. What leaves the table is then collected: the state machine's execution log
+(CloudWatch Logs, as Step Functions delivers it), every function's log lines, what the handlers hand to
+X-Ray (annotations and metadata: a spy on Powertools' Tracer, which the embedded stack runs with tracing
+disabled), and the executions' names and ARNs (what the execution log, CloudTrail and the console's lists
+show). By default (the execution log at ERROR, without execution data) no content reaches any of them;
+the operator's opt-in (``StateMachineLogLevel=ALL``, ``StateMachineIncludeExecutionData=true``) puts it
+in the execution log; ``HashEntityIds=true`` keeps the entity id out of all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
+from conftest import load_event
+
+T0 = 1_767_225_600_000
+
+
+@pytest.fixture
+def traced(monkeypatch):
+    """Every (key, value) the handlers hand to X-Ray through Powertools' Tracer."""
+    from aws_lambda_powertools import Tracer
+
+    seen: list[tuple[str, object]] = []
+    annotate, metadata = Tracer.put_annotation, Tracer.put_metadata
+
+    def put_annotation(self, key, value):
+        seen.append((key, value))
+        return annotate(self, key, value)
+
+    def put_metadata(self, key, value, namespace=None):
+        seen.append((key, value))
+        return metadata(self, key, value, namespace)
+
+    monkeypatch.setattr(Tracer, "put_annotation", put_annotation)
+    monkeypatch.setattr(Tracer, "put_metadata", put_metadata)
+    return seen
+
+
+def through_the_api(stack, request: dict) -> str:
+    front = stack.function("SubmitChangeFunction")
+    event = load_event("functions/submit_change.json")
+    event["body"] = json.dumps(request)
+    payload, failed = stack.lambdas.invoke(front, event)
+    answer = json.loads(payload["body"])
+    assert not failed and payload["statusCode"] == 200, payload
+    assert wait_for_termination(answer["executionArn"], 30)
+    return answer["executionArn"]
+
+
+def leaves_the_table(make_stack, traced, **parameters) -> dict[str, str]:
+    """Run a put, a patch and a delete carrying the markers; return what left the table, by where."""
+    content, entity = f"ssn-{secrets.token_hex(6)}", f"patient-{secrets.token_hex(6)}"
+    stack = make_stack(**parameters)
+    arns = [through_the_api(stack, {"entityId": entity, "operation": "put", "changeId": "c1", "effectiveAt": T0,
+                                    "attributes": {"ssn": content, "n": 1}}),
+            through_the_api(stack, {"entityId": entity, "operation": "patch", "changeId": "c2",
+                                    "effectiveAt": T0 + 1, "set": {"note": content}}),
+            through_the_api(stack, {"entityId": entity, "operation": "put", "changeId": "c3", "effectiveAt": T0 + 2,
+                                    "attributes": {"ssn": content}, "expectedVersion": 1}),  # fails: v2 is current
+            through_the_api(stack, {"entityId": entity, "operation": "delete", "changeId": "c4",
+                                    "effectiveAt": T0 + 3})]
+    sfn, logs = stack.client("stepfunctions"), stack.client("logs")
+    assert [sfn.describe_execution(executionArn=arn)["status"] for arn in arns] == [
+        "SUCCEEDED", "SUCCEEDED", "FAILED", "SUCCEEDED"]
+    group = stack.template.physical_name("ChangeStateMachineLogGroup")
+    records, kwargs = [], {"logGroupName": group}
+    while True:
+        page = logs.filter_log_events(**kwargs)
+        records += [e["message"] for e in page["events"]]
+        if not page.get("nextToken"):
+            break
+        kwargs["nextToken"] = page["nextToken"]
+    assert any('"ExecutionFailed"' in r for r in records)  # at ERROR, how the failed one failed
+    if parameters.get("StateMachineLogLevel") == "ALL":
+        assert len(records) > 40  # every state of every execution
+    listed = sfn.list_executions(stateMachineArn=stack.outputs["ChangeStateMachineArn"])["executions"]
+    function_logs = [line for f in stack.lambdas.functions.values() for line in f.logs]
+    assert function_logs
+    return {
+        "content": content, "entity": entity,
+        "execution log": "\n".join(records),
+        "function logs": "\n".join(map(str, function_logs)),
+        "x-ray": json.dumps([list(map(str, kv)) for kv in traced]),
+        "names": json.dumps([(e["name"], e["executionArn"]) for e in listed]),
+        "stored": json.dumps(stack.client("dynamodb").scan(TableName=stack.outputs["ChangeTableName"])["Items"],
+                          default=bytes.hex),
+    }
+
+
+WHERE = ["execution log", "function logs", "x-ray", "names"]
+
+
+def test_by_default_no_content_leaves_the_table(make_stack, traced):
+    # GIVEN the default stack WHEN a put and a patch carry a marker in their content
+    found = leaves_the_table(make_stack, traced)
+    # THEN the table holds it, and nothing else does
+    assert found["content"] in found["stored"]
+    assert [where for where in WHERE if found["content"] in found[where]] == []
+    # (the entity id is shown by default: in names and annotations, as the operator can search them)
+    assert found["entity"] in found["names"] and found["entity"] in found["x-ray"]
+    assert '"entityId"' in found["x-ray"]
+
+
+def test_the_operators_opt_in_puts_content_in_the_execution_log(make_stack, traced):
+    found = leaves_the_table(make_stack, traced, StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
+    copies = found["execution log"].count(found["content"])
+    assert copies >= 10, copies  # the issue's "about 10 copies per put": every state's input and output
+    assert [where for where in ("function logs", "x-ray", "names") if found["content"] in found[where]] == []
+
+
+def test_hashed_entity_ids_leave_the_table_only_as_digests(make_stack, traced):
+    # GIVEN HashEntityIds WHEN the changes run
+    found = leaves_the_table(make_stack, traced, HashEntityIds="true")
+    # THEN the entity id is nowhere but the table (at ALL, a task's parameters would still carry it)
+    assert found["entity"] in found["stored"]
+    assert [where for where in WHERE if found["entity"] in found[where]] == []
+    # and the id is still searchable by its digest, the same in annotations and log keys
+    from changeflow_core.names import entity_ref
+
+    digest = entity_ref(found["entity"], hashed=True)
+    assert digest.startswith("sha256:") and digest in found["x-ray"] and digest in found["function logs"]
+
+
+def test_the_cli_names_executions_as_the_api_does_with_hashed_entity_ids(make_stack):
+    from changeflow.client import Changeflow
+    from changeflow_core import names as core_names
+
+    stack = make_stack(HashEntityIds="true")
+    cf = Changeflow.for_embedded(stack)
+    done = cf.submit({"entityId": "secret#1", "operation": "put", "changeId": "c1", "attributes": {}})
+    assert done.status == "SUCCEEDED" and "secret" not in done.arn
+    assert done.name == core_names.execution_name("secret#1", "c1", hashed=True)
+
+
+def test_at_all_without_execution_data_task_parameters_still_carry_content_on_the_embedded_stack(make_stack, traced):
+    """Why ERROR is the default: AWS documents execution data as states' input and output; a task's
+    ``parameters`` (its payload: the change) are in every TaskScheduled record of the embedded stack's
+    log at ALL even without data, so changeflow does not count on ALL keeping content out."""
+    found = leaves_the_table(make_stack, traced, StateMachineLogLevel="ALL")
+    assert found["content"] in found["execution log"]
+    assert all('"TaskScheduled"' in line for line in found["execution log"].splitlines() if found["content"] in line)
