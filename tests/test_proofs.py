@@ -9,6 +9,7 @@ with every hash recomputed. Each is refused, by name, in one line, with the docu
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -50,12 +51,18 @@ def every_type(version: int) -> dict:
             "blobs": {Binary(b"\x01"), Binary(b"\x02\x03")}}
 
 
-def sealed_history(entity_id: str, contents: list[dict]) -> list[dict]:
+def sealed_history(entity_id: str, contents: list[dict], seal=chain.seal) -> list[dict]:
+    """As the write step seals them: format 2 with prevHash (a retention window) by default; ``seal`` may be
+    ``chain.seal_v1`` (items written before format 2) or ``without_prev`` (format 2, no retention window)."""
     history, prev = [], chain.genesis(entity_id)
     for n, content in enumerate(contents, start=1):
-        history.append(chain.seal(version_item(entity_id, n, **content), prev))
-        prev = history[-1][chain.CHAIN_HASH]["S"]
+        history.append(seal(version_item(entity_id, n, **content), prev))
+        prev = chain.stored_hash(history[-1])
     return history
+
+
+def without_prev(item: dict, prev: str) -> dict:
+    return chain.seal(item, prev, keep_prev=False)
 
 
 def digest_of(histories: dict[str, list[dict]], taken: str = "2026-11-24T22:00:00+00:00") -> dict:
@@ -66,18 +73,20 @@ def digest_of(histories: dict[str, list[dict]], taken: str = "2026-11-24T22:00:0
     return json.loads(json.dumps(document))
 
 
-@pytest.fixture(scope="module")
-def world():
+@pytest.fixture(scope="module", params=["format 2", "format 2 without prevHash", "format 1"])
+def world(request):
     """Three entities (the Merkle tree has an odd leaf); doc#7 has four versions of every type."""
-    histories = {ENTITY: sealed_history(ENTITY, [every_type(n) for n in range(1, 5)]),
-                 "doc#1": sealed_history("doc#1", [{"t": "a"}]),
-                 "doc#9": sealed_history("doc#9", [{"t": "b"}, {"t": "c"}])}
+    seal = {"format 2": chain.seal, "format 2 without prevHash": without_prev, "format 1": chain.seal_v1}[request.param]
+    histories = {ENTITY: sealed_history(ENTITY, [every_type(n) for n in range(1, 5)], seal),
+                 "doc#1": sealed_history("doc#1", [{"t": "a"}], seal),
+                 "doc#9": sealed_history("doc#9", [{"t": "b"}, {"t": "c"}], seal)}
     return histories, digest_of(histories)
 
 
 def proof_of(histories, digest, entity_id=ENTITY, version=2) -> dict:
     head = next(h["version"] for h in digest["entities"] if h["entityId"] == entity_id)
-    return proofs.make_proof(entity_id, version, histories[entity_id][version - 1:head], digest)
+    before = histories[entity_id][version - 2] if version > 1 else None
+    return proofs.make_proof(entity_id, version, histories[entity_id][version - 1:head], digest, before)
 
 
 def refused(proof, digest, **asked) -> str:
@@ -182,7 +191,7 @@ def test_every_single_bit_change_to_any_value_or_key_of_a_proof_is_refused(world
         name = refused(changed, digest)
         assert name, f"a single-bit change was not refused: {json.dumps(changed)[:300]}"
         names[name] = names.get(name, 0) + 1
-    assert tried > 10_000
+    assert tried > 9_000
     assert {"Invalid", "ChainBroken", "MerklePathMismatch", "OtherDigest", "EntityNotInDigest"} <= set(names), names
 
 
@@ -280,7 +289,10 @@ def test_a_truncated_chain_is_refused_by_name(world):
     assert refused({**proof, "links": []}, digest) == "ChainTruncated"
     assert refused({**proof, "links": proof["links"][:1] + proof["links"][2:]}, digest) == "ChainBroken"
     assert refused({**proof, "links": proof["links"][::-1]}, digest) == "ChainBroken"
-    extra = chain.seal(version_item(ENTITY, 5, title="later"), proof["links"][-1][chain.CHAIN_HASH]["S"])
+    second = proof_of(histories, digest, version=2)
+    unanchored = {k: v for k, v in second["item"].items() if k != chain.PREV_HASH}
+    assert refused({**second, "item": unanchored}, digest) == "ChainBroken"  # its own link not recomputable
+    extra = chain.seal(version_item(ENTITY, 5, title="later"), chain.stored_hash(proof["links"][-1]))
     assert refused({**proof, "links": [*proof["links"], proofs.proof_item(extra)]}, digest) == "ChainPastHead"
 
 
@@ -311,7 +323,7 @@ NOT_THE_ONE_FORM = {  # the same thing proven, written another way: refused, so 
     "a number with a trailing zero": ("item", "n", {"N": "3.0"}),
     "a number with an exponent": ("item", "big", {"N": "1E+40"}),
     "binary in non-canonical base64": ("item", "blobs", {"BS": ["AR==", "AgM="]}),  # AQ== is b"\x01" too
-    "a hash in upper case": ("item", chain.CHAIN_HASH, None),
+    "a hash of 31 bytes, or in upper case": ("item", chain.CHAIN_HASH, None),
     "NULL false": ("item", "none", {"NULL": False}),
     "a set unsorted": ("item", "tags", {"SS": ["b", "a"]}),
     "the key, which the chain does not cover": ("item", model.PK, {"S": ENTITY}),
@@ -324,8 +336,9 @@ def test_a_proof_in_another_form_of_the_same_values_is_refused(world, case):
     histories, digest = world
     proof = proof_of(histories, digest, version=3)
     part, name, value = NOT_THE_ONE_FORM[case]
-    if value is None:
-        value = {"S": proof[part][name]["S"].upper()}
+    if value is None:  # format 2's 32 bytes cut to 31; format 1's hex in upper case
+        (kind, hashed), = proof[part][name].items()
+        value = {"B": base64.b64encode(base64.b64decode(hashed)[:31]).decode()} if kind == "B" else {"S": hashed.upper()}
     if name == "blobs":
         assert proof[part][name] == {"BS": ["AQ==", "AgM="]}
     if name == "n":
@@ -524,6 +537,8 @@ def _flipped(value: dict) -> dict | None:
         return {kind: inner[:-1] + chr(ord(inner[-1]) ^ 1)}
     if kind == "BOOL":
         return {kind: not inner}
+    if kind == "B":  # a format-2 hash: the client returns bytes
+        return {kind: bytes([inner[0] ^ 1]) + bytes(inner[1:])}
     if kind == "SS":
         return {kind: [inner[0][:-1] + chr(ord(inner[0][-1]) ^ 1), *inner[1:]]}
     if kind == "M":
@@ -555,8 +570,16 @@ def test_a_proof_cannot_be_made_from_a_table_that_no_longer_matches_the_digest(r
             tried.append(name)
     recorded.dynamodb.put_item(TableName=table, Item=original)
     assert proofs.prove(recorded, ENTITY, 2, taken)["version"] == 2
-    assert {model.ACTOR, model.CHANGE_ID, model.RECORDED_AT, model.EXECUTION, "n", "meta", model.PREV_HASH,
-            model.CHAIN_HASH, model.VERSION} <= set(tried)
+    assert {model.ACTOR, model.CHANGE_ID, model.RECORDED_AT, model.EXECUTION, "n", "meta", model.CHAIN_HASH,
+            model.VERSION} <= set(tried)
+    # format 2 stores no prevHash outside a retention window: the proof takes version 1's hash, so a bit of
+    # that changed is refused too
+    first = recorded.dynamodb.get_item(TableName=table, Key=_key(1), ConsistentRead=True)["Item"]
+    assert model.PREV_HASH not in original
+    recorded.dynamodb.put_item(TableName=table, Item={**first, model.CHAIN_HASH: _flipped(first[model.CHAIN_HASH])})
+    with pytest.raises(proofs.ProofRejected, match="^ChainBroken: the table no longer matches the digest: version 2"):
+        proofs.prove(recorded, ENTITY, 2, taken)
+    recorded.dynamodb.put_item(TableName=table, Item=first)
 
     recorded.dynamodb.update_item(TableName=table, Key=_key(2), UpdateExpression="SET title = :t",
                                   ExpressionAttributeValues={":t": {"S": "rewritten"}})

@@ -5,10 +5,12 @@ kept outside the account).
 A proof holds:
 
 - ``item``: the version as the chain covers it (every attribute but the key and the expiry, which
-  ``chain.NOT_HASHED`` leaves out, so that nothing in the proof is unchecked), with its ``prevHash`` and
-  ``chainHash``;
-- ``links``: every later version up to the entity's head at the digest, the same way: ``chainHash(n) =
-  SHA-256(chainHash(n-1) || canonical(version n))`` has no shortcut, so each link carries what it hashes;
+  ``chain.NOT_HASHED`` leaves out, so that nothing in the proof is unchecked), with its ``chainHash`` and
+  its predecessor's hash as ``prevHash`` (added from the version before where the item stores none, as
+  format 2 does outside a retention window: without it, the version's own link could not be recomputed);
+- ``links``: every later version up to the entity's head at the digest, the same way (in its own chain
+  format): a link is a SHA-256 over the previous hash and the version, with no shortcut, so each carries
+  what it hashes (a format-2 version's content only by its hash once redacted);
 - ``merkle``: the head's leaf ``index`` among the digest's heads, the tree's ``size`` and the sibling hashes
   from the leaf to the root (``chain.merkle_path``);
 - ``digest``: the root and the time of the digest it was made against.
@@ -193,10 +195,10 @@ def _check_item(item: Any, where: str) -> None:
     version = item.get(model.VERSION, {}).get("N")
     if version is None or not _VERSION_NUMBER.fullmatch(version):
         raise ProofInvalid(f"{where} has no version number")
-    for name in _CHAIN_ATTRIBUTES & set(item):
-        hashed = item[name].get("S")
-        if hashed is not None and not HEX_HASH.fullmatch(hashed):
-            raise ProofInvalid(f"{where}.{name} is not a SHA-256 in lowercase hex")
+    for name in _CHAIN_ATTRIBUTES & set(item):  # format 1: lowercase hex; format 2: 32 bytes
+        (kind, hashed), = item[name].items()
+        if not ((kind == "S" and HEX_HASH.fullmatch(hashed)) or (kind == "B" and len(base64.b64decode(hashed)) == 32)):
+            raise ProofInvalid(f"{where}.{name} is not a SHA-256 (lowercase hex, or 32 bytes)")
 
 
 def _is_count(value: Any, low: int) -> bool:
@@ -253,12 +255,28 @@ def _head_in(digest: dict[str, Any], entity_id: str, version: int) -> dict[str, 
     return entry
 
 
-def make_proof(entity_id: str, version: int, items: list[dict[str, Any]], digest: dict[str, Any]) -> dict[str, Any]:
+def _with_prev(item: dict[str, Any], prev_hash: str) -> dict[str, Any]:
+    """``item`` carrying its predecessor's hash in its own format (format 2 stores it only under a retention
+    window): what lets its own link be recomputed. Not hashed, so the stored hash still holds."""
+    if chain.format_of(item) == chain.FORMAT_2:
+        return {**item, chain.PREV_HASH: {"B": bytes.fromhex(prev_hash)}}
+    return {**item, chain.PREV_HASH: {"S": prev_hash}}
+
+
+def make_proof(entity_id: str, version: int, items: list[dict[str, Any]], digest: dict[str, Any],
+               before: dict[str, Any] | None = None) -> dict[str, Any]:
     """The proof of ``version`` of ``entity_id`` from its stored items (wire format, the version and every
-    later one up to the digest's head, oldest first) and a parsed digest. Not yet checked: ``verify_proof``."""
+    later one up to the digest's head, oldest first), the version before it (``before``: its hash is the
+    first link's predecessor, where that item stores none) and a parsed digest. Not yet checked:
+    ``verify_proof``."""
     path = chain.merkle_path(digest["entities"], entity_id)
-    carried = [proof_item(i) for i in items]
-    return {"format": FORMAT, "entityId": entity_id, "version": version, "item": carried[0] if carried else {},
+    first = items[0] if items else {}
+    if items and chain.stored_prev(first) is None:
+        prev = chain.genesis(entity_id) if version == 1 else chain.stored_hash(before or {})
+        if prev is not None:
+            first = _with_prev(first, prev)
+    carried = [proof_item(i) for i in [first, *items[1:]]] if items else [{}]
+    return {"format": FORMAT, "entityId": entity_id, "version": version, "item": carried[0],
             "links": carried[1:], "merkle": path, "digest": {"root": digest["root"], "takenAt": digest["takenAt"]}}
 
 
@@ -291,10 +309,12 @@ def verify_proof(proof: dict[str, Any], digest: dict[str, Any], entity_id: str |
     if numbers[-1] > entry["version"]:
         raise ProofRejected("ChainPastHead", f"the chain goes on to version {numbers[-1]}, past the head the digest "
                             f"recorded (version {entry['version']})")
+    if chain.stored_prev(versions[0]) is None:
+        raise ProofRejected("ChainBroken", f"version {number} carries no prevHash: its own link cannot be recomputed")
     problems, _ = chain.verify_chain(claimed, versions, None, anchored=True)
     if problems:
         raise ProofRejected("ChainBroken", problems[0])
-    if versions[-1][chain.CHAIN_HASH] != {"S": entry["chainHash"]}:
+    if chain.stored_hash(versions[-1]) != entry["chainHash"]:
         raise ProofRejected("HeadMismatch", f"version {entry['version']}'s hash is not the one the digest recorded "
                             f"for {claimed!r}")
     merkle = proof["merkle"]
@@ -348,7 +368,7 @@ def prove(client: Changeflow, entity_id: str, version: int, digest_document: Any
     so that a table that no longer matches the digest is refused here (ProofRejected) rather than later."""
     digest = parse_digest(digest_document)
     head = _head_in(digest, entity_id, version)["version"]
-    stored = _stored_versions(client, entity_id, version, head)
+    stored = _stored_versions(client, entity_id, max(version - 1, 1), head)
     if head not in stored:  # the history put of the newest version may not have happened yet
         latest = raw_latest(client, entity_id)
         if latest is not None and int(Decimal(latest[model.VERSION]["N"])) == head:
@@ -357,7 +377,11 @@ def prove(client: Changeflow, entity_id: str, version: int, digest_document: Any
     if missing:
         raise ProofRejected("VersionGone", f"version {missing[0]} of {entity_id!r} is not in the table (deleted, "
                             "or expired under the retention window): the chain to the digest cannot be shown")
-    proof = make_proof(entity_id, version, [stored[v] for v in range(version, head + 1)], digest)
+    if version > 1 and version - 1 not in stored and chain.stored_prev(stored[version]) is None:
+        raise ProofRejected("VersionGone", f"version {version - 1} of {entity_id!r} is not in the table and version "
+                            f"{version} stores no prevHash: its link cannot be recomputed")
+    proof = make_proof(entity_id, version, [stored[v] for v in range(version, head + 1)], digest,
+                       before=stored.get(version - 1))
     try:
         verify_proof(proof, digest)
     except ProofRejected as exc:
