@@ -594,3 +594,26 @@ def test_a_proof_cannot_be_made_from_a_table_that_no_longer_matches_the_digest(r
 
 def _key(version: int) -> dict:
     return {model.PK: {"S": ENTITY}, model.SK: {"S": model.history_sk(version)}}
+
+
+def test_a_redacted_version_is_proven_without_its_content(cf):
+    """GIVEN a version holding data that had to be erased (changeflow redact), a digest taken after the
+    redaction proves it: its content's hash stands in, and the proof holds none of the content. Against a
+    digest taken before the redaction the version's content is gone from the table: refused by name."""
+    from test_redact import ENTITY as CUSTOMER
+    from test_redact import put as customer_put
+    from test_redact import redact
+
+    cf.submit(customer_put(T0, "c1", name="Ana"))
+    cf.submit(customer_put(T0 + 1, "c2", name="Ana", ssn="123-45-6789"))
+    cf.submit(customer_put(T0 + 2, "c3", name="Ana"))
+    before = json.loads(json.dumps(digests.digest(cf, [CUSTOMER])))
+    assert cf.submit(redact(2)).status == "SUCCEEDED"
+    after = json.loads(json.dumps(digests.digest(cf, [CUSTOMER])))
+    proof = proofs.prove(cf, CUSTOMER, 2, after)
+    assert "123-45-6789" not in proofs.dumps(proof) and model.REDACTED in proof["item"]
+    assert proofs.verify_proof(proofs.loads(proofs.dumps(proof)), digests.parse_digest(after))["head"] == 4
+    with pytest.raises(proofs.ProofRejected,
+                       match=r"^RedactedAfterDigest: version 2 of 'customer#9' holds no content \(redacted after"):
+        proofs.prove(cf, CUSTOMER, 2, before)
+    assert proofs.prove(cf, CUSTOMER, 3, before)["version"] == 3  # the versions it did not touch still prove

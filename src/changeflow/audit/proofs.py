@@ -326,7 +326,8 @@ def verify_proof(proof: dict[str, Any], digest: dict[str, Any], entity_id: str |
         raise ProofRejected("MerklePathMismatch", f"the Merkle path does not lead from {claimed!r}'s head to the "
                             "digest's root")
     item = proof["item"]
-    return {"entityId": claimed, "recorded": _utc(item.get(model.RECORDED_AT, {}).get("N", "")), "version": number, "head": entry["version"], "takenAt": digest["takenAt"],
+    return {"entityId": claimed, "recorded": _utc(item.get(model.RECORDED_AT, {}).get("N", "")), "version": number,
+            "head": entry["version"], "takenAt": digest["takenAt"],
             "root": digest["root"], "changeId": item.get(model.CHANGE_ID, {}).get("S"),
             "recordedAt": item.get(model.RECORDED_AT, {}).get("N"),
             "effectiveAt": item.get(model.EFFECTIVE_AT, {}).get("N"), "item": item}
@@ -377,6 +378,13 @@ def prove(client: Changeflow, entity_id: str, version: int, digest_document: Any
     if missing:
         raise ProofRejected("VersionGone", f"version {missing[0]} of {entity_id!r} is not in the table (deleted, "
                             "or expired under the retention window): the chain to the digest cannot be shown")
+    chained = [stored[v] for v in range(version, head + 1)]
+    covered = {int(Decimal(i[chain.REDACTION]["M"]["version"]["N"])) for i in chained if chain.REDACTION in i}
+    emptied = [v for v in range(version, head + 1) if chain.REDACTED in stored[v] and v not in covered]
+    if emptied:
+        raise ProofRejected("RedactedAfterDigest", f"version {emptied[0]} of {entity_id!r} holds no content (redacted "
+                            f"after the digest taken {digest['takenAt']}, or removed): the digest does not cover "
+                            "its redaction; prove it against a digest taken since")
     if version > 1 and version - 1 not in stored and chain.stored_prev(stored[version]) is None:
         raise ProofRejected("VersionGone", f"version {version - 1} of {entity_id!r} is not in the table and version "
                             f"{version} stores no prevHash: its link cannot be recomputed")

@@ -224,7 +224,9 @@ def add_proof(command) -> None:
                     "matches the digest is refused here.",
                     exit_help("0  the proof was written",
                               "1  refused, by name: no such entity, EntityNotInDigest, VersionAfterDigest (written "
-                              "after the digest), VersionGone (deleted or expired), DigestAltered, NoChainAtDigest, "
+                              "after the digest), VersionGone (deleted or expired), RedactedAfterDigest, "
+                              "DigestAltered, "
+                              "NoChainAtDigest, "
                               "or the table no longer matches the digest (ChainBroken, HeadMismatch, ...)",
                               "2  bad command line, or a digest file that is unreadable, not JSON or not a digest",
                               EXIT_3_REMOTE))
@@ -245,7 +247,8 @@ def add_verify_proof(command) -> None:
                     exit_help("0  proven",
                               "1  refused, by name: OtherEntity or OtherVersion (not what --entity/--version ask), "
                               "EntityNotInDigest, VersionAfterDigest (written after the digest), OtherDigest, "
-                              "DigestAltered, NoChainAtDigest, ChainBroken, ChainTruncated, ChainPastHead, HeadMismatch, "
+                              "DigestAltered, NoChainAtDigest, ChainBroken, ChainTruncated, ChainPastHead, "
+                              "HeadMismatch, "
                               "MerklePathMismatch",
                               "2  bad command line, or a proof or digest file that is unreadable, not JSON, not of "
                               "its form (a proof altered in its form or reformatted) or not a digest"))
