@@ -191,7 +191,7 @@ def test_every_single_bit_change_to_any_value_or_key_of_a_proof_is_refused(world
         name = refused(changed, digest)
         assert name, f"a single-bit change was not refused: {json.dumps(changed)[:300]}"
         names[name] = names.get(name, 0) + 1
-    assert tried > 9_000
+    assert tried > 9_000  # 9,161 to 10,225 by chain format
     assert {"Invalid", "ChainBroken", "MerklePathMismatch", "OtherDigest", "EntityNotInDigest"} <= set(names), names
 
 
