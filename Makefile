@@ -44,7 +44,7 @@ ASL_PYTHON ?= $(LAMBDA_PYTHON)
 ASL_PACKAGES := localstack-core==2026.3.0 rolo==0.8.9 JPype1==1.7.1 moto[server]==5.2.5
 ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 
-.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost reliability clean setup lambda-runtime diff-asl
+.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
 
@@ -171,6 +171,14 @@ cost: $(STAMP)
 	$(BIN)/python benchmarks/readme_tables.py build/bench/cost.json
 	$(BIN)/python benchmarks/archive.py
 	$(BIN)/python benchmarks/asof.py
+
+# Where changeflow stops on AWS (issue 25): every quota cited, the first wall for Standard and Express at
+# 10², 10³ and 10⁴ changes/s and for one hot entity, the simulation calibrated against make cost's contention
+# rows (the embedded stack's latencies measured first, a few seconds; and the contention run at K = 10 and 50
+# measured again now, under a minute), and its predictions for AWS; the tables replace the generated blocks
+# of docs/capacity.md. About 3 minutes on a loaded 2-core machine.
+capacity: $(STAMP)
+	$(BIN)/changeflow capacity --write --contention 10,50
 
 reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100

@@ -563,3 +563,51 @@ def test_a_lambda_task_result_carries_the_sdk_metadata_aws_returns(stack, cf):
     # and the states carry only what ResultSelector picks
     exited = [json.loads(e["stateExitedEventDetails"]["output"]) for e in events if e["type"] == "TaskStateExited"]
     assert not any("SdkHttpMetadata" in json.dumps(o) for o in exited)
+
+
+LOG_PAYLOAD_LIMIT = 248 * 1024  # "248KB", as AWS's "256 KB" is ExecutionStartedEventDetails.input's 262,144 bytes
+
+
+def escaped_size(text: str) -> int:
+    return len(json.dumps(text)) - 2
+
+
+def test_the_execution_log_cuts_an_input_or_output_over_248_kb_escaped_and_says_so(stack):
+    # https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html ("CloudWatch Logs payloads"): "If
+    # escaped input or escaped output sent to CloudWatch Logs exceeds 248KB, it will be truncated";
+    # inputDetails/outputDetails.truncated says so (API_HistoryEventExecutionDataDetails). GetExecutionHistory
+    # keeps it whole. Stock moto logs it whole.
+    sfn = stack.client("stepfunctions")
+    arn = machine(stack, {"StartAt": "Say", "States": {"Say": {"Type": "Pass", "End": True}}})
+    shell = len('{"q":""}') + 4  # its four quotes are escaped in the log
+    texts = {
+        "at the limit": '{"q":"' + "x" * (LOG_PAYLOAD_LIMIT - shell) + '"}',
+        "one byte over": '{"q":"' + "x" * (LOG_PAYLOAD_LIMIT - shell + 1) + '"}',
+        "140 KB that escapes to 280 KB": '{"q":"' + '\\"' * 70_000 + '"}',
+    }
+    for case, text in texts.items():
+        assert len(text.encode()) < 256 * 1024  # StartExecution accepts every one
+        execution = sfn.start_execution(stateMachineArn=arn, name=f"cut-{len(text)}", input=text)["executionArn"]
+        assert wait_for_termination(execution, 30)
+        api = {e["id"]: next(v for k, v in e.items() if k.endswith("EventDetails"))
+               for e in sfn.get_execution_history(executionArn=execution)["events"]}
+        sizes, cuts = [], []
+        for record in log_records(stack, execution):
+            for field in ("input", "output"):
+                if field not in record.get("details", {}):
+                    continue
+                logged, whole = record["details"][field], api[int(record["id"])][field]
+                cut = record["details"][f"{field}Details"]["truncated"]
+                assert api[int(record["id"])][f"{field}Details"]["truncated"] is False  # the API keeps it whole
+                assert escaped_size(logged) <= LOG_PAYLOAD_LIMIT, (case, record["type"])
+                if escaped_size(whole) <= LOG_PAYLOAD_LIMIT:
+                    assert (logged, cut) == (whole, False), (case, record["type"])
+                else:  # the longest prefix that fits (an escape is at most 6 bytes)
+                    assert cut is True and whole.startswith(logged), (case, record["type"])
+                    assert escaped_size(logged) > LOG_PAYLOAD_LIMIT - 6, (case, record["type"])
+                sizes.append(escaped_size(whole))
+                cuts.append(cut)
+        if case == "at the limit":
+            assert LOG_PAYLOAD_LIMIT in sizes and not any(cuts[sizes.index(LOG_PAYLOAD_LIMIT):][:1])
+        else:
+            assert any(cuts)

@@ -381,7 +381,7 @@ FORGED_DIGESTS = {
 @pytest.mark.parametrize("case", sorted(FORGED_DIGESTS))
 def test_a_digest_of_the_wrong_shape_is_named_before_anything_is_computed(world, case):
     histories, digest = world
-    with pytest.raises(digests.DigestInvalid):
+    with pytest.raises(digests.NotADigest):
         digests.parse_digest(json.loads(json.dumps(FORGED_DIGESTS[case](digest))))
 
 
@@ -464,7 +464,7 @@ def test_verify_proof_names_a_bad_file_in_one_line_with_status_2(world, tmp_path
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps({**world[1], "entities": [{"entityId": 7, "version": "abc", "chainHash": None}]}))
     for argv, names in ([str(reformatted), "--digest", digest_file], "one form"), \
-                       ([proof_file, "--digest", str(forged)], "entityId 7"), \
+                       ([proof_file, "--digest", str(forged)], "entities[0].entityId is 7"), \
                        ([proof_file, "--digest", str(tmp_path / "absent.json")], "cannot read the digest"), \
                        ([str(tmp_path / "absent.json"), "--digest", digest_file], "cannot read the proof"):
         assert cli.main(["verify-proof", *argv]) == 2

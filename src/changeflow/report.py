@@ -121,7 +121,8 @@ def history(events: list[dict[str, Any]]) -> str:
         shown = {}
         for key in ("input", "output"):
             if key in details:
-                shown[key] = _json(details[key])
+                cut = (details.get(f"{key}Details") or {}).get("truncated")  # the execution log cut it at 248 KB
+                shown[key] = "(cut at 248 KB by the execution log) " + details[key] if cut else _json(details[key])
         if "error" in details:
             shown = {"error": details["error"], "cause": error_message(details.get("cause"))}
         rows.append([event["id"], event["type"], state, f"{elapsed} ms", shown or ""])

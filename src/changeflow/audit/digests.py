@@ -6,63 +6,13 @@ command."""
 from __future__ import annotations
 
 import datetime
-import re
+from decimal import Decimal
 from typing import Any
 
 from changeflow_core import chain, model
 
 from ..client import Changeflow
-
-
-HEX_HASH = re.compile(r"[0-9a-f]{64}")  # a SHA-256 as the chain and digests write it: lowercase hex
-_HEAD_KEYS = frozenset({"entityId", "version", "chainHash"})
-
-
-class DigestInvalid(ValueError):
-    """A digest file that is not what ``changeflow digest`` writes (its shape, named in one line)."""
-
-
-def parse_digest(document: Any) -> dict[str, Any]:
-    """A digest read from outside the account (a file an auditor kept), checked for the shape ``digest``
-    writes before anything is computed from it: the format, each head (an entity id, a version from 1 to
-    the largest one, a lowercase hex SHA-256 or null for a version written before the chain), each entity
-    once, a hex root and the time it was taken. Whether the root matches the heads is ``root_holds``.
-    Raises ``DigestInvalid``."""
-    if not isinstance(document, dict):
-        raise DigestInvalid("not a changeflow digest (not a JSON object; `changeflow digest --all` makes one)")
-    if document.get("format") != chain.DIGEST_FORMAT:
-        raise DigestInvalid(f"not a changeflow digest (format {document.get('format')!r}, "
-                            f"expected {chain.DIGEST_FORMAT!r})")
-    entities = document.get("entities")
-    if not isinstance(entities, list):
-        raise DigestInvalid("not a changeflow digest: its entities are not a list")
-    seen: set[str] = set()
-    for position, entry in enumerate(entities):
-        where = f"entities[{position}]"
-        if not isinstance(entry, dict) or set(entry) != _HEAD_KEYS:
-            raise DigestInvalid(f"{where} is not an entity's head (entityId, version, chainHash)")
-        entity_id, version, hashed = entry["entityId"], entry["version"], entry["chainHash"]
-        if not isinstance(entity_id, str) or not entity_id:
-            raise DigestInvalid(f"{where}: entityId {entity_id!r} is not an entity id")
-        if type(version) is not int or not 1 <= version <= model.MAX_VERSION:
-            raise DigestInvalid(f"{where}: version {version!r} is not a version number")
-        if hashed is not None and not (isinstance(hashed, str) and HEX_HASH.fullmatch(hashed)):
-            raise DigestInvalid(f"{where}: chainHash {hashed!r} is not a SHA-256 in lowercase hex")
-        if entity_id in seen:
-            raise DigestInvalid(f"{where}: entity {entity_id!r} appears twice")
-        seen.add(entity_id)
-    root = document.get("root")
-    if not (isinstance(root, str) and HEX_HASH.fullmatch(root)):
-        raise DigestInvalid(f"its root {root!r} is not a SHA-256 in lowercase hex")
-    taken = document.get("takenAt")
-    if not (isinstance(taken, str) and taken.isprintable()):
-        raise DigestInvalid(f"it does not say when it was taken in one line of text (takenAt {taken!r})")
-    return document
-
-
-def root_holds(parsed: dict[str, Any]) -> bool:
-    """Whether a parsed digest's root is the Merkle root of its heads (false: the file was altered)."""
-    return chain.merkle_root(parsed["entities"]) == parsed["root"]
+from .retention import retention_window, unexplained_absences
 
 
 def raw_history(client: Changeflow, entity_id: str) -> list[dict[str, dict]]:
@@ -90,8 +40,29 @@ def raw_latest(client: Changeflow, entity_id: str) -> dict[str, dict] | None:
     return client.dynamodb.get_item(TableName=client.table, Key=key, ConsistentRead=True).get("Item")
 
 
+def _number(wire_item: dict[str, dict], name: str) -> int | None:
+    """An integer attribute of a stored item, or None when it is missing or not one (an insider can write
+    anything: what the audit reads from the table is input too)."""
+    value = wire_item.get(name)
+    try:
+        return int(Decimal(value["N"])) if isinstance(value, dict) and isinstance(value.get("N"), str) else None
+    except (ArithmeticError, ValueError):
+        return None
+
+
+def numbered(items: list[dict[str, dict]]) -> tuple[list[dict[str, dict]], list[str]]:
+    """The history items that carry a version number, and a problem for each that does not."""
+    kept, problems = [], []
+    for item in items:
+        if _number(item, model.VERSION) is None:
+            problems.append(f"history item {item.get(model.SK, {}).get('S')!r} has no version number: it was altered")
+        else:
+            kept.append(item)
+    return kept, problems
+
+
 def _unexpired(items: list[dict[str, dict]], now_s: float) -> list[dict[str, dict]]:
-    return [i for i in items if model.EXPIRES_AT not in i or int(i[model.EXPIRES_AT]["N"]) > now_s]
+    return [i for i in items if model.EXPIRES_AT not in i or (_number(i, model.EXPIRES_AT) or now_s + 1) > now_s]
 
 
 def verify_chain(client: Changeflow, entity_id: str, now_s: float | None = None) -> list[str]:
@@ -106,8 +77,14 @@ def audit_chain(client: Changeflow, entity_id: str, now_s: float | None = None) 
     now_s = time.time() if now_s is None else now_s
     from changeflow_core import chainwork
 
-    history = _unexpired(raw_history(client, entity_id), now_s)
-    audit = chain.audit_chain(entity_id, history, raw_latest(client, entity_id), anchored=client.history_expires)
+    history, unnumbered = numbered(_unexpired(raw_history(client, entity_id), now_s))
+    latest = raw_latest(client, entity_id)
+    if latest is not None and _number(latest, model.VERSION) is None:
+        altered = chain.ChainAudit()
+        altered.problems = unnumbered + ["v0 has no version number: it was altered"]
+        return altered
+    audit = chain.audit_chain(entity_id, history, latest, anchored=client.history_expires)
+    audit.problems[:0] = unnumbered
     closed = chainwork.adoption_closed(client.dynamodb, client.table)
     if closed is not None:  # no version can be legacy any more: one without a chain had it removed
         when = closed.get("closedAt", {}).get("S")
@@ -120,9 +97,9 @@ def audit_chain(client: Changeflow, entity_id: str, now_s: float | None = None) 
 
 def head_of(client: Changeflow, entity_id: str) -> dict[str, Any] | None:
     latest = raw_latest(client, entity_id)
-    if latest is None:
-        history = raw_history(client, entity_id)
-        latest = history[-1] if history else None
+    if latest is None or _number(latest, model.VERSION) is None:  # gone, or altered: history's newest
+        history, _ = numbered(raw_history(client, entity_id))
+        latest = max(history, key=_version_of) if history else None
     return chain.head(entity_id, latest) if latest is not None else None
 
 
@@ -135,36 +112,152 @@ def digest(client: Changeflow, entity_ids: list[str], now: datetime.datetime | N
             "root": chain.merkle_root(heads)}
 
 
+class NotADigest(ValueError):
+    """A digest file that is not what ``digest`` writes (one line saying what is wrong, naming the field)."""
+
+
+MAX_VERSION = 10 ** model.VERSION_DIGITS - 1  # the history sort key holds ten digits
+_HEX64 = frozenset("0123456789abcdef")
+
+
+def _is_hash(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX64
+
+
+def check_digest(taken: Any) -> list[dict[str, Any]]:
+    """The heads of a digest read from outside (JSON parsed by ``wire.loads``), each checked as ``digest``
+    writes it: ``NotADigest`` names the first field that is not. A digest is input like any other: every
+    type, every range, no entity twice. Whether its root matches its heads is ``verify_since``'s finding
+    (an altered file), not a malformed one."""
+    from changeflow_core import validation
+
+    if not isinstance(taken, dict):
+        raise NotADigest("not a changeflow digest (`changeflow digest --all` makes one): not a JSON object")
+    if taken.get("format") != chain.DIGEST_FORMAT:
+        raise NotADigest(f"not a changeflow digest: format is {_shown(taken.get('format'))}, "
+                         f"not {chain.DIGEST_FORMAT!r}")
+    if not _is_hash(taken.get("root")):
+        raise NotADigest(f"root is {_shown(taken.get('root'))}, not a SHA-256 hash in hex")
+    if "takenAt" in taken and not isinstance(taken["takenAt"], str):
+        raise NotADigest(f"takenAt is {_shown(taken['takenAt'])}, not a time")
+    heads = taken.get("entities")
+    if not isinstance(heads, list):
+        raise NotADigest(f"entities is {_shown(heads)}, not a list")
+    seen: set[str] = set()
+    for position, head_ in enumerate(heads):
+        where = f"entities[{position}]"
+        if not isinstance(head_, dict) or set(head_) != {"entityId", "version", "chainHash"}:
+            raise NotADigest(f"{where} is {_shown(head_)}, not {{entityId, version, chainHash}}")
+        try:
+            entity_id = validation.check_entity_id(head_["entityId"])
+        except validation.ValidationError as exc:
+            raise NotADigest(f"{where}.entityId is {_shown(head_['entityId'])}: {exc}") from None
+        version = head_["version"]
+        if type(version) is not int or not 1 <= version <= MAX_VERSION:
+            raise NotADigest(f"{where}.version is {_shown(version)}, not a version number (1 to {MAX_VERSION})")
+        if head_["chainHash"] is not None and not _is_hash(head_["chainHash"]):  # null: written before the chain
+            raise NotADigest(f"{where}.chainHash is {_shown(head_['chainHash'])}, not a SHA-256 hash in hex")
+        if entity_id in seen:
+            raise NotADigest(f"{where}.entityId {_shown(entity_id)} is in the digest twice")
+        seen.add(entity_id)
+    return heads
+
+
+def parse_digest(document: Any) -> dict[str, Any]:
+    """A digest a proof is made or checked against: ``check_digest``'s checks, and a ``takenAt`` in one line
+    of text (a proof names its digest by its root and that time). Raises ``NotADigest``."""
+    check_digest(document)
+    taken = document.get("takenAt")
+    if not (isinstance(taken, str) and taken.isprintable()):
+        raise NotADigest(f"takenAt is {_shown(taken)}, not a time in one line of text")
+    return document
+
+
+def root_holds(parsed: dict[str, Any]) -> bool:
+    """Whether a checked digest's root is the Merkle root of its heads (false: the file was altered)."""
+    return chain.merkle_root(parsed["entities"]) == parsed["root"]
+
+
+def _shown(value: Any) -> str:
+    """A value from a file, quoted short enough for one line."""
+    try:
+        text = repr(getattr(value, "text", value))
+    except ValueError:  # an int past Python's 4,300-digit conversion limit
+        text = f"a number of {value.bit_length()} bits"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def verify_since(client: Changeflow, taken: dict[str, Any], now_s: float | None = None) -> dict[str, list[str]]:
-    """Prove that nothing recorded before the digest ``taken`` has changed since: per entity, the version
-    the digest names still carries the hash it recorded, and every link from there to today holds.
-    Returns the problems per entity id (an empty dict when everything is proven)."""
+    """Prove that nothing recorded before the digest ``taken`` has changed since: per entity, every version
+    up to the one the digest names is still in history (unless the retention window has let it go:
+    audit.retention), the chain recomputed from the oldest kept version reaches the hash the digest
+    recorded, and every version and link from there to today holds. Returns the problems per entity id
+    (an empty dict when everything is proven); a malformed digest is a problem of ``(digest)``."""
     import time
 
     now_s = time.time() if now_s is None else now_s
-    if taken.get("format") != chain.DIGEST_FORMAT:
-        return {"(digest)": [f"not a changeflow digest (format {taken.get('format')!r})"]}
+    try:
+        heads = check_digest(taken)
+    except NotADigest as exc:
+        return {"(digest)": [str(exc)]}
     problems: dict[str, list[str]] = {}
-    if chain.merkle_root(taken["entities"]) != taken["root"]:
+    if chain.merkle_root(heads) != taken["root"]:
         problems["(digest)"] = ["the digest's root does not match its entities: the file was altered"]
-    for head in taken["entities"]:
-        entity_id, version = head["entityId"], int(head["version"])
-        found = []
-        history = _unexpired(raw_history(client, entity_id), now_s)
-        latest = raw_latest(client, entity_id)
-        items = {int(i[model.VERSION]["N"]): i for i in history}
-        if latest is not None:
-            items.setdefault(int(latest[model.VERSION]["N"]), latest)
-        recorded = items.get(version)
-        if recorded is None:
-            if client.history_expires and items and min(items) > version:
-                found.append(f"version {version} has expired under the retention window; it can no longer be proven")
-            else:
-                found.append(f"version {version}, recorded in the digest, is gone")
-        elif chain.stored_hash(recorded) != head["chainHash"]:
-            found.append(f"version {version} no longer has the hash the digest recorded: it was rewritten")
-        chain_problems, _ = chain.verify_chain(entity_id, history, latest, anchored=client.history_expires)
-        found.extend(chain_problems)
+    window = retention_window(client)
+    for head_ in heads:
+        found = _since_head(client, head_["entityId"], head_["version"], head_["chainHash"], window, now_s)
         if found:
-            problems[entity_id] = found
+            problems[head_["entityId"]] = found
     return problems
+
+
+def _since_head(client: Changeflow, entity_id: str, version: int, recorded_hash: str, window: tuple[int, int],
+                now_s: float) -> list[str]:
+    """What changed in one entity since a digest recorded ``version`` with ``recorded_hash``."""
+    stored, found = numbered(raw_history(client, entity_id))
+    history = _unexpired(stored, now_s)
+    latest = raw_latest(client, entity_id)
+    if latest is not None and _number(latest, model.VERSION) is None:
+        found.append("v0 has no version number: it was altered")
+        latest = None
+    kept = {_version_of(i): i for i in history}
+    everything = stored + ([latest] if latest is not None else [])
+    if not everything:
+        return found + [f"version {version}, recorded in the digest, is gone: nothing of the entity is left"]
+    current = max(_version_of(i) for i in everything)
+    recorded_ms = {_version_of(i): _number(i, model.RECORDED_AT) for i in everything
+                   if _number(i, model.RECORDED_AT) is not None}
+    if current < version:
+        found.append(f"the entity is at version {current}, before version {version} the digest recorded: "
+                     "versions were removed")
+    absent = unexplained_absences(window, kept, recorded_ms, current, now_s)
+    before = [v for v in absent if v <= version]
+    after = [v for v in absent if v > version]
+    for versions, when in ((before, "recorded in the digest"), (after, "written since the digest")):
+        if versions:
+            found.append(f"{_versions(versions)}, {when}, {'is' if len(versions) == 1 else 'are'} gone from history")
+    recorded = kept.get(version)
+    if recorded is None and latest is not None and _version_of(latest) == version:
+        recorded = latest  # its history item is gone (reported above); v0 still says what it was
+    if recorded_hash is None:  # the digest took a version written before the chain: it commits to nothing
+        found.append(f"the digest recorded no chain hash for version {version} (written before the chain): "
+                     "nothing proves it")
+    elif recorded is None:
+        if version not in before and current >= version:
+            found.append(f"version {version} has expired under the retention window; it can no longer be proven")
+    elif chain.stored_hash(recorded) != recorded_hash:
+        found.append(f"version {version} no longer has the hash the digest recorded: it was rewritten")
+    chain_problems, _ = chain.verify_chain(entity_id, history, latest, anchored=bool(window[0] or window[1]))
+    found.extend(chain_problems)
+    return found
+
+
+def _version_of(wire_item: dict[str, dict]) -> int:
+    return _number(wire_item, model.VERSION)  # type: ignore[return-value] - numbered() kept only these
+
+
+def _versions(numbers: list[int]) -> str:
+    """``[3, 4, 5]`` -> ``"versions 3..5"``; ``[4]`` -> ``"version 4"``."""
+    from ..report import ranges
+
+    return f"version {numbers[0]}" if len(numbers) == 1 else f"versions {ranges(numbers)}"

@@ -35,7 +35,7 @@ from typing import Any
 from changeflow_core import chain, model
 
 from ..client import Changeflow
-from .digests import HEX_HASH, parse_digest, raw_latest, root_holds
+from .digests import parse_digest, raw_latest, root_holds
 
 FORMAT = "changeflow-proof/1"
 _KEYS = frozenset({"format", "entityId", "version", "item", "links", "merkle", "digest"})
@@ -43,6 +43,7 @@ _CHAIN_ATTRIBUTES = frozenset({chain.PREV_HASH, chain.CHAIN_HASH})
 LEFT_OUT = chain.NOT_HASHED - _CHAIN_ATTRIBUTES  # the key and the expiry: not part of what a version says
 _EXACT = Context(prec=1_000)
 _SET_MEMBER = {"SS": "S", "NS": "N", "BS": "B"}
+HEX_HASH = re.compile(r"[0-9a-f]{64}")  # a SHA-256 as digests and format 1 write it: lowercase hex
 _VERSION_NUMBER = re.compile(r"[1-9][0-9]{0,%d}" % (model.VERSION_DIGITS - 1))
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from changeflow_core import items, model, store
 
 from .digests import audit_chain
+from .retention import retention_window, unexplained_absences
 
 # Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
 NOT_CONTENT = {model.SK, model.EXPIRES_AT}
@@ -43,24 +45,50 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     now_s = time.time() if now_s is None else now_s
     report = Report(entity_id)
     latest = store.get_item(client.dynamodb, client.table, entity_id, model.LATEST_SK)
-    history = [h for h in store.all_history(client.dynamodb, client.history_table, entity_id)
-               if not items.is_expired(h, now_s)]
+    stored, altered = _numbered(store.all_history(client.dynamodb, client.history_table, entity_id))
+    history = [h for h in stored if not _expired(h, now_s)]
     report.versions = [int(h[model.VERSION]) for h in history]
     by_version = {int(h[model.VERSION]): h for h in history}
+    if latest is not None and _integer(latest.get(model.VERSION)) is None:
+        altered.append("v0 has no version number: it was altered")
+        latest = None
+    report.problems.extend(altered)
     if latest is None and not history:  # nothing to check: the CLI says "no such entity"
-        report.found = False
+        report.found = bool(altered)
         return report
 
+    # only the retention window may let a version go, and only once its tag has come due (audit.retention)
+    newest = report.versions[-1] if report.versions else 0
+    current = max(newest, int(latest[model.VERSION]) if latest is not None else 0)
+    recorded = {int(i[model.VERSION]): _integer(i.get(model.RECORDED_AT)) for i in [*stored, latest or {}]
+                if i.get(model.VERSION) is not None and _integer(i.get(model.RECORDED_AT)) is not None}
+    absent = unexplained_absences(retention_window(client), report.versions, recorded, current, now_s)
+    missing = [v for v in absent if v < newest]
+    report.missing.extend(missing)
+    if missing:
+        report.problems.append(f"versions missing from history: {missing}")
+    # an insider can write any type anywhere: a check that meets one reports it, and the chain still runs
+    _guarded(report, lambda: _history_checks(client, report, latest, history, by_version))
+    audited = audit_chain(client, entity_id, now_s)  # the hash chain: names the first altered version
+    report.problems.extend(audited.problems)
+    report.notes.extend(audited.notes)
+    _guarded(report, lambda: _latest_checks(report, latest, history, by_version, [v for v in absent if v > newest]))
+    return report
+
+
+def _guarded(report: Report, check) -> None:
+    try:
+        check()
+    except (TypeError, KeyError, ValueError, ArithmeticError, AttributeError) as exc:
+        report.problems.append(f"an item lacks an attribute or holds one of the wrong type ({type(exc).__name__}: "
+                               f"{str(exc)[:100]}): it was altered")
+
+
+def _history_checks(client, report: Report, latest: dict[str, Any] | None, history: list[dict[str, Any]],
+                    by_version: dict[int, dict[str, Any]]) -> None:
     for h in history:
         if model.history_sk(int(h[model.VERSION])) != h[model.SK]:
             report.problems.append(f"history item {h[model.SK]} holds version {h[model.VERSION]}")
-    if report.versions:
-        first = report.versions[0] if client.history_expires else 1  # without retention nothing may expire
-        expected = list(range(first, report.versions[-1] + 1))
-        missing = sorted(set(expected) - set(report.versions))
-        report.missing.extend(missing)
-        if missing:
-            report.problems.append(f"versions missing from history: {missing}")
     for older, newer in zip(history, history[1:]):
         n = newer[model.VERSION]
         if newer[model.EFFECTIVE_AT] < older[model.EFFECTIVE_AT]:
@@ -85,14 +113,17 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
     missed = untagged_versions(client, latest, history)
     if missed:
         report.problems.append(f"versions outside the retention window without an expiry: {missed}")
+    early = early_expiries(client, latest, history)
+    if early:
+        report.problems.append(f"versions the retention window keeps carry an expiry (TTL would delete them): {early}")
 
-    audited = audit_chain(client, entity_id, now_s)  # the hash chain: names the first altered version
-    report.problems.extend(audited.problems)
-    report.notes.extend(audited.notes)
+
+def _latest_checks(report: Report, latest: dict[str, Any] | None, history: list[dict[str, Any]],
+                   by_version: dict[int, dict[str, Any]], gap: list[int]) -> None:
     if latest is None:
         if history and not history[-1].get(model.DELETED):
             report.problems.append("no v0, but the newest version is not a deletion")
-        return report
+        return
     current = int(latest[model.VERSION])
     if not latest.get(model.DELETED) and latest.get(model.EXPIRES_AT) is not None:
         report.problems.append(f"live v0 (version {current}) carries an expiry")
@@ -104,11 +135,29 @@ def verify(client, entity_id: str, now_s: float | None = None) -> Report:
         if not _same_version(latest, by_version[current]):
             report.problems.append(f"history item of version {current} differs from v0")
     else:
-        newest = report.versions[-1] if report.versions else 0
-        gap = list(range(newest + 1, current + 1))
         report.missing.extend(gap)
         report.problems.append(f"versions missing from history: {gap} (v0 is at version {current})")
-    return report
+
+
+def _integer(value: Any) -> int | None:
+    """A stored integer (a Decimal from the table), or None when the item holds something else there."""
+    try:
+        return int(value) if isinstance(value, (int, Decimal)) and value == int(value) else None
+    except (ArithmeticError, ValueError):
+        return None
+
+
+def _numbered(history: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """History items that carry a version number, and a problem for each that does not (an insider can
+    write anything: the audit reads the table as input)."""
+    kept = [h for h in history if _integer(h.get(model.VERSION)) is not None]
+    return kept, [f"history item {h.get(model.SK)!r} has no version number: it was altered"
+                  for h in history if _integer(h.get(model.VERSION)) is None]
+
+
+def _expired(item: dict[str, Any], now_s: float) -> bool:
+    expires = item.get(model.EXPIRES_AT)
+    return expires is not None and _integer(expires) is not None and _integer(expires) <= now_s
 
 
 def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str, Any]]) -> list[str]:
@@ -136,11 +185,6 @@ def _redacted(*found: dict[str, Any] | None) -> bool:
     return any(item is not None and item.get(model.REDACTED) is not None for item in found)
 
 
-def retention_window(client) -> tuple[int, int]:
-    outputs = client.outputs or {}
-    return int(outputs.get("HistoryRetentionVersions") or 0), int(outputs.get("HistoryRetentionDays") or 0)
-
-
 def untagged_versions(client, latest: dict[str, Any] | None, history: list[dict[str, Any]]) -> list[int]:
     """History versions the retention window has left that carry no expiry: a tag step that failed past
     its retries (the next change heals one such miss; repair heals any)."""
@@ -150,6 +194,17 @@ def untagged_versions(client, latest: dict[str, Any] | None, history: list[dict[
     boundary = int(latest[model.VERSION]) - (keep_versions if keep_versions else 1)
     return [int(h[model.VERSION]) for h in history
             if int(h[model.VERSION]) <= boundary and h.get(model.EXPIRES_AT) is None]
+
+
+def early_expiries(client, latest: dict[str, Any] | None, history: list[dict[str, Any]]) -> list[int]:
+    """History versions that carry an expiry (or something else in its place) though no tag step or repair
+    ever gives them one: every version without a retention window; inside it, the newest K (with days only,
+    the newest). Someone set it, and TTL would delete the version."""
+    keep_versions, keep_days = retention_window(client)
+    newest = max([int(h[model.VERSION]) for h in history] + ([int(latest[model.VERSION])] if latest else []))
+    lag = keep_versions if keep_versions > 0 else (1 if keep_days > 0 else None)
+    return [int(h[model.VERSION]) for h in history if h.get(model.EXPIRES_AT) is not None
+            and (lag is None or int(h[model.VERSION]) > newest - lag or _integer(h[model.EXPIRES_AT]) is None)]
 
 
 def entities(client) -> list[str]:

@@ -16,14 +16,13 @@ from botocore.config import Config
 
 from changeflow_core import items, model, store, wire
 
-from . import names
+from . import logged, names
 
-TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
 # An Express execution's history is its execution log (DescribeExecution and GetExecutionHistory refuse
-# its ARN): the event that ends an execution, and the status it gives it.
-# https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
-TERMINAL_EVENTS = {"ExecutionSucceeded": "SUCCEEDED", "ExecutionFailed": "FAILED",
-                   "ExecutionTimedOut": "TIMED_OUT", "ExecutionAborted": "ABORTED"}
+# its ARN), read by ``logged``: the event that ends an execution, and the status it gives it; UNKNOWN once
+# an execution has ended but the log lost its end. https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
+TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", logged.UNKNOWN}
+TERMINAL_EVENTS = logged.TERMINAL_EVENTS
 
 
 def named_errors(definition: dict) -> set[str]:
@@ -188,7 +187,7 @@ class Changeflow:
                 if summary["executionArn"] in seen:
                     continue
                 description = self.describe(summary["executionArn"])
-                if json.loads(description.get("input") or "null") == json.loads(wire.execution_input(request)):
+                if _same_input(description, wire.execution_input(request)):
                     return self.wait(summary["executionArn"], max(1.0, deadline - time.monotonic()))
                 if description["status"] != "RUNNING":
                     seen.add(summary["executionArn"])
@@ -211,20 +210,10 @@ class Changeflow:
                     if aged is None:
                         raise
                     return aged
-        records = self._log_records(arn)
-        started = next((r for r in records if r["type"] == "ExecutionStarted"), {})
-        ended = next((r for r in records if r["type"] in TERMINAL_EVENTS), None)
         name = arn.split(":")[-2] if is_express(arn) else arn.split(":")[-1]
-        description = {"executionArn": arn, "name": name, "stateMachineArn": self.state_machine_arn,
-                       "status": TERMINAL_EVENTS[ended["type"]] if ended else "RUNNING",
-                       "input": started.get("details", {}).get("input")}
-        if ended:
-            details = ended.get("details", {})
-            description.update({k: details[k] for k in ("output", "error", "cause") if k in details})
-        if started:
-            description["startDate"] = _log_time(started)
-        if ended:
-            description["stopDate"] = _log_time(ended)
+        # the log is best-effort and cuts big payloads: the description says what it lacks (logGaps)
+        description = logged.description(arn, name, self.state_machine_arn, self._log_records(arn),
+                                          closed=not is_express(arn))
         if entity_id is not None and description.get("output") is None and description["status"] == "SUCCEEDED":
             aged = self.from_versions(arn, entity_id)  # the log kept no data: what the table kept of it
             if aged is not None:
@@ -328,18 +317,21 @@ class Changeflow:
 
     def _express_executions(self, limit: int) -> list[dict[str, Any]]:
         prefix = self.state_machine_arn.replace(":stateMachine:", ":express:", 1) + ":"
-        logs, kwargs = self.make("logs"), {"logGroupName": self._log_group(),
-                                            "filterPattern": '{ $.type = "ExecutionStarted" }'}
+        # its start or its end: the log is best-effort, and an execution whose start it lost is still listed
+        kinds = ["ExecutionStarted", *TERMINAL_EVENTS]
+        logs, kwargs = self.make("logs"), {"logGroupName": self._log_group(), "filterPattern": "{ " + " || ".join(
+            f'($.type = "{kind}")' for kind in kinds) + " }"}
         found: dict[str, dict[str, Any]] = {}
         while True:
             page = logs.filter_log_events(**kwargs)
             for event in page.get("events", []):
                 record = json.loads(event["message"])
                 arn = record.get("execution_arn", "")
-                if record.get("type") == "ExecutionStarted" and arn.startswith(prefix):
+                if record.get("type") in kinds and arn.startswith(prefix) and (
+                        arn not in found or record["type"] == "ExecutionStarted"):
                     found[arn] = {"executionArn": arn, "name": arn.split(":")[-2],
                                   "stateMachineArn": self.state_machine_arn,
-                                  "startDate": _log_time(record)}
+                                  "startDate": _log_time(record)}  # its end's time if the start is lost
             if not page.get("nextToken"):
                 break
             kwargs["nextToken"] = page["nextToken"]
@@ -365,6 +357,21 @@ def _parsed(request: Any) -> Any:
         except ValueError:
             return None
     return request
+
+
+def _same_input(description: dict[str, Any], sent: str) -> bool:
+    """Whether an execution's input is ``sent``; from an execution log that cut it at 248 KB, whether it is
+    the start of ``sent`` (the log keeps a prefix)."""
+    found = description.get("input")
+    if not isinstance(found, str):
+        return False
+    if (description.get("inputDetails") or {}).get("truncated"):  # a prefix, whitespace as EventBridge wrote it
+        squeezed = "".join(found.split())
+        return len(squeezed) > 0 and "".join(sent.split()).startswith(squeezed)
+    try:
+        return json.loads(found) == json.loads(sent)
+    except ValueError:
+        return False
 
 
 def _execution(description: dict[str, Any]) -> Execution:

@@ -11,7 +11,7 @@ from changeflow_core import chain, wire
 
 from .. import report
 from ..client import Changeflow, targets
-from ..common.errors import OK, REJECTED, UsageError
+from ..common.errors import OK, REJECTED, NotFound, UsageError
 from .options import COUNT, EXIT_2, EXIT_3_REMOTE, add_remote_options, exit_help
 from .output import dump, no_such_entity
 
@@ -57,15 +57,26 @@ def _verify_since_digest(client: Changeflow, args) -> int:
         taken = wire.loads(Path(args.since_digest).read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"{args.since_digest}: cannot read it ({exc.strerror or exc})") from exc
-    except ValueError as exc:
-        raise UsageError(f"{args.since_digest}: not a JSON digest ({exc})") from exc
-    if not isinstance(taken, dict) or not isinstance(taken.get("entities"), list):
-        raise UsageError(f"{args.since_digest}: not a changeflow digest (`changeflow digest --all` makes one)")
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser's depth
+        raise UsageError(f"{args.since_digest}: not a JSON digest ({str(exc).splitlines()[0][:200]})") from exc
+    try:
+        digests.check_digest(taken)  # a digest is input from outside: every field checked before use
+    except digests.NotADigest as exc:
+        raise UsageError(f"{args.since_digest}: {exc}") from exc
     wanted = None if args.all or not args.entity else {args.entity}
     if wanted is not None:
+        if args.entity not in {h["entityId"] for h in taken["entities"]}:  # nothing to prove is not a proof
+            raise NotFound(f"{args.entity!r} is not in the digest {args.since_digest} "
+                           f"({len(taken['entities'])} entities): it proves nothing about it")
+        altered = chain.merkle_root(taken["entities"]) != taken["root"]  # the whole file's root, first
         taken = {**taken, "entities": [h for h in taken["entities"] if h["entityId"] in wanted]}
         taken["root"] = chain.merkle_root(taken["entities"])  # the proof is of these entities' heads
-    problems = digests.verify_since(client, taken)
+        problems = digests.verify_since(client, taken)
+        if altered:
+            problems = {"(digest)": ["the digest's root does not match its entities: the file was altered"],
+                        **problems}
+    else:
+        problems = digests.verify_since(client, taken)
     if args.json:
         dump({"digest": args.since_digest, "takenAt": taken.get("takenAt"), "entities": len(taken["entities"]),
               "ok": not problems, "problems": problems})
@@ -106,11 +117,13 @@ def _digest_file(path: str) -> dict:
     """A digest file, parsed and checked for the shape `changeflow digest` writes (a one-line UsageError)."""
     from ..audit import digests
 
+    data = _read(path, "digest")
     try:
-        return digests.parse_digest(wire.loads(_read(path, "digest")))
-    except ValueError as exc:  # not UTF-8, not JSON, or not a digest's shape (DigestInvalid)
-        raise UsageError(f"{path}: {exc if isinstance(exc, digests.DigestInvalid) else f'not a JSON digest ({exc})'}"
-                         ) from exc
+        return digests.parse_digest(wire.loads(data))  # every field checked before use (check_digest)
+    except digests.NotADigest as exc:
+        raise UsageError(f"{path}: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser's depth
+        raise UsageError(f"{path}: not a JSON digest ({str(exc).splitlines()[0][:200]})") from exc
 
 
 def _refused(exc: Exception) -> int:
@@ -186,7 +199,8 @@ def add_verify(command) -> None:
     verify = command("verify", "check an entity's versions (contiguous, consistent, v0 matches history)",
                      exits=exit_help("0  every entity checked is consistent (and unchanged since --since-digest)",
                                      "1  problems found (a gap, a broken hash chain, a change since the digest, a "
-                                     "version no execution wrote), or no such entity",
+                                     "version no execution wrote, a digest file whose root does not match), or "
+                                     "no such entity (or one the digest does not name)",
                                      EXIT_2, EXIT_3_REMOTE))
     add_remote_options(verify)
     which = verify.add_mutually_exclusive_group(required=True)
@@ -196,7 +210,7 @@ def add_verify(command) -> None:
                         help="prove that nothing recorded before this digest (changeflow digest) has changed since")
     verify.add_argument("--executions", action="store_true",
                         help="also check that each version's executionArn names the execution that wrote it "
-                             "(one DescribeExecution per version)")
+                             "(one DescribeExecution per version; past 90 days and on Express, its execution log)")
     verify.set_defaults(func=cmd_verify)
 
 

@@ -299,6 +299,8 @@ def _event_rows(events: list[dict], run: graph.Path) -> list[dict[str, Any]]:
         if kind.endswith("StateEntered"):
             attempts[state] = 0
         expandable = [(key, details[key]) for key in ("input", "parameters", "output") if details.get(key)]
+        if any((details.get(f"{key}Details") or {}).get("truncated") for key in ("input", "output")):
+            tags.append(("truncated", "cut at 248 KB by the execution log"))
         rows.append({
             "id": event["id"], "type": kind, "state": state, "elapsed": _ms(event, first),
             "delta": _ms(event, previous), "tags": tags, "error": details.get("error"),

@@ -18,8 +18,9 @@ What each module does:
   ``.parse_cache``: definitions and JSONPath parsed once; ``.history``: GetExecutionHistory paged;
   ``.start_execution``: StartExecution's name and input rules; ``.context_object``: ``StartTime`` as AWS
   writes it; ``.termination``: an event when an execution ends; ``.express``: Express workflows and
-  execution time limits; ``.execution_log``: the execution log in CloudWatch Logs; ``.intrinsics``:
-  ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted.
+  execution time limits; ``.execution_log``: the execution log in CloudWatch Logs (an input or output
+  past 248 KB escaped cut, as AWS cuts it); ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions
+  indexed, closed executions compacted.
 - ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue.
 - ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.numbers``: numbers stored
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
@@ -84,6 +85,7 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         express.patch_express_names_not_deduped()
         express.patch_express_apis_unavailable()
         execution_log.patch_execution_log_delivery()
+        execution_log.patch_execution_log_truncation()  # after the delivery: it wraps its publisher
         express.patch_express_duration_limit()
         intrinsics.patch_math_random_end_exclusive()
         dynamodb_limits.patch_dynamodb_number_limits()

@@ -1,13 +1,51 @@
 """The execution log: a state machine's LoggingConfiguration delivers each execution's events to its
-CloudWatch Logs group (stock moto never starts a logging session).
+CloudWatch Logs group (stock moto never starts a logging session), and cuts an event's input or output
+as AWS does past 248 KB escaped (stock moto logs it whole).
 https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html"""
 
 from __future__ import annotations
 
 import datetime
+import json
 
 from ..core.locking import API_LOCK
 from ..originals import ORIGINALS
+
+# "CloudWatch Logs payloads": "If escaped input or escaped output sent to CloudWatch Logs exceeds 248KB, it
+# will be truncated as a result of CloudWatch Logs quotas"; inputDetails/outputDetails say so
+# (HistoryEventExecutionDataDetails.truncated: "In CloudWatch logs, the value will be true if the data is
+# truncated due to size limits"). https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html and
+# https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEventExecutionDataDetails.html
+# KB as AWS's other payload figures mean it: "256 KB" is ExecutionStartedEventDetails.input's 262,144 bytes.
+LOG_PAYLOAD_LIMIT = 248 * 1024
+
+
+def _escaped_size(text: str) -> int:
+    """Bytes of ``text`` escaped as a JSON string inside the log record (without its quotes)."""
+    return len(json.dumps(text)) - 2  # json.dumps escapes to ASCII: characters are bytes
+
+
+def truncated_for_log(details: dict) -> dict:
+    """An event's details as the execution log carries them: an input or output whose escaped form is over
+    LOG_PAYLOAD_LIMIT cut to the longest prefix that fits (never inside an escape), with
+    ``{"truncated": true}`` in its inputDetails/outputDetails. Everything else, and the execution history
+    that GetExecutionHistory returns, is untouched (a new dict when anything is cut)."""
+    cut = None
+    for field in ("input", "output"):
+        text = details.get(field)
+        if not isinstance(text, str) or _escaped_size(text) <= LOG_PAYLOAD_LIMIT:
+            continue
+        low, high = 0, min(len(text), LOG_PAYLOAD_LIMIT)  # the longest prefix whose escaped form fits
+        while low < high:
+            middle = (low + high + 1) // 2
+            if _escaped_size(text[:middle]) <= LOG_PAYLOAD_LIMIT:
+                low = middle
+            else:
+                high = middle - 1
+        cut = dict(details) if cut is None else cut
+        cut[field] = text[:low]
+        cut[f"{field}Details"] = {**(details.get(f"{field}Details") or {}), "truncated": True}
+    return details if cut is None else cut
 
 
 def patch_execution_log_delivery() -> None:
@@ -17,8 +55,6 @@ def patch_execution_log_delivery() -> None:
     includeExecutionData is false. https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
     Stock moto has the pieces (from LocalStack) but never starts a logging session, and its record would
     not be a valid log event."""
-    import json
-
     from moto.stepfunctions.parser.asl.eval.event import logging as sfn_logging
     from moto.stepfunctions.parser.backend import execution
 
@@ -89,3 +125,22 @@ def patch_execution_log_delivery() -> None:
     session_class.publish_history_log = publish_history_log
     session_class._put_events = _put_events
     session_class._setup = _setup
+
+
+def patch_execution_log_truncation() -> None:
+    """An event's input or output over 248 KB escaped reaches the execution log cut, marked
+    ``truncated`` (truncated_for_log); stock moto logs it whole. The execution history keeps it whole, as
+    GetExecutionHistory does. https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
+    (after patch_execution_log_delivery, whose publisher it wraps)"""
+    from moto.stepfunctions.parser.asl.eval.event import logging as sfn_logging
+
+    session_class = sfn_logging.CloudWatchLoggingSession
+    deliver = ORIGINALS.setdefault("delivered_history_log", session_class.publish_history_log)
+
+    def publish_history_log(self, history_log):
+        details = history_log.get("details")
+        if isinstance(details, dict):
+            history_log = {**history_log, "details": truncated_for_log(details)}
+        deliver(self, history_log)
+
+    session_class.publish_history_log = publish_history_log

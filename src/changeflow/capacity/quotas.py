@@ -1,0 +1,92 @@
+"""The AWS quotas that bound a changeflow deployment: defaults for one account in us-east-1, each with the
+page it was read from and the day it was read. The model computes every wall from this table: an edit of a
+value here (a granted increase, another Region) changes the tables of ``make capacity``.
+
+Read on 2026-11-24 through the documentation search of the project's tooling (stored copies of the pages).
+The Step Functions throttling table is the one in the developer guide's source on GitHub
+(awsdocs/aws-step-functions-developer-guide, doc_source/limits-overview.md, commit 28a1c16, archived, so
+possibly older than the live page, whose table the search did not return in full); new accounts start
+lower ("New AWS accounts have reduced state transition quotas", the live page), so an account's own values
+(Service Quotas console) belong here before planning on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+READ_ON = "2026-11-24"
+SFN_QUOTAS = "https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html"
+SFN_SOURCE = ("https://github.com/awsdocs/aws-step-functions-developer-guide/blob/"
+              "28a1c1692519032cafcd0e8469a2863aa21be25d/doc_source/limits-overview.md")
+LAMBDA_QUOTAS = "https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html"
+LAMBDA_SCALING = "https://docs.aws.amazon.com/lambda/latest/dg/scaling-behavior.html"
+DDB_ON_DEMAND = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/on-demand-capacity-mode.html"
+DDB_QUOTAS = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html"
+DDB_THROTTLING = "https://repost.aws/knowledge-center/on-demand-table-throttling-dynamodb"
+APIGW_THROTTLING = "https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-request-throttling.html"
+EVENTS_QUOTAS = "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html"
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One quota: a token bucket (``bucket`` burst, ``rate`` refill per second) or a ceiling (``rate`` alone,
+    e.g. concurrent executions, where ``bucket`` is None)."""
+
+    key: str
+    service: str
+    name: str
+    rate: float  # per second (a ceiling for a concurrency quota)
+    bucket: float | None
+    unit: str
+    adjustable: str  # "yes", "no", or what the page says
+    source: str
+    note: str = ""
+    read_on: str = READ_ON
+
+    def value_text(self) -> str:
+        if self.bucket is None:
+            return f"{self.rate:,.0f} {self.unit}"
+        return f"bucket {self.bucket:,.0f}, refill {self.rate:,.0f} {self.unit}"
+
+
+QUOTAS: tuple[Quota, ...] = (
+    Quota("sfn_standard_start", "Step Functions", "StartExecution, Standard", 300, 1300, "/s", "yes",
+          SFN_SOURCE, "us-east-1, us-west-2, eu-west-1; other Regions bucket 800, refill 150"),
+    Quota("sfn_standard_transition", "Step Functions", "StateTransition, Standard", 1500, 5000, "/s", "yes",
+          SFN_SOURCE, "us-east-1, us-west-2, eu-west-1; other Regions 800 / 500; throttled transitions "
+          "are delayed (CloudWatch ExecutionThrottled)"),
+    Quota("sfn_express_start", "Step Functions", "StartExecution, Express", 6000, 6000, "/s", "yes",
+          SFN_SOURCE, "Express state transitions: unlimited"),
+    Quota("sfn_open_executions", "Step Functions", "open executions, Standard", 1_000_000, None, "executions",
+          "yes (millions)", SFN_SOURCE, "per account and Region; ExecutionLimitExceeded beyond"),
+    Quota("lambda_concurrency", "Lambda", "concurrent executions", 1000, None, "per account and Region",
+          "yes (tens of thousands)", LAMBDA_QUOTAS, "new accounts start lower"),
+    Quota("lambda_scaling", "Lambda", "concurrency scaling rate", 100, 1000, "environments/s per function", "no",
+          LAMBDA_SCALING, "1,000 new execution environments every 10 s per function, refilled continuously"),
+    Quota("ddb_partition_write", "DynamoDB", "one partition's writes", 1000, None, "WRU/s", "no",
+          DDB_THROTTLING, "3,000 RRU/s for reads; one item lives in one partition: this is one item's "
+          "write rate too"),
+    Quota("ddb_partition_read", "DynamoDB", "one partition's reads", 3000, None, "RRU/s", "no", DDB_THROTTLING),
+    Quota("ddb_table_write", "DynamoDB", "table-level writes, on demand", 40_000, None, "WRU/s", "yes", DDB_QUOTAS,
+          "the same 40,000 RRU/s for reads"),
+    Quota("ddb_table_read", "DynamoDB", "table-level reads, on demand", 40_000, None, "RRU/s", "yes", DDB_QUOTAS),
+    Quota("ddb_new_table_write", "DynamoDB", "a new on-demand table's writes", 4000, None, "WRU/s",
+          "grows by itself", DDB_ON_DEMAND, "12,000 RRU/s reads; instantly up to double the previous peak, "
+          "more than that within 30 minutes may throttle"),
+    Quota("apigw_account", "API Gateway", "account throttle, all APIs", 10_000, 5000, "requests/s", "yes",
+          APIGW_THROTTLING, "per account and Region; the stage's own ApiThrottling* parameters sit below it"),
+    Quota("events_put", "EventBridge", "PutEvents", 10_000, None, "requests/s", "yes", EVENTS_QUOTAS,
+          "us-east-1; up to 10 entries per request"),
+    Quota("events_invocations", "EventBridge", "target invocations", 18_750, None, "invocations/s", "yes",
+          EVENTS_QUOTAS, "us-east-1; over it invocations are delayed, not dropped"),
+)
+
+
+def quotas(**overrides: float) -> dict[str, Quota]:
+    """The quotas by key; ``overrides`` replace a quota's rate (``key=value``), e.g. a granted increase."""
+    table = {q.key: q for q in QUOTAS}
+    for key, value in overrides.items():
+        if key not in table:
+            raise KeyError(f"no quota {key!r}: one of {', '.join(table)}")
+        table[key] = replace(table[key], rate=float(value))
+    return table
