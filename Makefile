@@ -163,6 +163,7 @@ bench: $(STAMP) $(LAMBDA_STAMP)
 	$(BIN)/python benchmarks/cold_start.py
 	$(BIN)/python benchmarks/scaling.py
 	$(BIN)/python benchmarks/memory.py
+	$(BIN)/python benchmarks/transfer.py
 
 cost: $(STAMP)
 	@mkdir -p build/bench

@@ -29,7 +29,7 @@ RANKS = {
     "cli": 6, "__main__": 6, "commands": 6,       # the command line
     "demo": 5, "checks": 5, "capacity": 5,        # built on the parts below: the tour, checks, capacity
     "local": 4,                                   # the embedded stack (its server mounts the console)
-    "console": 3,                                 # the audit console, for any stack
+    "console": 3, "transfer": 3,                  # the audit console; import and export, for any stack
     "audit": 2,                                   # verify, digests, repair
     "client": 1, "report": 1,                     # a stack's client, and rendering what it reads
     "common": 0,                                  # helpers under everything

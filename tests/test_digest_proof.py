@@ -92,7 +92,8 @@ def test_a_whole_entity_deleted_is_caught(cf):
 
 @pytest.mark.parametrize("parameters", [{"HistoryRetentionVersions": "3"},
                                         {"HistoryRetentionVersions": "3", "SeparateHistoryTable": "true"},
-                                        {"HistoryRetentionVersions": "3", "WorkflowType": "EXPRESS"},
+                                        {"HistoryRetentionVersions": "3", "WorkflowType": "EXPRESS",
+                                         "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"},
                                         {"HistoryRetentionDays": "1"}],
                          ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
 def test_with_a_retention_window_only_what_it_let_go_may_be_missing(make_stack, parameters):

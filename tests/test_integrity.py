@@ -76,7 +76,8 @@ def test_with_a_retention_window_the_oldest_versions_may_be_gone(make_stack):
 RETENTIONS = [{"HistoryRetentionVersions": "3"},
               {"HistoryRetentionVersions": "3", "SeparateHistoryTable": "true"},
               {"HistoryRetentionVersions": "3", "HistoryRetentionDays": "1"},
-              {"HistoryRetentionDays": "1", "WorkflowType": "EXPRESS"}]
+              {"HistoryRetentionDays": "1", "WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL",
+               "StateMachineIncludeExecutionData": "true"}]
 
 
 @pytest.mark.parametrize("parameters", RETENTIONS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
@@ -170,7 +171,7 @@ def test_forged_versions_that_push_real_ones_past_the_window_are_found_by_their_
     for version in (7, 8):
         body = {k: v for k, v in previous.items() if k not in (chain.PREV_HASH, chain.CHAIN_HASH)}
         forged = chain.seal({**body, model.SK: {"S": model.history_sk(version)}, model.VERSION: {"N": str(version)},
-                             model.CHANGE_ID: {"S": f"forged-{version}"}}, previous[chain.CHAIN_HASH]["S"])
+                             model.CHANGE_ID: {"S": f"forged-{version}"}}, chain.stored_hash(previous))
         cf.dynamodb.put_item(TableName=cf.history_table, Item=forged)
         previous = forged
     cf.dynamodb.put_item(TableName=cf.table, Item={**previous, model.SK: {"S": model.LATEST_SK}})

@@ -105,7 +105,12 @@ def head_of(client: Changeflow, entity_id: str) -> dict[str, Any] | None:
 
 def digest(client: Changeflow, entity_ids: list[str], now: datetime.datetime | None = None) -> dict[str, Any]:
     """Each entity's head version and chain hash, a Merkle root over them, and when it was taken."""
-    heads = [h for h in (head_of(client, e) for e in entity_ids) if h is not None]
+    return digest_of(client, [h for h in (head_of(client, e) for e in entity_ids) if h is not None], now)
+
+
+def digest_of(client: Changeflow, heads: list[dict[str, Any]], now: datetime.datetime | None = None) -> dict[str, Any]:
+    """The digest of heads already read (``chain.head`` of each entity): what ``changeflow export --digest``
+    writes from the versions it exported, in the same format as ``digest``."""
     taken = (now or datetime.datetime.now(datetime.timezone.utc)).isoformat(timespec="seconds")
     return {"format": chain.DIGEST_FORMAT, "takenAt": taken, "stateMachineArn": client.state_machine_arn,
             "table": client.history_table, "entities": sorted(heads, key=lambda h: h["entityId"]),
