@@ -185,6 +185,19 @@ def test_a_range_lists_the_versions_in_effect_during_it_including_the_one_at_its
     assert status == 400 and body["message"].startswith("to")
 
 
+def test_versions_with_equal_times_count_alike_at_either_end_of_a_range(shared):
+    """Three versions effective at the same instant, then a later one: a range that starts exactly at that
+    instant lists all three, as one that ends there does (it listed only the last, found by the model)."""
+    stack, cf = shared
+    submit_all(cf, "range#2", [{"operation": "put", "changeId": f"c{i}", "effectiveAt": T0 + (1000 if i == 4 else 0),
+                                "attributes": {"i": i}} for i in range(1, 5)])
+    route = "/entities/{id}/versions"
+    for start, end, listed in ((T0, T0, [3, 2, 1]), (T0 - 1, T0, [3, 2, 1]), (T0, T0 + 1000, [4, 3, 2, 1]),
+                               (T0 + 1, T0 + 1000, [4, 3]), (T0 + 1000, T0 + 2000, [4])):
+        status, body = read(stack, "range#2", route, **{"from": start, "to": end})
+        assert status == 200 and [v["version"] for v in body["items"]] == listed, (start, end, body)
+
+
 # --- against the reference model -------------------------------------------------------------------------
 OPERATIONS = st.one_of(
     st.builds(lambda t, v: {"operation": "put", "effectiveAt": T0 + t * 1000, "attributes": {"v": v}},
@@ -210,28 +223,39 @@ def test_every_as_of_answer_matches_the_reference_model_at_every_boundary(shared
         cf.submit({"entityId": entity, **request})
     stored = store.all_history(cf.dynamodb, cf.history_table, entity)
     assert len(stored) == len(reference.versions)
-    times = {v["effectiveAt"] + d for v in reference.versions for d in (-1, 0, 1)} | {T0 - 1}
-    for instant in sorted(times):
-        in_effect = [v for v in reference.versions if v["effectiveAt"] <= instant]
-        status, body = read(stack, entity, asOf=instant)
-        if not in_effect:
-            never = "does not exist" if not reference.versions else "did not exist"
-            assert status == 404 and never in body["message"], (instant, body)
-        elif in_effect[-1]["deleted"]:
-            assert status == 404 and f"version {in_effect[-1]['version']} is a deletion" in body["message"]
-        else:
-            assert status == 200 and (body["version"], body["attributes"]) == (
-                in_effect[-1]["version"], in_effect[-1]["attributes"]), (instant, body)
-    # known-at: the table's own recorded times, searched, against a scan of them
-    for instant in sorted({int(i["recordedAt"]) + d for i in stored for d in (-1, 0)}):
-        known = [i for i in stored if int(i["recordedAt"]) <= instant]
-        status, body = read(stack, entity, knownAt=instant)
-        if not known:
-            assert status == 404
-        elif known[-1].get("deleted"):
-            assert status == 404 and f"version {int(known[-1]['version'])} is a deletion" in body["message"]
-        else:
-            assert status == 200 and body["version"] == int(known[-1]["version"])
+    times = sorted(set(reference.instants()) | {T0 - 1})
+    for instant in times:
+        assert_answer(reference.as_of(instant), read(stack, entity, asOf=instant), reference, instant)
+    # known-at: the table's recorded times (the write step's, not the request's) say how many versions were
+    # recorded by then; the model answers from those first versions, alone and with every as-of time
+    recorded = [int(i["recordedAt"]) for i in stored]
+    assert recorded == sorted(recorded)
+    for instant in sorted({t + d for t in recorded for d in (-1, 0, 1)}):
+        known = sum(1 for t in recorded if t <= instant)
+        assert_answer(reference.as_of(None, known), read(stack, entity, knownAt=instant), reference, instant)
+        for as_of in times:
+            assert_answer(reference.as_of(as_of, known), read(stack, entity, asOf=as_of, knownAt=instant),
+                          reference, (as_of, instant), known)
+    # ranges: every pair of the instants that matter
+    for start in times:
+        for end in (t for t in times if t >= start):
+            status, body = read(stack, entity, "/entities/{id}/versions", **{"from": start, "to": end})
+            assert status == 200 and [v["version"] for v in body["items"]][::-1] == reference.during(start, end), (
+                start, end, body)
+
+
+def assert_answer(expected, answer, reference, when, known=None) -> None:
+    """An as-of (or known-at) answer is the model's: the version with its content, a deletion named by its
+    version, or a 404 saying the entity did not exist yet."""
+    status, body = answer
+    if expected is None:
+        never = "does not exist" if not reference.versions else "did not exist"
+        assert status == 404 and never in body["message"], (when, known, body)
+    elif expected["deleted"]:
+        assert status == 404 and f"version {expected['version']} is a deletion" in body["message"], (when, body)
+    else:
+        assert status == 200 and (body["version"], body["attributes"]) == (
+            expected["version"], expected["attributes"]), (when, known, body)
 
 
 # --- cost: O(log n) reads, whatever the history's length --------------------------------------------------

@@ -168,7 +168,12 @@ def versions_during(client, table: str, history_table: str, entity_id: str, star
     last, _ = last_at_or_before(history, highest, model.EFFECTIVE_AT, end) if highest else (0, None)
     if last == 0:
         return 0, 0, history
-    first, _ = last_at_or_before(history, last, model.EFFECTIVE_AT, start)
+    first, first_item = last_at_or_before(history, last, model.EFFECTIVE_AT, start)
+    if first > 1 and first_item is not None and int(first_item[model.EFFECTIVE_AT]) == start:
+        # versions effective exactly at `start` and superseded at once (equal times) are in the closed
+        # interval too, as they are at its end: the range starts after the one in effect just before it
+        before, _ = last_at_or_before(history, first - 1, model.EFFECTIVE_AT, start - 1)
+        first = before + 1
     return max(first, 1), last, history
 
 

@@ -482,10 +482,59 @@ def _leaf(entry: dict[str, Any]) -> bytes:
 def merkle_root(heads: list[dict[str, Any]]) -> str:
     """The root of a Merkle tree over the heads sorted by entity id (leaves and nodes domain-separated,
     as in RFC 6962); the empty tree's root is the hash of nothing."""
-    level = [_leaf(h) for h in sorted(heads, key=lambda h: h["entityId"].encode("utf-8"))]
+    level = [_leaf(h) for h in _by_entity(heads)]
     if not level:
         return hashlib.sha256(b"").hexdigest()
     while len(level) > 1:
-        paired = [hashlib.sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
-        level = paired + ([level[-1]] if len(level) % 2 else [])
+        level = _next_level(level)
     return level[0].hex()
+
+
+def _by_entity(heads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(heads, key=lambda h: h["entityId"].encode("utf-8"))
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _next_level(level: list[bytes]) -> list[bytes]:
+    """Pairs joined left to right; an odd last node is carried up unchanged."""
+    paired = [_node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+    return paired + ([level[-1]] if len(level) % 2 else [])
+
+
+def merkle_path(heads: list[dict[str, Any]], entity_id: str) -> dict[str, Any] | None:
+    """The inclusion proof of ``entity_id``'s head in ``merkle_root(heads)``: its leaf's ``index`` among the
+    heads sorted by entity id, the tree's ``size``, and the sibling hashes from the leaf up (``path``, hex);
+    None when the entity has no head there."""
+    ordered = _by_entity(heads)
+    index = next((i for i, h in enumerate(ordered) if h["entityId"] == entity_id), None)
+    if index is None:
+        return None
+    level, position, path = [_leaf(h) for h in ordered], index, []
+    while len(level) > 1:
+        sibling = position - 1 if position % 2 else position + 1
+        if sibling < len(level):
+            path.append(level[sibling].hex())
+        level, position = _next_level(level), position // 2
+    return {"index": index, "size": len(ordered), "path": path}
+
+
+def root_from_path(head_entry: dict[str, Any], index: int, size: int, path: list[str]) -> str | None:
+    """The root that ``head_entry``'s leaf at ``index`` of a tree of ``size`` leaves reaches through the
+    sibling hashes ``path`` (as ``merkle_path`` gives them); None when the path does not fit that shape.
+    The tree's shape does not bind ``index`` and ``size``: whoever checks a path takes them from the digest."""
+    if not 0 <= index < size:
+        return None
+    node, position, width, siblings = _leaf(head_entry), index, size, iter(path)
+    try:
+        while width > 1:
+            if position % 2:
+                node = _node(bytes.fromhex(next(siblings)), node)
+            elif position + 1 < width:
+                node = _node(node, bytes.fromhex(next(siblings)))
+            position, width = position // 2, (width + 1) // 2
+    except StopIteration:
+        return None
+    return None if next(siblings, None) is not None else node.hex()

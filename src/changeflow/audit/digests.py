@@ -168,6 +168,21 @@ def check_digest(taken: Any) -> list[dict[str, Any]]:
     return heads
 
 
+def parse_digest(document: Any) -> dict[str, Any]:
+    """A digest a proof is made or checked against: ``check_digest``'s checks, and a ``takenAt`` in one line
+    of text (a proof names its digest by its root and that time). Raises ``NotADigest``."""
+    check_digest(document)
+    taken = document.get("takenAt")
+    if not (isinstance(taken, str) and taken.isprintable()):
+        raise NotADigest(f"takenAt is {_shown(taken)}, not a time in one line of text")
+    return document
+
+
+def root_holds(parsed: dict[str, Any]) -> bool:
+    """Whether a checked digest's root is the Merkle root of its heads (false: the file was altered)."""
+    return chain.merkle_root(parsed["entities"]) == parsed["root"]
+
+
 def _shown(value: Any) -> str:
     """A value from a file, quoted short enough for one line."""
     try:

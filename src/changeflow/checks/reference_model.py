@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from changeflow_core import asof
+from changeflow_core.errors import NotFound
 from changeflow_core.model import RECENT_CHANGE_IDS
 
 from ..client import Changeflow
@@ -50,6 +52,25 @@ class Model:
         self.versions.append({k: v for k, v in self.latest.items() if k != "changeIds"})
         return "SUCCEEDED", "applied"
 
+    def as_of(self, instant: int | None = None, known: int | None = None) -> dict[str, Any] | None:
+        """The version in effect at effective time ``instant`` (any time, if None) among the first ``known``
+        versions recorded (all, if None): the last one whose effectiveAt is at or before it (equal times:
+        the later applied); None when none was."""
+        recorded = self.versions if known is None else self.versions[:known]
+        in_effect = [v for v in recorded if instant is None or v["effectiveAt"] <= instant]
+        return in_effect[-1] if in_effect else None
+
+    def during(self, start: int, end: int) -> list[int]:
+        """The numbers of the versions in effect during ``[start, end]``, oldest first: the one in effect at
+        ``start`` and every one that became effective within it."""
+        at_start = self.as_of(start)
+        return sorted({v["version"] for v in self.versions if start <= v["effectiveAt"] <= end}
+                      | ({at_start["version"]} if at_start else set()))
+
+    def instants(self) -> list[int]:
+        """Every effective time that matters: each version's, and 1 ms either side."""
+        return sorted({v["effectiveAt"] + d for v in self.versions for d in (-1, 0, 1)})
+
 
 RECOVERABLE_FAULTS = [(step, kind) for step in STEPS for kind in ("before", "lost", "timeout", "service")]
 
@@ -81,6 +102,31 @@ def model_case(stack, cf: Changeflow, entity: str, steps: list[tuple[dict, tuple
     latest = state["latest"]
     if (latest and {k: latest[k] for k in keep}) != (model.latest and {k: model.latest[k] for k in keep}):
         tally.violations.append(f"model [{entity}]: v0 {latest} != model {model.latest}")
+    tally.violations.extend(as_of_violations(cf, entity, model))
+
+
+def as_of_violations(cf: Changeflow, entity: str, model: Model) -> list[str]:
+    """Every as-of answer (the read the API and the CLI make) at every effective time that matters, against
+    the model: the version in effect with its content, a deletion named by its version, or nothing yet."""
+    found = []
+    for instant in model.instants():
+        expected = model.as_of(instant)
+        try:
+            view, _ = asof.version_at(cf.dynamodb, cf.table, cf.history_table, entity, as_of=instant)
+            got = (view["version"], view["attributes"])
+        except NotFound as exc:
+            got = ("deleted", str(exc)) if "is a deletion" in str(exc) else ("none", str(exc))
+        except asof.Gone as exc:
+            got = ("gone", str(exc))
+        if expected is None:
+            ok = got[0] == "none"
+        elif expected["deleted"]:
+            ok = got[0] == "deleted" and f"version {expected['version']} is a deletion" in got[1]
+        else:
+            ok = got == (expected["version"], expected["attributes"])
+        if not ok:
+            found.append(f"model [{entity}]: as of {instant} answered {got}, model {expected}")
+    return found
 
 
 def change_sequences():

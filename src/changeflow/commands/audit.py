@@ -1,8 +1,10 @@
-"""``changeflow verify``, ``digest`` and ``repair``: the audit (changeflow.audit) from the command line,
-against ``changeflow serve`` or a stack deployed on AWS."""
+"""``changeflow verify``, ``digest``, ``proof``, ``verify-proof`` and ``repair``: the audit (changeflow.audit)
+from the command line, against ``changeflow serve`` or a stack deployed on AWS; ``verify-proof`` against
+nothing but its two files."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from changeflow_core import chain, wire
@@ -10,7 +12,7 @@ from changeflow_core import chain, wire
 from .. import report
 from ..client import Changeflow, targets
 from ..common.errors import OK, REJECTED, NotFound, UsageError
-from .options import EXIT_2, EXIT_3_REMOTE, add_remote_options, exit_help
+from .options import COUNT, EXIT_2, EXIT_3_REMOTE, add_remote_options, exit_help
 from .output import dump, no_such_entity
 
 
@@ -104,6 +106,76 @@ def cmd_digest(args) -> int:
     return OK
 
 
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from exc
+
+
+def _digest_file(path: str) -> dict:
+    """A digest file, parsed and checked for the shape `changeflow digest` writes (a one-line UsageError)."""
+    from ..audit import digests
+
+    data = _read(path, "digest")
+    try:
+        return digests.parse_digest(wire.loads(data))  # every field checked before use (check_digest)
+    except digests.NotADigest as exc:
+        raise UsageError(f"{path}: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser's depth
+        raise UsageError(f"{path}: not a JSON digest ({str(exc).splitlines()[0][:200]})") from exc
+
+
+def _refused(exc: Exception) -> int:
+    print(f"changeflow: proof refused: {exc}", file=sys.stderr)
+    return REJECTED
+
+
+def cmd_proof(args) -> int:
+    from ..audit import proofs, verify
+
+    digest = _digest_file(args.digest)
+    client = targets.client_for(args)
+    try:
+        proof = proofs.prove(client, args.entity, args.version, digest)
+    except proofs.ProofRejected as exc:
+        if exc.name == "EntityNotInDigest" and not verify.verify(client, args.entity).found:
+            raise no_such_entity(args.entity) from exc
+        return _refused(exc)
+    text = proofs.dumps(proof)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8", newline="")
+        print(f"proof of version {args.version} of {args.entity!r} ({len(proof['links'])} later versions to the "
+              f"head at the digest, a Merkle path of {len(proof['merkle']['path'])}), written to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return OK
+
+
+def cmd_verify_proof(args) -> int:
+    """Nothing but the two files: no stack, no client, no network."""
+    from ..audit import proofs
+
+    digest = _digest_file(args.digest)
+    try:
+        proof = proofs.loads(_read(args.proof, "proof"))
+        proven = proofs.verify_proof(proof, digest, entity_id=args.entity, version=args.version)
+    except proofs.ProofInvalid as exc:
+        raise UsageError(f"{args.proof}: {exc}") from exc
+    except proofs.ProofRejected as exc:
+        return _refused(exc)
+    if args.json:
+        dump({"ok": True, **proven})
+    else:
+        later = proven["head"] - proven["version"]
+        linked = (f"{later} later version{'s' if later != 1 else ''} link it to the head it recorded, version "
+                  f"{proven['head']}" if later else "it is the head it recorded")
+        print(f"proven: version {proven['version']} of {proven['entityId']!r} (change {proven['changeId']}, recorded "
+              f"{proven['recorded']}) is what the digest taken {proven['takenAt']} (root "
+              f"{proven['root'][:16]}...) committed to: {linked}")
+    return OK
+
+
 def cmd_repair(args) -> int:
     from ..audit import repair, verify
 
@@ -155,6 +227,51 @@ def add_digest(command) -> None:
     which.add_argument("--all", action="store_true", help="every entity (scans the tables)")
     digest.add_argument("--output", metavar="FILE", help="write the digest to FILE instead of standard output")
     digest.set_defaults(func=cmd_digest)
+
+
+def add_proof(command) -> None:
+    proof = command("proof", "a self-contained proof of one version against a digest, for verify-proof",
+                    "Write the proof that VERSION of ENTITY is what the digest FILE committed to: the version's "
+                    "item, every later version up to the entity's head at the digest (the chain's links) and the "
+                    "Merkle path from that head to the digest's root. `changeflow verify-proof` checks it with no "
+                    "access to the table. The proof is checked before it is written: a table that no longer "
+                    "matches the digest is refused here.",
+                    exit_help("0  the proof was written",
+                              "1  refused, by name: no such entity, EntityNotInDigest, VersionAfterDigest (written "
+                              "after the digest), VersionGone (deleted or expired), RedactedAfterDigest, "
+                              "DigestAltered, "
+                              "NoChainAtDigest, "
+                              "or the table no longer matches the digest (ChainBroken, HeadMismatch, ...)",
+                              "2  bad command line, or a digest file that is unreadable, not JSON or not a digest",
+                              EXIT_3_REMOTE))
+    add_remote_options(proof, json=False)
+    proof.add_argument("entity", help="entity id")
+    proof.add_argument("version", type=COUNT, help="the version to prove (1 or more)")
+    proof.add_argument("--digest", metavar="FILE", required=True, help="a digest (changeflow digest) kept elsewhere")
+    proof.add_argument("--output", metavar="FILE", help="write the proof to FILE instead of standard output")
+    proof.set_defaults(func=cmd_proof)
+
+
+def add_verify_proof(command) -> None:
+    check = command("verify-proof", "check a proof of one version against a digest, offline",
+                    "Check a proof (changeflow proof) against the digest FILE with nothing else: no stack, no AWS "
+                    "client, no network; an auditor runs it on a laptop. Every hash is recomputed: the version's, "
+                    "each later link's up to the head the digest recorded, and the Merkle path to the digest's "
+                    "root. The proof is read byte for byte as `changeflow proof` wrote it.",
+                    exit_help("0  proven",
+                              "1  refused, by name: OtherEntity or OtherVersion (not what --entity/--version ask), "
+                              "EntityNotInDigest, VersionAfterDigest (written after the digest), OtherDigest, "
+                              "DigestAltered, NoChainAtDigest, ChainBroken, ChainTruncated, ChainPastHead, "
+                              "HeadMismatch, "
+                              "MerklePathMismatch",
+                              "2  bad command line, or a proof or digest file that is unreadable, not JSON, not of "
+                              "its form (a proof altered in its form or reformatted) or not a digest"))
+    check.add_argument("proof", metavar="PROOF", help="the proof file (changeflow proof --output)")
+    check.add_argument("--digest", metavar="FILE", required=True, help="the digest the proof is against")
+    check.add_argument("--entity", help="refuse the proof unless it is of this entity")
+    check.add_argument("--version", type=COUNT, help="refuse the proof unless it is of this version")
+    check.add_argument("--json", action="store_true", help="print what was proven as JSON")
+    check.set_defaults(func=cmd_verify_proof)
 
 
 def add_repair(command) -> None:
