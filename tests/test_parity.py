@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.client import Changeflow
 from changeflow.local.template import Template
+from changeflow_core import principal
 from conftest import ROOT
 
 LAYER = ROOT / "layers" / "core"
@@ -233,8 +234,10 @@ def test_express_does_not_dedupe_execution_names(express):
     # https://docs.aws.amazon.com/step-functions/latest/dg/choosing-workflow-type.html (Express: at-least-once)
     stack, cf = express
     request = put()
-    first = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same", input=json.dumps(request))
-    second = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same", input=json.dumps(request))
+    first = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same",
+                                   input=principal.direct_input(request))
+    second = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same",
+                                    input=principal.direct_input(request))
     assert first["executionArn"] != second["executionArn"]
     assert ":express:" in first["executionArn"] and first["executionArn"].split(":")[-2] == "same"
     outcomes = sorted(cf.wait(arn).output["outcome"] for arn in (first["executionArn"], second["executionArn"]))
@@ -484,7 +487,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     steps = _traced_steps(template)
     # a version whose content is 80 KB: in the request the fetch step reads, and in the content (DynamoDB
     # JSON) the write and history steps carry
-    steps["fetch_latest"]["event"]["request"]["attributes"]["notes"] = "n" * (80 * 1024)
+    steps["fetch_latest"]["event"]["request"]["request"]["attributes"]["notes"] = "n" * (80 * 1024)
     for name in ("update_latest", "put_history"):
         steps[name]["event"]["content"]["notes"] = {"S": "n" * (80 * 1024)}
     step = steps["read_api"]

@@ -9,7 +9,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
-from changeflow_core import observe, submissions
+from changeflow_core import observe, principal, submissions
 from changeflow_core.submissions import Refused
 
 STATE_MACHINE_ARN = os.environ["STATE_MACHINE_ARN"]
@@ -42,7 +42,9 @@ def lambda_handler(event, context):
         request = submissions.parse_body(raw)
         logger.append_keys(entityId=request["entityId"], changeId=request["changeId"])
         observe.annotate(tracer, request["entityId"])
-        answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request)
+        who = principal.from_api_event(event)  # who API Gateway authenticated, never the body (actor is a claim)
+        answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request,
+                                             who, principal.api_received_at(event))
     except Refused as refused:
         logger.info("refused", extra={"status": refused.status, "reason": refused.message})
         metrics.add_metric(name="ChangesRefused", unit=MetricUnit.Count, value=1)

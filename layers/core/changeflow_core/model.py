@@ -18,7 +18,8 @@ EFFECTIVE_AT = "effectiveAt"
 CHANGE_ID = "changeId"
 CHANGE_IDS = "changeIds"  # {changeId: version} of the last RECENT_CHANGE_IDS changes applied, any effectiveAt
 OPERATION = "operation"
-ACTOR = "actor"
+ACTOR = "actor"  # who the client says it acts for: its claim
+PRINCIPAL = "principal"  # who AWS authenticated for the request (changeflow_core.principal)
 REASON = "reason"
 EXECUTION = "executionArn"
 RECORDED_AT = "recordedAt"
@@ -35,7 +36,7 @@ RECENT_CHANGE_IDS = 16
 
 RESERVED = frozenset(
     {
-        PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, REASON,
+        PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, PRINCIPAL, REASON,
         EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH, PATCH_RECORD,
     }
 )

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from . import carried, items, model, store, wire
+from . import carried, items, model, principal, store, wire
 from .decisions import (
     MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, report,
 )
@@ -43,8 +43,10 @@ def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
     validated, taken from the state after a back-off (``VersionConflict`` / ``LatestWriteFailed`` once the
     attempts are spent). A put's content becomes DynamoDB JSON here, once."""
     if "request" in event:
-        request = wire.read_request(event["request"])  # numbers exact: parsed here, never by a double parser
-        change = validate_request(request, event["execution"])
+        sent, who, received_at = principal.unwrap(event["request"])  # the envelope an entry point built
+        # numbers exact: parsed here, never by a double parser
+        request = wire.read_request({wire.TEXT_FIELD: sent} if isinstance(sent, str) else sent)
+        change = validate_request(request, event["execution"], principal=who, received_at=received_at)
         content = items.to_wire(validate_attributes(request["attributes"])) if change.operation == model.PUT else None
         return change, content, 1
     change, content, attempt = Change.from_json(event["change"]), event.get("content"), event["attempt"]

@@ -28,7 +28,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import model, store, wire
+from . import model, principal as principals, store, wire
 from .names import MAX_ATTEMPT, execution_name
 from .validation import MAX_REQUEST_BYTES, request_size
 
@@ -90,10 +90,24 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def execution_input(request: dict[str, Any]) -> str:
-    """The StartExecution input of a change request: ``{"request": "<its JSON text>"}`` with every digit
-    (wire.execution_input, the same for every entry point)."""
-    return wire.execution_input(request)
+def execution_input(request: dict[str, Any], principal: dict[str, Any] | None = None,
+                    received_at: int | None = None) -> str:
+    """The StartExecution input of a change request: the envelope ``{"request": "<its JSON text>",
+    "principal": {...}, "receivedAt": ms}`` (changeflow_core.principal), numbers exact in the text."""
+    return wire.dumps(principals.envelope(wire.dumps(request, compact=True), principal or principals.direct(),
+                                          received_at), compact=True)
+
+
+def first_receipt(description: dict[str, Any], received_at: int | None) -> int | None:
+    """The earlier of ``received_at`` and an earlier attempt's ``receivedAt``: a change keeps the time it
+    was first received across attempts, so a late attempt cannot be newer than what followed it."""
+    try:
+        earlier = principals.received_ms(json.loads(description.get("input") or "{}").get(principals.RECEIVED_AT))
+    except (ValueError, AttributeError, principals.ValidationError):
+        earlier = None
+    if earlier is None:
+        return received_at
+    return earlier if received_at is None else min(earlier, received_at)
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:
@@ -124,15 +138,17 @@ def already_applied(dynamodb, table: str, request: dict[str, Any]) -> dict[str, 
 
 
 def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str,
-           request: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """``(answer, attempt)`` for a parsed change request; ``Refused`` when Step Functions refuses."""
+           request: dict[str, Any], principal: dict[str, Any] | None = None,
+           received_at: int | None = None) -> tuple[dict[str, Any], int]:
+    """``(answer, attempt)`` for a parsed change request, started with the ``principal`` API Gateway
+    authenticated and the time the change was first received; ``Refused`` when Step Functions refuses."""
     if workflow_type == EXPRESS:
         done = already_applied(dynamodb, table, request)
         if done is not None:
             return done, 0
-    payload = execution_input(request)
     for attempt in range(1, MAX_ATTEMPT + 1):
         name = execution_name(request["entityId"], request["changeId"], attempt)
+        payload = execution_input(request, principal, received_at)
         try:
             started = sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=payload)
             return {"executionArn": started["executionArn"], "status": "RUNNING",
@@ -145,6 +161,7 @@ def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str
         description = sfn.describe_execution(executionArn=execution_arn(state_machine_arn, name))
         if description["status"] not in FAILED_STATUSES:
             return _answer(description), attempt
+        received_at = first_receipt(description, received_at)  # the next attempt keeps the first receipt
     raise Refused(409, f"change {request['changeId']!r} of this entity failed {MAX_ATTEMPT} times; "
                        "send it with a new changeId")
 

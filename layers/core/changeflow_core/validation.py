@@ -48,6 +48,7 @@ class Change:
     reason: str | None = None
     set: dict[str, Any] | None = None  # a patch: the fields it sets, as DynamoDB JSON (exact numbers)
     remove: list[str] | None = None  # a patch: the fields it removes
+    principal: dict[str, Any] | None = None  # who AWS authenticated (changeflow_core.principal), never the body
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -158,11 +159,15 @@ def validate_patch(request: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return values, list(remove)
 
 
-def validate_request(request: Any, execution: dict[str, Any]) -> Change:
+def validate_request(request: Any, execution: dict[str, Any], principal: dict[str, Any] | None = None,
+                     received_at: int | None = None) -> Change:
     """A ``Change`` from a raw request, or ``ValidationError`` naming the first bad field.
 
-    ``execution`` is ``{"name", "startTime"}`` of the running execution: the defaults for ``changeId``
-    and ``effectiveAt``, which a retried step or a redriven execution therefore reuses.
+    ``execution`` is ``{"name", "startTime"}`` of the running execution: the default for ``changeId``.
+    The default ``effectiveAt`` is ``received_at``, when the change was first received (the envelope's
+    ``receivedAt``: the first API request, the event's ingestion time), else the execution's start: a
+    resend in a later execution keeps it, so it is stale at worst (never newer than what followed it).
+    ``principal`` is the envelope's, normalised (``changeflow_core.principal``).
     """
     if not isinstance(request, dict):
         raise ValidationError("request", f"must be a JSON object, not {type(request).__name__}")
@@ -206,7 +211,7 @@ def validate_request(request: Any, execution: dict[str, Any]) -> Change:
         expected = _integer("expectedVersion", expected, 0, model.MAX_VERSION)
 
     if request.get("effectiveAt") is None:
-        effective_at = epoch_ms(execution["startTime"])
+        effective_at = received_at if received_at is not None else epoch_ms(execution["startTime"])
     else:
         effective_at = _integer("effectiveAt", request["effectiveAt"], 0, MAX_EFFECTIVE_AT)
 
@@ -224,4 +229,5 @@ def validate_request(request: Any, execution: dict[str, Any]) -> Change:
         reason=_text("reason", request.get("reason"), MAX_REASON_CHARS, required=False),
         set=patch_set,
         remove=patch_remove,
+        principal=principal,
     )

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 import boto3
 from botocore.config import Config
 
-from changeflow_core import items, model, store, wire
+from changeflow_core import items, model, principal, store, wire
 
 from . import names
 
@@ -111,19 +111,38 @@ class Changeflow:
 
         The same change submitted again gets the same name; Step Functions refuses a second execution
         of a closed one (``ExecutionAlreadyExists``). With ``redeliver`` it is delivered again as a new
-        execution (as an at-least-once source would), and the workflow reports it ``duplicate``."""
+        execution (as an at-least-once source would), and the workflow reports it ``duplicate``, or
+        ``stale`` once v0 no longer remembers its id: a redelivery keeps the time the first execution
+        started as its ``receivedAt`` (its default effectiveAt), so it never reverts newer data.
+
+        The input is the direct-start envelope (``changeflow_core.principal``): Step Functions does not
+        tell the workflow who called StartExecution, and the version records exactly that."""
         name = name or names.execution_name(_parsed(request))
+        received_at = None
         for delivery in range(1, 100):
             attempt = name if delivery == 1 else names.redelivery_name(name, delivery)
             try:
                 response = self.sfn.start_execution(  # numbers cross Step Functions inside the text: exact
-                    stateMachineArn=self.state_machine_arn, name=attempt, input=wire.execution_input(request)
-                )
+                    stateMachineArn=self.state_machine_arn, name=attempt,
+                    input=principal.direct_input(request, received_at))
                 return attempt, response["executionArn"]
             except self.sfn.exceptions.ExecutionAlreadyExists:
                 if not redeliver:
                     raise
+                if received_at is None:  # the first delivery's receipt: what it was given, or its start
+                    received_at = self._first_receipt(attempt)
         raise RuntimeError(f"change {name} was delivered 99 times")
+
+    def _first_receipt(self, name: str) -> int | None:
+        arn = self.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+        try:
+            description = self.sfn.describe_execution(executionArn=arn)
+        except self.sfn.exceptions.ExecutionDoesNotExist:
+            return None
+        sent = json.loads(description.get("input") or "{}")
+        received = sent.get(principal.RECEIVED_AT) if isinstance(sent, dict) else None
+        started = description["startDate"]
+        return principal.received_ms(received) if received is not None else int(started.timestamp() * 1000)
 
     def wait(self, arn: str, timeout: float = 300.0) -> Execution:
         """Wait for the execution to end (an event on the embedded stack, polling elsewhere)."""
@@ -186,7 +205,8 @@ class Changeflow:
                 if summary["executionArn"] in seen:
                     continue
                 description = self.describe(summary["executionArn"])
-                if json.loads(description.get("input") or "null") == json.loads(wire.execution_input(request)):
+                sent = json.loads(description.get("input") or "null")  # the rule's envelope around the detail
+                if isinstance(sent, dict) and sent.get("request") == json.loads(wire.execution_input(request)):
                     return self.wait(summary["executionArn"], max(1.0, deadline - time.monotonic()))
                 if description["status"] != "RUNNING":
                     seen.add(summary["executionArn"])
