@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from changeflow_core import wire
+from changeflow_core import principal, wire
 
 from .client import Execution
 
@@ -79,8 +79,9 @@ def patch_summary(record: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-VERSION_COLUMNS = ["version", "deleted", "effectiveAt", "operation", "changeId", "actor", "expiresAt", "patch",
-                   "attributes"]
+# principal: who AWS authenticated; actor: who the client claims to act for (changeflow_core.principal)
+VERSION_COLUMNS = ["version", "deleted", "effectiveAt", "operation", "changeId", "principal", "actor (claimed)",
+                   "expiresAt", "patch", "attributes"]
 
 
 def versions(entity_id: str, entity: dict[str, Any], head: str | None = None) -> str:
@@ -88,7 +89,7 @@ def versions(entity_id: str, entity: dict[str, Any], head: str | None = None) ->
     rows = []
     for v in entity["versions"]:
         rows.append([v["version"], "yes" if v["deleted"] else "", v["effectiveAt"], v["operation"], v["changeId"],
-                     v["actor"], v["expiresAt"], patch_summary(v.get("patch")),
+                     principal.describe(v.get("principal")), v["actor"], v["expiresAt"], patch_summary(v.get("patch")),
                      v["attributes"] if not v["deleted"] else "(tombstone)"])
     latest = entity["latest"]
     if head is None and latest is None:

@@ -44,6 +44,11 @@ def change_request(execution_input: Any) -> Any:
         return value
 
 
+def describe_principal(value: Any) -> str:
+    """Who AWS authenticated for a version, in one line (changeflow_core.principal.describe)."""
+    return principal.describe(value if isinstance(value, dict) else None)
+
+
 def pretty(value: Any) -> str:
     value = parse_json(value)
     if isinstance(value, str):
