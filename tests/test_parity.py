@@ -4,9 +4,11 @@ that only AWS can exercise are pinned here. Each test names the AWS page it foll
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -537,3 +539,27 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     # capturing the response: the DynamoDB subsegments arrive, the handler's (over 64 KB) never does
     assert any(doc.get("namespace") == "aws" for _, doc in received["captured"])
     assert not any(doc.get("name") == "## lambda_handler" for _, doc in received["captured"])
+
+
+# --- EventBridge ----------------------------------------------------------------------------------------------
+def test_an_input_transformer_gets_eventbridges_predefined_variables(stack):
+    # https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-transform-target-input.html ("Predefined
+    # variables"): the rule's ARN and name, the event without its detail, the ingestion time as ISO 8601.
+    # Stock moto 5.2.5 leaves the first three in the template (invalid JSON) and writes a Unix time.
+    arn = machine(stack, {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
+    events = stack.client("events")
+    rule = events.put_rule(Name="parity-transformer", EventPattern=json.dumps({"source": ["parity.test"]}))["RuleArn"]
+    events.put_targets(Rule="parity-transformer", Targets=[{"Id": "t", "Arn": arn, "InputTransformer": {
+        "InputPathsMap": {"detail": "$.detail"},
+        "InputTemplate": '{"detail": <detail>, "rule": "<aws.events.rule-arn>", "name": "<aws.events.rule-name>", '
+                         '"event": <aws.events.event>, "at": "<aws.events.event.ingestion-time>"}'}}])
+    before = time.time()
+    events.put_events(Entries=[{"Source": "parity.test", "DetailType": "t", "Detail": json.dumps({"k": 1})}])
+    [started] = stack.client("stepfunctions").list_executions(stateMachineArn=arn)["executions"]
+    sent = json.loads(stack.client("stepfunctions").describe_execution(executionArn=started["executionArn"])["input"])
+    assert sent["detail"] == {"k": 1} and sent["rule"] == rule and sent["name"] == "parity-transformer"
+    assert sent["event"]["source"] == "parity.test" and sent["event"]["account"] == "123456789012"
+    assert "detail" not in sent["event"] and "ingestion-time" not in sent["event"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", sent["event"]["time"])
+    at = datetime.datetime.fromisoformat(sent["at"].replace("Z", "+00:00")).timestamp()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", sent["at"]) and before - 1 <= at <= time.time() + 1

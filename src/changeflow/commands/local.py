@@ -52,7 +52,7 @@ def cmd_serve(args) -> int:
                 print(f"  {name}: {value}")
         for api in server.routes:
             auth = "UNSIGNED requests accepted (--insecure)" if not api.iam else \
-                "SigV4 for execute-api required, as AWS_IAM; default credentials testing/testing"
+                "SigV4 required, as AWS_IAM; default credentials testing/testing"
             print(f"  REST API {api.logical_id}: {server.url}/{api.stage}  (POST /changes, GET /entities/...; {auth})")
         print(f"  console: {server.url}/console")
         print(f"  try: changeflow submit events/workflow/put.json --endpoint-url {server.url}")
