@@ -161,3 +161,12 @@ def test_serve_insecure_accepts_unsigned_requests_and_records_them_as_unauthenti
         assert status == 200
         wait(answer)
         assert principal_of(running, "s#9")[0] == {"via": "api", "authenticated": False}
+
+
+def test_the_impersonation_campaign_row_finds_no_false_principal(server):
+    from changeflow.checks.impersonation import ATTACKS, impersonations
+
+    tally = impersonations(server, seed=1, entities=2)
+    assert tally.violations == []
+    assert tally.cases == 2 and sum(tally.faults.values()) == 2 * len(ATTACKS)
+    assert tally.outcomes["refused"] == 2 * len(ATTACKS)
