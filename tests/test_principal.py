@@ -236,3 +236,77 @@ def test_the_api_keeps_the_first_receipt_across_attempts(stack, cf, monkeypatch)
     answer = post(stack, later)
     assert answer["executionArn"].endswith(":" + execution_name("r#3", "c1", 2))
     assert versions(cf, "r#3")[0]["effectiveAt"] == first_receipt
+
+
+# --- authorization (optional, off by default) ------------------------------------------------------------------
+POLICY = [{"principals": [ALICE], "entities": ["doc#"], "operations": ["put", "patch", "delete", "rollback", "read"]},
+          {"principals": ["events:123456789012/changeflow.client"], "entities": ["evt#"], "operations": ["put"]}]
+
+
+@pytest.fixture
+def guarded(make_stack):
+    from changeflow.client import Changeflow
+
+    stack = make_stack(AuthorizationPolicy=json.dumps(POLICY))
+    return stack, Changeflow.for_embedded(stack)
+
+
+def read(stack, entity: str, user_arn: str) -> tuple[int, dict]:
+    event = load_event("functions/read_api.json")
+    event.update(resource="/entities/{id}", path=f"/entities/{entity.replace('#', '%23')}",
+                 pathParameters={"id": entity})
+    event["requestContext"].update(resourcePath="/entities/{id}", identity={
+        "userArn": user_arn, "accountId": "123456789012", "caller": "AIDA", "sourceIp": "203.0.113.10"})
+    payload, failed = stack.lambdas.invoke(stack.function("ReadApiFunction"), event)
+    assert not failed, payload
+    return payload["statusCode"], json.loads(payload["body"])
+
+
+def test_authorization_lets_the_policys_principals_change_and_read_their_entities(guarded):
+    stack, cf = guarded
+    assert post(stack, api_event(put("doc#1", "c1")))["httpStatus"] == 200
+    assert len(versions(cf, "doc#1")) == 1
+    assert read(stack, "doc#1", ALICE)[0] == 200
+    assert cf.submit_via_events(put("evt#1", "c1"), timeout=30).status == "SUCCEEDED"
+    assert len(versions(cf, "evt#1")) == 1
+
+
+def test_authorization_refuses_the_api_with_403_and_starts_nothing(guarded):
+    stack, cf = guarded
+    answer = post(stack, api_event(put("other#1", "c1")))  # alice, outside her prefix
+    assert answer["httpStatus"] == 403 and answer["message"].startswith("Forbidden: ")
+    answer = post(stack, api_event(put("doc#2", "c1"), user_arn="arn:aws:iam::123456789012:user/bob"))
+    assert answer["httpStatus"] == 403
+    assert cf.sfn.list_executions(stateMachineArn=cf.state_machine_arn)["executions"] == []
+    assert versions(cf, "other#1") == [] and versions(cf, "doc#2") == []
+
+
+def test_authorization_fails_an_execution_forbidden_and_writes_nothing(guarded):
+    stack, cf = guarded
+    # the bus's principal may put evt#... only: a delete, or another entity, is Forbidden in the workflow
+    refused = cf.submit_via_events(put("doc#3", "c1"), timeout=30)
+    assert refused.status == "FAILED" and refused.error == "Forbidden"
+    assert "events:123456789012/changeflow.client may not put entity 'doc#3'" in refused.cause
+    assert versions(cf, "doc#3") == []
+    # a direct StartExecution names no principal: no rule can allow it
+    direct = cf.submit(put("doc#4", "c1"))
+    assert direct.status == "FAILED" and direct.error == "Forbidden" and versions(cf, "doc#4") == []
+
+
+def test_authorization_governs_the_read_routes(guarded):
+    stack, cf = guarded
+    post(stack, api_event(put("doc#5", "c1")))
+    assert read(stack, "doc#5", "arn:aws:iam::123456789012:user/bob") == (403, {
+        "statusCode": 403, "message": "arn:aws:iam::123456789012:user/bob may not read entity 'doc#5' under the "
+                                      "stack's AuthorizationPolicy"})
+    assert read(stack, "doc#5", ALICE)[0] == 200
+
+
+def test_an_authorization_policy_that_does_not_parse_fails_closed():
+    from changeflow_core import authorization
+
+    assert authorization.parse("") is None
+    for bad in ('{"principals": []}', '[{"principals": ["*"], "entities": [""]}]',
+                '[{"principals": ["*"], "entities": [""], "operations": ["write"]}]'):
+        with pytest.raises(ValueError):
+            authorization.parse(bad)

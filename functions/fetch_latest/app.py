@@ -14,7 +14,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import model, observe, steps
+from changeflow_core import authorization, model, observe, steps
 from changeflow_core.decisions import ChangeIsStale
 from changeflow_core.errors import ValidationError, VersionConflict
 
@@ -22,6 +22,7 @@ TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 UPDATE, TOMBSTONE = os.environ["UPDATE_LATEST_FUNCTION_ARN"], os.environ["DELETE_TOMBSTONE_FUNCTION_ARN"]
 WRITERS = {model.PUT: UPDATE, model.PATCH: UPDATE, model.ROLLBACK: UPDATE, model.DELETE: TOMBSTONE}
+POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
 
 logger = Logger()
 tracer = Tracer()
@@ -40,6 +41,7 @@ def lambda_handler(event, context):
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise
     logger.append_keys(entityId=change.entityId, changeId=change.changeId, attempt=attempt)
+    authorization.check(POLICY, change.principal, change.entityId, change.operation)  # Forbidden: nothing written
     observe.annotate(tracer, change.entityId)
     observe.count(metrics, observe.CHANGES_RECEIVED if attempt == 1 else observe.CHANGES_FETCHED_AGAIN, change.operation)
 

@@ -9,12 +9,13 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
-from changeflow_core import observe, principal, submissions
+from changeflow_core import authorization, observe, principal, submissions
 from changeflow_core.submissions import Refused
 
 STATE_MACHINE_ARN = os.environ["STATE_MACHINE_ARN"]
 WORKFLOW_TYPE = os.environ["WORKFLOW_TYPE"]
 TABLE_NAME = os.environ["TABLE_NAME"]
+POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
 
 logger = Logger()
 tracer = Tracer()
@@ -44,7 +45,7 @@ def lambda_handler(event, context):
         observe.annotate(tracer, request["entityId"])
         who = principal.from_api_event(event)  # who API Gateway authenticated, never the body (actor is a claim)
         answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request,
-                                             who, principal.api_received_at(event))
+                                             who, principal.api_received_at(event), POLICY)
     except Refused as refused:
         logger.info("refused", extra={"status": refused.status, "reason": refused.message})
         metrics.add_metric(name="ChangesRefused", unit=MetricUnit.Count, value=1)

@@ -28,7 +28,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import model, principal as principals, store, wire
+from . import authorization, model, principal as principals, store, wire
 from .names import MAX_ATTEMPT, execution_name
 from .validation import MAX_REQUEST_BYTES, request_size
 
@@ -139,9 +139,14 @@ def already_applied(dynamodb, table: str, request: dict[str, Any]) -> dict[str, 
 
 def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str,
            request: dict[str, Any], principal: dict[str, Any] | None = None,
-           received_at: int | None = None) -> tuple[dict[str, Any], int]:
+           received_at: int | None = None, policy: list | None = None) -> tuple[dict[str, Any], int]:
     """``(answer, attempt)`` for a parsed change request, started with the ``principal`` API Gateway
-    authenticated and the time the change was first received; ``Refused`` when Step Functions refuses."""
+    authenticated and the time the change was first received; ``Refused`` when the stack's authorization
+    ``policy`` denies it (403, nothing started) or Step Functions refuses."""
+    try:
+        authorization.check(policy, principal, request["entityId"], request.get("operation"))
+    except authorization.Forbidden as exc:
+        raise Refused(403, f"Forbidden: {exc}") from exc
     if workflow_type == EXPRESS:
         done = already_applied(dynamodb, table, request)
         if done is not None:

@@ -118,6 +118,8 @@ def scenarios() -> list[Scenario]:
         Scenario("ReportFailed", base + [_put(e, "c0", 500, title="late")],
                  faults=[("TagTtlFunction", "service", 100)], expect="ReportFailed",
                  at_least={"TagTtlFunction": 2}),
+        Scenario("Forbidden", [_put(e, "c1", 1000, title="first")], expect="Forbidden",  # a direct start: no ARN
+                 params={"AuthorizationPolicy": '[{"principals": ["arn:*"], "entities": [""], "operations": ["put"]}]'}),
         Scenario("expiry tag missed", base + [_put(e, "c2", 2000)], params={"HistoryRetentionVersions": "1"},
                  faults=[("TagTtlFunction", "service", 100)], at_least={"TagTtlFunction": 2}),
     ]
