@@ -2,12 +2,13 @@
 state), read the entity's latest state consistently (writing the version ``v0`` holds to history if its
 writer never did: whoever moves v0 on makes sure history has it), and decide. A stale change ends here.
 
-Input: ``{"request": {"request": "<change request as JSON text>"} (or a request object), "execution": {"id", "name", "startTime"}}``, or after a back-off
-``{"change", "content", "attempt", "error", "execution": {"name"}}``.
+Input: ``{"request": <the execution input: changeflow_core.principal's envelope>, "execution": {"id", "name",
+"startTime"}}``, or after a back-off ``{"change", "content", "attempt", "error", "execution": {"name"}}``.
 Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``, and
 ``historyRepaired``: the version whose history item the read wrote from ``v0`` (its writer never did).
-Raises ``ValidationError`` or ``NotFound`` (nothing is written by any later step), ``ChangeIsStale``
-(the report step returns the outcome), ``VersionConflict`` or ``LatestWriteFailed`` (attempts spent).
+Raises ``ValidationError`` (a bad request or envelope), ``Forbidden`` (the authorization policy) or ``NotFound``
+(nothing is written by any later step), ``ChangeIsStale`` (the report step returns the outcome),
+``VersionConflict`` or ``LatestWriteFailed`` (attempts spent).
 """
 
 import os
@@ -36,12 +37,11 @@ dynamodb = boto3.client("dynamodb")
 def lambda_handler(event, context):
     logger.append_keys(execution=event["execution"]["name"])
     try:
-        change, content, attempt = steps.take(event)
+        change, content, attempt = steps.take(event, POLICY)  # Forbidden: the policy denies it, nothing written
     except ValidationError:
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise
     logger.append_keys(entityId=change.entityId, changeId=change.changeId, attempt=attempt)
-    authorization.check(POLICY, change.principal, change.entityId, change.operation)  # Forbidden: nothing written
     observe.annotate(tracer, change.entityId)
     observe.count(metrics, observe.CHANGES_RECEIVED if attempt == 1 else observe.CHANGES_FETCHED_AGAIN, change.operation)
 

@@ -1,6 +1,5 @@
-"""The read API (Powertools REST resolver): the latest state (404 for a tombstone or nothing, never its
-internals) or the state as of a time (?asOf=&knownAt=), versions newest first (?limit=&cursor=, or those in
-effect during ?from=&to=), one version, the execution that wrote it."""
+"""The read API (Powertools REST resolver): the latest state (404 for a tombstone or nothing) or as of a time
+(?asOf=&knownAt=), versions newest first (?limit=&cursor=, or ?from=&to=), one version, its execution."""
 
 import os
 
@@ -56,8 +55,7 @@ def get_version_execution(id: str, version: str):
 
 @app.exception_handler([ValidationError, NotFound, asof.Gone, authorization.Forbidden])
 def client_error(exc):
-    status = 404 if isinstance(exc, NotFound) else 410 if isinstance(exc, asof.Gone) else \
-        403 if isinstance(exc, authorization.Forbidden) else 400
+    status = {NotFound: 404, asof.Gone: 410, authorization.Forbidden: 403}.get(type(exc), 400)
     return Response(status, "application/json", {"statusCode": status, "message": str(exc)})
 
 

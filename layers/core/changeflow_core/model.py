@@ -30,8 +30,9 @@ PREV_HASH = "prevHash"  # the hash chain (changeflow_core.chain): the previous v
 CHAIN_HASH = "chainHash"  # and this version's
 PATCH_RECORD = "patch"  # a patch: what it set and removed ({"set": {...}, "remove": [...]}), beside the full content
 
-# How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt
-# (a retry of a failed execution gets a new default effectiveAt). Bounded, so v0 and the state stay small.
+# How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt.
+# Bounded, so v0 and the state stay small; past it, a resend keeps its first receipt as its default
+# effectiveAt, so it is stale at worst (docs/identity.md, the resend window).
 RECENT_CHANGE_IDS = 16
 
 RESERVED = frozenset(
