@@ -186,7 +186,7 @@ def describe(principal: dict[str, Any] | None) -> str:
     if via == EVENTS:
         return f"events:{principal.get('account')}/{principal.get('source')}"
     if via == STEPFUNCTIONS:
-        return "(direct StartExecution: caller not known to the workflow)"
+        return "(StartExecution: caller unknown)"
     return str(principal)
 
 
