@@ -310,3 +310,11 @@ def test_an_authorization_policy_that_does_not_parse_fails_closed():
                 '[{"principals": ["*"], "entities": [""], "operations": ["write"]}]'):
         with pytest.raises(ValueError):
             authorization.parse(bad)
+
+
+def test_history_shows_the_principal_beside_the_claimed_actor(stack, cf):
+    from changeflow import report
+
+    answer = post(stack, api_event(put("h#1", "c1", actor="cfo@example.com")))
+    shown = report.history(list(cf.history(answer["executionArn"])))
+    assert shown.splitlines()[0] == f"principal: {ALICE}   actor (claimed): cfo@example.com"

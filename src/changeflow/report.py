@@ -108,8 +108,24 @@ def _json(text: Any) -> Any:
         return text
 
 
+def who(events: list[dict[str, Any]]) -> str | None:
+    """``principal: ...   actor (claimed): ...`` of the execution's input, or None for an input without the
+    principal envelope (changeflow_core.principal)."""
+    started = next((e for e in events if e["type"] == "ExecutionStarted"), None)
+    sent = _json(((started or {}).get("executionStartedEventDetails") or {}).get("input"))
+    if not isinstance(sent, dict) or not isinstance(sent.get(principal.FIELD), dict):
+        return None
+    try:
+        request = principal.request_in(sent)
+    except ValueError:
+        request = None
+    actor = request.get("actor") if isinstance(request, dict) else None
+    return f"principal: {principal.describe(sent[principal.FIELD])}   actor (claimed): {actor if actor else '(none)'}"
+
+
 def history(events: list[dict[str, Any]]) -> str:
-    """The console's event table; retries show as repeated TaskScheduled/TaskFailed of the same state."""
+    """The console's event table, under who sent the change (the principal AWS authenticated, the claimed
+    actor); retries show as repeated TaskScheduled/TaskFailed of the same state."""
     if not events:
         return "(no events)"
     start = events[0]["timestamp"]
@@ -128,4 +144,5 @@ def history(events: list[dict[str, Any]]) -> str:
         rows.append([event["id"], event["type"], state, f"{elapsed} ms", shown or ""])
         if event["type"].endswith("StateExited"):
             state = ""
-    return table(["id", "type", "state", "elapsed", "details"], rows, max_width=100)
+    head = who(events)
+    return (head + "\n" if head else "") + table(["id", "type", "state", "elapsed", "details"], rows, max_width=100)
