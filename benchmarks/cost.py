@@ -236,6 +236,46 @@ def wait_seconds(events: list[dict]) -> float:
     return total
 
 
+PRINCIPALS = {  # what each entry point records (changeflow_core.principal), with typical lengths
+    "api: IAM user": {"via": "api", "arn": "arn:aws:iam::123456789012:user/alice", "accountId": "123456789012",
+                      "caller": "AIDAJQABLZS4A3QDU576Q"},
+    "api: role session": {"via": "api", "arn": "arn:aws:sts::123456789012:assumed-role/changeflow-writer/ci-run-1234",
+                          "accountId": "123456789012", "caller": "AROAJQABLZS4A3QDU576Q:ci-run-1234"},
+    "events": {"via": "events", "rule": "arn:aws:events:us-east-1:123456789012:rule/changeflow-changes/"
+               "changeflow-ChangeStateMachineChangeRequested-1A2B3C4D5E6F", "account": "123456789012",
+               "source": "changeflow.client", "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718", "region": "us-east-1"},
+    "direct StartExecution": {"via": "stepfunctions"},
+}
+
+
+def principal_share(sizes=(1000, 4000)) -> dict:
+    """What the principal adds per applied change (issue 21): bytes on each of the two items an applied change
+    writes (v0 and its history item), the write units of those two puts with and without it (DynamoDB bills
+    writes per started 1 KB), and the bytes the change carries between states. Computed from item sizes, as
+    every unit figure here is: the same items the write step builds (changeflow_core.items.latest_item)."""
+    import math
+
+    from changeflow_core import codec, items, wire
+    from changeflow_core.validation import Change
+
+    rows = {}
+    for label, principal in PRINCIPALS.items():
+        row = {"item_bytes": codec.item_size(codec.serialize_item({"principal": principal})),
+               "state_bytes": len(wire.dumps({"principal": principal}, compact=True)) - 2}
+        for size in sizes:
+            change = Change(entityId="bench#x", operation="put", effectiveAt=T0, changeId="bench#x-c1", actor="benchmark")
+            values = codec.serialize_item(attributes_for(size))
+            arn = "arn:aws:states:us-east-1:123456789012:execution:changeflow-ChangeStateMachine:" + "x" * 60
+            units = []
+            for who in (None, principal):
+                item = items.latest_item(Change(**{**change.to_json(), "principal": who}), items.from_wire(values),
+                                         None, 1, T0, arn)
+                units.append(2 * math.ceil(codec.item_size(codec.serialize_item(item)) / 1024))
+            row[f"write_units_{size}"] = {"without": units[0], "with": units[1]}
+        rows[label] = row
+    return rows
+
+
 def lambda_invocations(events: list[dict]) -> int:
     return sum(1 for ev in events if ev["type"] in ("TaskScheduled", "LambdaFunctionScheduled"))
 
@@ -388,6 +428,15 @@ def units_report(report: dict) -> str:
                     f"-> {sizes[s][path]['read_units']:g}/{sizes[s][path]['write_units']:<6g}"
                     for s in sizes)
                 print(f"{path:<10}{cells}")
+        if "principal" in report:
+            print("\nThe principal's share (issue 21): bytes per item (v0 and history each), bytes carried between "
+                  "states, and the write units of an applied change's two puts without -> with it")
+            print(f"{'principal':<24}{'item B':>8}{'state B':>9}" + "".join(
+                f"{f'{s // 1000} KB W':>14}" for s in (1000, 4000)))
+            for label, row in report["principal"].items():
+                cells = "".join(f"{row[f'write_units_{s}']['without']:>9g} -> {row[f'write_units_{s}']['with']:<2g}"
+                                for s in (1000, 4000))
+                print(f"{label:<24}{row['item_bytes']:>8}{row['state_bytes']:>9}{cells}")
         print(f"\nCost per million changes at 1 KB (USD; Lambda {int(LAMBDA_MEMORY_GB * 1024)} MB x {HANDLER_MS:g} ms "
               "per invocation assumed; Express: 64 MB, 100 ms plus Waits; logs at the default: ERROR, no data)")
         for path in PATHS:
@@ -545,7 +594,8 @@ def main() -> None:
         if args.json:
             print(json.dumps(rows, indent=2))
         return
-    report = {"prices": PRICES, "sizes": {}, "separate_history_table": {}, "log_bytes": {}}
+    report = {"prices": PRICES, "sizes": {}, "separate_history_table": {}, "log_bytes": {},
+              "principal": principal_share()}
     for size in (1000, 4000, 100_000):
         report["sizes"][size] = measure_paths(size)
     for size in (1000, 100_000):  # the fetch step's two reads with SeparateHistoryTable=true

@@ -42,7 +42,7 @@ def sequence(entities: int) -> list[dict]:
 def direct(stack, changes) -> list[str]:
     """The handlers called in workflow order, as plain function calls."""
     from changeflow.local.lambdas import LambdaContext
-    from changeflow_core import wire
+    from changeflow_core import principal
 
     stack.warm()
     fn = {f.logical_id: f.entry_point() for f in stack.lambdas.functions.values()}
@@ -51,8 +51,8 @@ def direct(stack, changes) -> list[str]:
     for i, request in enumerate(changes):
         execution = {"id": f"arn:direct:{i}", "name": f"direct-{i}", "startTime": "2026-01-01T00:00:00.000Z"}
         try:
-            # the execution input every entry point sends: {"request": "<its JSON text>"}
-            carried = json.loads(wire.execution_input(request))
+            # the execution input of a direct start: the request's JSON text in the envelope (principal)
+            carried = json.loads(principal.direct_input(request))
             state = {**fn["FetchLatestFunction"]({"request": carried, "execution": execution}, ctx), "execution": execution}
         except Exception as exc:  # noqa: BLE001 - ChangeIsStale: the report step's outcome
             outcomes.append(json.loads(str(exc))["outcome"])

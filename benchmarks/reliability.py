@@ -79,6 +79,12 @@ def main() -> int:
         for seed in range(args.seeds):
             api.add(r.api_retries(server, seed, entities=12))
         tallies.append(api)
+        from changeflow.checks.impersonation import impersonations
+
+        forged = impersonations(server, 0, entities=4)
+        for seed in range(1, args.seeds):
+            forged.add(impersonations(server, seed, entities=4))
+        tallies.append(forged)
     print(r.report(tallies))
     print(f"\n({time.perf_counter() - started:.0f} s; hostile input: see tests/test_hostile_input.py)")
     return 1 if any(t.violations for t in tallies) else 0

@@ -9,6 +9,7 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -188,12 +189,42 @@ def largest_state(cf, execution):
     return max(sizes)
 
 
+def sigv4_headers(method: str, url: str, data: bytes | None, headers: dict, key: str = "testing",
+                  secret: str = "testing", token: str | None = "testing", region: str = "us-east-1",
+                  service: str = "execute-api", when=None) -> dict:
+    """``headers`` with a SigV4 signature (botocore's signer), as a client of an AWS_IAM API sends them."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    request = AWSRequest(method=method, url=url, data=data or b"", headers=dict(headers))
+    signer = SigV4Auth(Credentials(key, secret, token), service, region)
+    if when is None:
+        signer.add_auth(request)
+    else:  # a signature made at another time (a replay)
+        stamp = when.strftime("%Y%m%dT%H%M%SZ")
+        request.context["timestamp"] = stamp
+        request.headers["X-Amz-Date"] = stamp
+        if token:
+            request.headers["X-Amz-Security-Token"] = token
+        canonical = signer.canonical_request(request)
+        signature = signer.signature(signer.string_to_sign(request, canonical), request)
+        scope = f"{key}/{stamp[:8]}/{region}/{service}/aws4_request"
+        request.headers["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders="
+                                            f"{signer.signed_headers(signer.headers_to_sign(request))}, Signature={signature}")
+    return dict(request.headers.items())
+
+
 def http_exchange(method: str, url: str, body: bytes | str | None = None, content_type: str = "application/json",
-                  timeout: float = 60) -> tuple[int, dict, bytes]:
+                  timeout: float = 60, sign: bool = True) -> tuple[int, dict, bytes]:
     """One HTTP request to a local server: ``(status, headers, body bytes)``; an error status is an answer,
-    not an exception. A text body is sent as UTF-8."""
+    not an exception. A text body is sent as UTF-8. A request to the REST API (``/v1/...``) is SigV4-signed
+    with the default credentials, as API Gateway's AWS_IAM requires, unless ``sign=False``."""
     data = body.encode("utf-8") if isinstance(body, str) else body
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": content_type})
+    headers = {"Content-Type": content_type}
+    if sign and urllib.parse.urlsplit(url).path.startswith("/v1/"):
+        headers = sigv4_headers(method, url, data, headers)
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, dict(response.headers), response.read()

@@ -164,7 +164,9 @@ def test_put_events_matching_the_rule_starts_the_workflow_with_the_detail(aws, s
     [started] = executions(aws, server)
     assert wait_for_termination(started["executionArn"], 30)
     description = aws("stepfunctions").describe_execution(executionArn=started["executionArn"])
-    assert json.loads(description["input"]) == json.loads(entries[0]["Detail"])  # InputPath $.detail
+    sent = json.loads(description["input"])  # the rule's InputTransformer: the detail, and who sent it
+    assert sent["request"] == json.loads(entries[0]["Detail"])
+    assert sent["principal"]["via"] == "events" and sent["principal"]["event"]["source"] == entries[0]["Source"]
     assert json.loads(description["output"])["outcome"] == "applied"
 
 

@@ -64,8 +64,8 @@ def test_fetch_handler_ends_a_stale_change_with_its_outcome(lambda_module, conte
 
     lambda_module("update_latest").lambda_handler(load_event("functions/update_latest.json"), context)
     event = load_event("functions/fetch_latest.json")
-    event["request"]["effectiveAt"] -= 1
-    event["request"]["changeId"] = "older"
+    event["request"]["request"]["effectiveAt"] -= 1
+    event["request"]["request"]["changeId"] = "older"
     # WHEN the fetch step decides THEN it raises the named signal whose message is the execution's output
     with pytest.raises(ChangeIsStale) as raised:
         lambda_module("fetch_latest").lambda_handler(event, context)
@@ -110,7 +110,7 @@ def test_fetch_handler_rejects_an_invalid_request(lambda_module, context, tables
     from changeflow_core.errors import ValidationError
 
     event = load_event("functions/fetch_latest.json")
-    event["request"]["operation"] = "upsert"
+    event["request"]["request"]["operation"] = "upsert"
     with pytest.raises(ValidationError, match="^operation:"):
         lambda_module("fetch_latest").lambda_handler(event, context)
 

@@ -261,8 +261,9 @@ def test_a_start_execution_input_with_a_long_number_as_a_json_number_is_refused_
     input) hands the fetch step a double, so the number is refused, quoting the double it became."""
     sfn, outputs = aws(server, "stepfunctions"), server.stack.outputs
     arn = sfn.start_execution(stateMachineArn=outputs["ChangeStateMachineArn"], name="object-form", input=(
-        '{"entityId": "num#sfn-object", "operation": "put", "changeId": "c1", '
-        '"attributes": {"n": 12345678901234567890.123456789012345678}}'))["executionArn"]
+        '{"request": {"entityId": "num#sfn-object", "operation": "put", "changeId": "c1", '
+        '"attributes": {"n": 12345678901234567890.123456789012345678}}, "principal": {"via": "stepfunctions"}}'
+    ))["executionArn"]
     assert wait_for_termination(arn, 60)
     message = refusal(sfn.describe_execution(executionArn=arn))
     assert message.startswith("attributes.n: 1.2345678901234567e+19 came as a JSON number"), message

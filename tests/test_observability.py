@@ -431,7 +431,7 @@ def test_emf_fetch_counts_an_invalid_request_as_rejected(run):
     from changeflow_core.errors import ValidationError
 
     event = load_event("functions/fetch_latest.json")
-    event["request"]["operation"] = "upsert"
+    event["request"]["request"]["operation"] = "upsert"
     result, lines = run("fetch_latest", event)
     assert isinstance(result, ValidationError)
     assert counted(lines, "ChangesRejected") == [("invalid", 1)] and counted(lines, "ChangesReceived") == []
@@ -905,7 +905,7 @@ def test_an_unhandled_error_logs_its_traceback_and_the_payload_keeps_the_handler
     # The Lambda runtime's error payload: errorMessage, errorType, stackTrace (from the handler on), and the
     # runtime logs "[ERROR] type: message" with the traceback to the function's log.
     event = load_event("functions/fetch_latest.json")
-    event["request"]["operation"] = "upsert"
+    event["request"]["request"]["operation"] = "upsert"
     function = stack.function("FetchLatestFunction")
     payload, failed = stack.lambdas.invoke(function, event)
     assert failed and payload["errorType"] == "ValidationError"

@@ -4,9 +4,11 @@ that only AWS can exercise are pinned here. Each test names the AWS page it foll
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -21,6 +23,7 @@ from botocore.exceptions import ClientError
 from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.client import Changeflow
 from changeflow.local.template import Template
+from changeflow_core import principal
 from conftest import ROOT
 
 LAYER = ROOT / "layers" / "core"
@@ -233,8 +236,10 @@ def test_express_does_not_dedupe_execution_names(express):
     # https://docs.aws.amazon.com/step-functions/latest/dg/choosing-workflow-type.html (Express: at-least-once)
     stack, cf = express
     request = put()
-    first = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same", input=json.dumps(request))
-    second = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same", input=json.dumps(request))
+    first = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same",
+                                   input=principal.direct_input(request))
+    second = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="same",
+                                    input=principal.direct_input(request))
     assert first["executionArn"] != second["executionArn"]
     assert ":express:" in first["executionArn"] and first["executionArn"].split(":")[-2] == "same"
     outcomes = sorted(cf.wait(arn).output["outcome"] for arn in (first["executionArn"], second["executionArn"]))
@@ -484,7 +489,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     steps = _traced_steps(template)
     # a version whose content is 80 KB: in the request the fetch step reads, and in the content (DynamoDB
     # JSON) the write and history steps carry
-    steps["fetch_latest"]["event"]["request"]["attributes"]["notes"] = "n" * (80 * 1024)
+    steps["fetch_latest"]["event"]["request"]["request"]["attributes"]["notes"] = "n" * (80 * 1024)
     for name in ("update_latest", "put_history"):
         steps[name]["event"]["content"]["notes"] = {"S": "n" * (80 * 1024)}
     step = steps["read_api"]
@@ -611,3 +616,27 @@ def test_the_execution_log_cuts_an_input_or_output_over_248_kb_escaped_and_says_
             assert LOG_PAYLOAD_LIMIT in sizes and not any(cuts[sizes.index(LOG_PAYLOAD_LIMIT):][:1])
         else:
             assert any(cuts)
+
+
+# --- EventBridge ----------------------------------------------------------------------------------------------
+def test_an_input_transformer_gets_eventbridges_predefined_variables(stack):
+    # https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-transform-target-input.html ("Predefined
+    # variables"): the rule's ARN and name, the event without its detail, the ingestion time as ISO 8601.
+    # Stock moto 5.2.5 leaves the first three in the template (invalid JSON) and writes a Unix time.
+    arn = machine(stack, {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
+    events = stack.client("events")
+    rule = events.put_rule(Name="parity-transformer", EventPattern=json.dumps({"source": ["parity.test"]}))["RuleArn"]
+    events.put_targets(Rule="parity-transformer", Targets=[{"Id": "t", "Arn": arn, "InputTransformer": {
+        "InputPathsMap": {"detail": "$.detail"},
+        "InputTemplate": '{"detail": <detail>, "rule": "<aws.events.rule-arn>", "name": "<aws.events.rule-name>", '
+                         '"event": <aws.events.event>, "at": "<aws.events.event.ingestion-time>"}'}}])
+    before = time.time()
+    events.put_events(Entries=[{"Source": "parity.test", "DetailType": "t", "Detail": json.dumps({"k": 1})}])
+    [started] = stack.client("stepfunctions").list_executions(stateMachineArn=arn)["executions"]
+    sent = json.loads(stack.client("stepfunctions").describe_execution(executionArn=started["executionArn"])["input"])
+    assert sent["detail"] == {"k": 1} and sent["rule"] == rule and sent["name"] == "parity-transformer"
+    assert sent["event"]["source"] == "parity.test" and sent["event"]["account"] == "123456789012"
+    assert "detail" not in sent["event"] and "ingestion-time" not in sent["event"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", sent["event"]["time"])
+    at = datetime.datetime.fromisoformat(sent["at"].replace("Z", "+00:00")).timestamp()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", sent["at"]) and before - 1 <= at <= time.time() + 1

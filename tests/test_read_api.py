@@ -13,7 +13,7 @@ import pytest
 
 from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.local.server import EmbeddedServer
-from conftest import load_event
+from conftest import http_exchange, load_event
 
 pytestmark = pytest.mark.enable_socket
 T0 = 1_767_225_600_000
@@ -23,11 +23,8 @@ ROUTES = ["/entities/{id}", "/entities/{id}/versions", "/entities/{id}/versions/
 
 
 def get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    status, _, raw = http_exchange("GET", url, timeout=30)  # SigV4-signed: the API is AWS_IAM
+    return status, json.loads(raw)
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +34,8 @@ def server():
         for entity in IDS:
             body = json.dumps({"entityId": entity, "operation": "put", "changeId": "c1", "attributes": {"id": entity},
                                "effectiveAt": T0}).encode()
-            request = urllib.request.Request(f"{api}/changes", data=body, method="POST",
-                                             headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(request, timeout=30) as response:
-                assert wait_for_termination(json.loads(response.read())["executionArn"], 30)
+            status, _, raw = http_exchange("POST", f"{api}/changes", body, timeout=30)
+            assert status == 200 and wait_for_termination(json.loads(raw)["executionArn"], 30)
         yield running
 
 

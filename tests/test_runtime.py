@@ -23,7 +23,7 @@ from conftest import EVENTS, ROOT
 
 from changeflow.local.runtime import emulator, functions
 from changeflow.local.runtime.dispatch import EmulatorRuntime
-from changeflow_core import wire
+from changeflow_core import principal, wire
 from changeflow.cli import main
 
 T0 = 1_767_225_600_000
@@ -325,7 +325,7 @@ def test_handlers_do_not_take_turns_in_the_emulator(emulated):
     barrier = threading.Barrier(2, timeout=60)
 
     def together(function, event, invoke):
-        entity = wire.read_request(event["request"])["entityId"] if "request" in event else event["change"]["entityId"]
+        entity = principal.request_in(event["request"])["entityId"] if "request" in event else event["change"]["entityId"]
         if function.logical_id == "FetchLatestFunction" and entity.startswith("par"):
             barrier.wait()
         return invoke()

@@ -9,6 +9,7 @@ import boto3
 import pytest
 
 from changeflow.cli import main
+from changeflow_core import principal
 from conftest import EVENTS
 
 pytestmark = pytest.mark.enable_socket
@@ -21,7 +22,7 @@ def test_boto3_starts_an_execution_and_reads_the_result_through_the_endpoint(ser
         "cloudformation", endpoint_url=server.url, region_name="us-east-1").describe_stacks(
         StackName="changeflow")["Stacks"][0]["Outputs"]}
     arn = sfn.start_execution(stateMachineArn=outputs["ChangeStateMachineArn"], name="over-http",
-                              input=json.dumps({"entityId": "e", "operation": "put", "attributes": {"a": 1}}))["executionArn"]
+                              input=principal.direct_input({"entityId": "e", "operation": "put", "attributes": {"a": 1}}))["executionArn"]
     from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 
     assert wait_for_termination(arn, 30)

@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from changeflow_core import carried, items, model, wire
+from changeflow_core import carried, items, model, principal, wire
 from conftest import ASL, STATE_LIMIT, largest_state
 
 T0 = 1_767_225_600_000
@@ -30,7 +30,7 @@ PROBE_EXECUTION = {"id": "arn:aws:states:us-east-1:123456789012:execution:Change
 def fetch_result(stack, request) -> dict:
     """What the fetch step would return for ``request`` now (the Lambda itself, invoked directly)."""
     payload, failed = stack.lambdas.invoke(stack.function("FetchLatestFunction"),
-                                           {"request": json.loads(wire.execution_input(request)),
+                                           {"request": json.loads(principal.direct_input(request)),
                                             "execution": PROBE_EXECUTION})
     assert not failed, payload
     return payload

@@ -105,6 +105,14 @@ CASES = {
     "two versions swapped": (swap_versions, "version 2:"),
     "v0 rewritten": (rewrite_v0, "v0 (version 4)"),
     "v0's actor changed": (set_attribute(model.ACTOR, {"S": "mallory@example.com"}, version=None), "v0 (version 4)"),
+    # the principal AWS authenticated (issue 21): rewritten, or pinned on someone else
+    "principal rewritten": (set_attribute(model.PRINCIPAL, {"M": {
+        "via": {"S": "api"}, "arn": {"S": "arn:aws:iam::123456789012:user/cfo"},
+        "accountId": {"S": "123456789012"}, "caller": {"S": "AIDACFO"}}}), "version 2:"),
+    "principal removed": (lambda cf: cf.dynamodb.update_item(
+        TableName=cf.history_table, Key=key(2), UpdateExpression="REMOVE principal"), "version 2:"),
+    "v0's principal rewritten": (set_attribute(model.PRINCIPAL, {"M": {"via": {"S": "events"}}}, version=None),
+                                 "v0 (version 4)"),
     "a forged version appended": (append_naive_forgery, "version 5:"),
 }
 TAMPERINGS.extend(CASES)

@@ -260,7 +260,12 @@ def test_the_rule_targets_the_state_machine_with_retries_and_a_dead_letter_queue
     props = rule["Properties"]
     assert props["EventPattern"] == {"source": [{"Ref": "EventSource"}], "detail-type": ["ChangeRequested"]}
     [target] = props["Targets"]
-    assert target["Arn"] == {"Ref": "ChangeStateMachine"} and target["InputPath"] == "$.detail"
+    assert target["Arn"] == {"Ref": "ChangeStateMachine"}
+    # the detail under "request", beside what EventBridge vouches for (issue 21)
+    transformer = target["InputTransformer"]
+    assert transformer["InputPathsMap"] == {"detail": "$.detail"}
+    for variable in ("<detail>", "<aws.events.rule-arn>", "<aws.events.event>", "<aws.events.event.ingestion-time>"):
+        assert variable in transformer["InputTemplate"]
     assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0
     assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["ChangeEventsDeadLetterQueue", "Arn"]}}
 

@@ -2,19 +2,21 @@
 state), read the entity's latest state consistently (writing the version ``v0`` holds to history if its
 writer never did: whoever moves v0 on makes sure history has it), and decide. A stale change ends here.
 
-Input: ``{"request": {"request": "<change request as JSON text>"} (or a request object), "execution": {"id", "name", "startTime"}}``, or after a back-off
-``{"change", "content", "attempt", "error", "execution": {"name"}}``; from the state machine also ``"writers"``.
+Input: ``{"request": <the execution input: changeflow_core.principal's envelope>, "execution": {"id", "name",
+"startTime"}}``, or after a back-off ``{"change", "content", "attempt", "error", "execution": {"name"}}``; from
+the state machine also ``"writers"``.
 Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``, and
 ``historyRepaired``: the version whose history item the read wrote from ``v0`` (its writer never did).
-Raises ``ValidationError`` or ``NotFound`` (nothing is written by any later step), ``ChangeIsStale``
-(the report step returns the outcome), ``VersionConflict`` or ``LatestWriteFailed`` (attempts spent).
+Raises ``ValidationError`` (a bad request or envelope), ``Forbidden`` (the authorization policy) or ``NotFound``
+(nothing is written by any later step), ``ChangeIsStale`` (the report step returns the outcome),
+``VersionConflict`` or ``LatestWriteFailed`` (attempts spent).
 """
 
 import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import model, observe, steps
+from changeflow_core import authorization, model, observe, steps
 from changeflow_core.decisions import ChangeIsStale
 from changeflow_core.errors import ValidationError, VersionConflict
 
@@ -23,6 +25,7 @@ HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 UPDATE, TOMBSTONE = os.environ["UPDATE_LATEST_FUNCTION_ARN"], os.environ["DELETE_TOMBSTONE_FUNCTION_ARN"]
 WRITERS = {model.PUT: UPDATE, model.PATCH: UPDATE, model.ROLLBACK: UPDATE, model.DELETE: TOMBSTONE,
            model.REDACT: UPDATE, model.ADOPT: UPDATE}  # a redact or adopt of a deleted entity: TOMBSTONE
+POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
@@ -37,7 +40,7 @@ dynamodb = boto3.client("dynamodb")
 def lambda_handler(event, context):
     logger.append_keys(execution=event["execution"]["name"])
     try:
-        change, content, attempt = steps.take(event)
+        change, content, attempt = steps.take(event, POLICY)  # Forbidden: the policy denies it, nothing written
     except ValidationError:
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise

@@ -1,17 +1,17 @@
-"""The read API (Powertools REST resolver): the latest state (404 for a tombstone or nothing, never its
-internals) or the state as of a time (?asOf=&knownAt=), versions newest first (?limit=&cursor=, or those in
-effect during ?from=&to=), one version, the execution that wrote it."""
+"""The read API (Powertools REST resolver): the latest state (404 for a tombstone or nothing) or as of a time
+(?asOf=&knownAt=), versions newest first (?limit=&cursor=, or ?from=&to=), one version, its execution."""
 
 import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from changeflow_core import asof, observe, reads, validation, wire
+from changeflow_core import asof, authorization, observe, principal, reads, validation, wire
 from changeflow_core.errors import NotFound, ValidationError
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
+POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
@@ -26,6 +26,7 @@ def entity_id(raw: str) -> str:
     id's ``/`` is still ``%2F``, so ``raw`` (still percent-encoded) only routes. An id no change could
     have written (the workflow's own rule) is a 400 naming ``entityId``."""
     value = validation.check_entity_id(app.current_event.path_parameters["id"])
+    authorization.check(POLICY, principal.from_api_event(app.current_event.raw_event), value, authorization.READ)
     observe.annotate(tracer, value, hashed=HASH_ENTITY_IDS)
     return value
 
@@ -53,9 +54,9 @@ def get_version_execution(id: str, version: str):
     return {key: get_version(id, version)[key] for key in ("entityId", "version", "changeId", "executionArn")}
 
 
-@app.exception_handler([ValidationError, NotFound, asof.Gone])
+@app.exception_handler([ValidationError, NotFound, asof.Gone, authorization.Forbidden])
 def client_error(exc):
-    status = 404 if isinstance(exc, NotFound) else 410 if isinstance(exc, asof.Gone) else 400
+    status = {NotFound: 404, asof.Gone: 410, authorization.Forbidden: 403}.get(type(exc), 400)
     return Response(status, "application/json", {"statusCode": status, "message": str(exc)})
 
 

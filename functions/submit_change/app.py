@@ -9,13 +9,14 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
-from changeflow_core import observe, submissions
+from changeflow_core import authorization, observe, principal, submissions
 from changeflow_core.submissions import Refused
 
 STATE_MACHINE_ARN = os.environ["STATE_MACHINE_ARN"]
 WORKFLOW_TYPE = os.environ["WORKFLOW_TYPE"]
 TABLE_NAME = os.environ["TABLE_NAME"]
 ATTEMPTS_TABLE_NAME = os.environ["ATTEMPTS_TABLE_NAME"]
+POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
@@ -45,8 +46,10 @@ def lambda_handler(event, context):
         submissions.check(request)  # the fetch step's validation: 400 naming the field, nothing started
         logger.append_keys(entityId=observe.entity_ref(request["entityId"], HASH_ENTITY_IDS), changeId=request["changeId"])
         observe.annotate(tracer, request["entityId"], hashed=HASH_ENTITY_IDS)
+        who = principal.from_api_event(event)  # who API Gateway authenticated, never the body (actor is a claim)
         answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request,
-                                             ATTEMPTS_TABLE_NAME, HASH_ENTITY_IDS)
+                                             ATTEMPTS_TABLE_NAME, HASH_ENTITY_IDS, who,
+                                             principal.api_received_at(event), POLICY)
     except Refused as refused:
         logger.info("refused", extra={"status": refused.status, "reason": refused.message})
         metrics.add_metric(name="ChangesRefused", unit=MetricUnit.Count, value=1)

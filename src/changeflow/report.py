@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from changeflow_core import wire
+from changeflow_core import principal, wire
 
 from .client import Execution
 
@@ -79,8 +79,9 @@ def patch_summary(record: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-VERSION_COLUMNS = ["version", "deleted", "effectiveAt", "operation", "changeId", "actor", "expiresAt", "patch",
-                   "attributes"]
+# principal: who AWS authenticated; actor: who the client claims to act for (changeflow_core.principal)
+VERSION_COLUMNS = ["version", "deleted", "effectiveAt", "operation", "changeId", "principal", "actor (claimed)",
+                   "expiresAt", "patch", "attributes"]
 
 
 def versions(entity_id: str, entity: dict[str, Any], head: str | None = None) -> str:
@@ -88,7 +89,7 @@ def versions(entity_id: str, entity: dict[str, Any], head: str | None = None) ->
     rows = []
     for v in entity["versions"]:
         rows.append([v["version"], "yes" if v["deleted"] else "", v["effectiveAt"], v["operation"], v["changeId"],
-                     v["actor"], v["expiresAt"], patch_summary(v.get("patch")),
+                     principal.describe(v.get("principal")), v["actor"], v["expiresAt"], patch_summary(v.get("patch")),
                      v["attributes"] if not v["deleted"] else "(tombstone)"])
     latest = entity["latest"]
     if head is None and latest is None:
@@ -107,8 +108,24 @@ def _json(text: Any) -> Any:
         return text
 
 
+def who(events: list[dict[str, Any]]) -> str | None:
+    """``principal: ...   actor (claimed): ...`` of the execution's input, or None for an input without the
+    principal envelope (changeflow_core.principal)."""
+    started = next((e for e in events if e["type"] == "ExecutionStarted"), None)
+    sent = _json(((started or {}).get("executionStartedEventDetails") or {}).get("input"))
+    if not isinstance(sent, dict) or not isinstance(sent.get(principal.FIELD), dict):
+        return None
+    try:
+        request = principal.request_in(sent)
+    except ValueError:
+        request = None
+    actor = request.get("actor") if isinstance(request, dict) else None
+    return f"principal: {principal.describe(sent[principal.FIELD])}   actor (claimed): {actor if actor else '(none)'}"
+
+
 def history(events: list[dict[str, Any]]) -> str:
-    """The console's event table; retries show as repeated TaskScheduled/TaskFailed of the same state."""
+    """The console's event table, under who sent the change (the principal AWS authenticated, the claimed
+    actor); retries show as repeated TaskScheduled/TaskFailed of the same state."""
     if not events:
         return "(no events)"
     start = events[0]["timestamp"]
@@ -128,7 +145,8 @@ def history(events: list[dict[str, Any]]) -> str:
         rows.append([event["id"], event["type"], state, f"{elapsed} ms", shown or ""])
         if event["type"].endswith("StateExited"):
             state = ""
-    return table(["id", "type", "state", "elapsed", "details"], rows, max_width=100)
+    head = who(events)
+    return (head + "\n" if head else "") + table(["id", "type", "state", "elapsed", "details"], rows, max_width=100)
 
 
 def aged_out(description: dict[str, Any]) -> str:

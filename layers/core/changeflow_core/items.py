@@ -90,6 +90,8 @@ def latest_item(
         model.EXECUTION: execution_arn,
         model.RECORDED_AT: recorded_at,
     }
+    if change.principal is not None:
+        item[model.PRINCIPAL] = change.principal
     if change.actor is not None:
         item[model.ACTOR] = change.actor
     if change.reason is not None:
@@ -200,7 +202,8 @@ def view(item: dict[str, Any] | None) -> dict[str, Any] | None:
         "expiresAt": int(item[model.EXPIRES_AT]) if item.get(model.EXPIRES_AT) is not None else None,
         "changeId": item.get(model.CHANGE_ID),
         "operation": item.get(model.OPERATION),
-        "actor": item.get(model.ACTOR),
+        "principal": item.get(model.PRINCIPAL),  # who AWS authenticated
+        "actor": item.get(model.ACTOR),  # who the client says it acted for
         "reason": item.get(model.REASON),
         "recordedAt": item.get(model.RECORDED_AT),
         "executionArn": item.get(model.EXECUTION),

@@ -18,7 +18,8 @@ EFFECTIVE_AT = "effectiveAt"
 CHANGE_ID = "changeId"
 CHANGE_IDS = "changeIds"  # {changeId: version} of the last RECENT_CHANGE_IDS changes applied, any effectiveAt
 OPERATION = "operation"
-ACTOR = "actor"
+ACTOR = "actor"  # who the client says it acts for: its claim
+PRINCIPAL = "principal"  # who AWS authenticated for the request (changeflow_core.principal)
 REASON = "reason"
 EXECUTION = "executionArn"
 RECORDED_AT = "recordedAt"
@@ -33,13 +34,14 @@ REDACTION = "chainRedacts"  # a redact version: {"version", "contentHash", "item
 ADOPTION = "chainAdopts"  # an adopt version: {"versions", "chainHash"}: the legacy versions it bound into the chain
 REDACT_VERSION = "redactVersion"  # a redact request: the version whose content it removes
 
-# How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt
-# (a retry of a failed execution gets a new default effectiveAt). Bounded, so v0 and the state stay small.
+# How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt.
+# Bounded, so v0 and the state stay small; past it, a resend keeps its first receipt as its default
+# effectiveAt, so it is stale at worst (docs/identity.md, the resend window).
 RECENT_CHANGE_IDS = 16
 
 RESERVED = frozenset(
     {
-        PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, REASON,
+        PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, PRINCIPAL, REASON,
         EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH, PATCH_RECORD,
         REDACTED, REDACTION, ADOPTION,
     }

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from . import carried, chainwork, items, model, store, wire
+from . import authorization, carried, chainwork, items, model, principal, store, wire
 from .decisions import (
     MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, report,
 )
@@ -40,13 +40,16 @@ def rollback_content(client, history_table: str, entity_id: str, version: int, n
     return {name: value for name, value in item.items() if name not in model.RESERVED}
 
 
-def take(event: dict[str, Any]) -> tuple[Change, dict | None, int]:
+def take(event: dict[str, Any], policy: list | None = None) -> tuple[Change, dict | None, int]:
     """``(change, content, attempt)``: the request validated (first time), or the change the first fetch
     validated, taken from the state after a back-off (``VersionConflict`` / ``LatestWriteFailed`` once the
     attempts are spent). A put's content becomes DynamoDB JSON here, once."""
     if "request" in event:
-        request = wire.read_request(event["request"])  # numbers exact: parsed here, never by a double parser
-        change = validate_request(request, event["execution"])
+        sent, who, received_at = principal.unwrap(event["request"])  # the envelope an entry point built
+        # numbers exact: parsed here, never by a double parser
+        request = wire.read_request({wire.TEXT_FIELD: sent} if isinstance(sent, str) else sent)
+        change = validate_request(request, event["execution"], principal=who, received_at=received_at)
+        authorization.check(policy, change.principal, change.entityId, change.operation)  # the stack's policy
         content = items.to_wire(validate_attributes(request["attributes"])) if change.operation == model.PUT else None
         return change, content, 1
     change, content, attempt = Change.from_json(event["change"]), event.get("content"), event["attempt"]

@@ -31,7 +31,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import attempts, model, store, wire
+from . import attempts, authorization, model, principal as principals, store, wire
 from .errors import ValidationError
 from .names import MAX_ATTEMPT, execution_name
 from .validation import MAX_REQUEST_BYTES, request_size, validate_request
@@ -100,10 +100,24 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def execution_input(request: dict[str, Any]) -> str:
-    """The StartExecution input of a change request: ``{"request": "<its JSON text>"}`` with every digit
-    (wire.execution_input, the same for every entry point)."""
-    return wire.execution_input(request)
+def execution_input(request: dict[str, Any], principal: dict[str, Any] | None = None,
+                    received_at: int | None = None) -> str:
+    """The StartExecution input of a change request: the envelope ``{"request": "<its JSON text>",
+    "principal": {...}, "receivedAt": ms}`` (changeflow_core.principal), numbers exact in the text."""
+    return wire.dumps(principals.envelope(wire.dumps(request, compact=True), principal or principals.direct(),
+                                          received_at), compact=True)
+
+
+def first_receipt(description: dict[str, Any], received_at: int | None) -> int | None:
+    """The earlier of ``received_at`` and an earlier attempt's ``receivedAt``: a change keeps the time it
+    was first received across attempts, so a late attempt cannot be newer than what followed it."""
+    try:
+        earlier = principals.received_ms(json.loads(description.get("input") or "{}").get(principals.RECEIVED_AT))
+    except (ValueError, AttributeError, principals.ValidationError):
+        earlier = None
+    if earlier is None:
+        return received_at
+    return earlier if received_at is None else min(earlier, received_at)
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:
@@ -134,21 +148,31 @@ def already_applied(dynamodb, table: str, request: dict[str, Any]) -> dict[str, 
 
 
 def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str,
-           request: dict[str, Any], attempts_table: str, hashed: bool = False) -> tuple[dict[str, Any], int]:
-    """``(answer, attempt)`` for a parsed change request; ``Refused`` when Step Functions refuses.
+           request: dict[str, Any], attempts_table: str, hashed: bool = False,
+           principal: dict[str, Any] | None = None, received_at: int | None = None,
+           policy: list | None = None) -> tuple[dict[str, Any], int]:
+    """``(answer, attempt)`` for a parsed change request, started with the ``principal`` API Gateway
+    authenticated and the time the change was first received; ``Refused`` when the stack's authorization
+    ``policy`` denies it (403, nothing started) or Step Functions refuses.
 
     The latest attempt is found in O(1) calls whatever the number of earlier ones (changeflow_core.attempts):
-    the first attempt's name, then the number the attempts table holds, then a claim of the next."""
+    the first attempt's name, then the number the attempts table holds, then a claim of the next. Every
+    attempt carries the change's first receipt (an earlier attempt's ``receivedAt``)."""
+    try:
+        authorization.check(policy, principal, request["entityId"], request.get("operation"))
+    except authorization.Forbidden as exc:
+        raise Refused(403, f"Forbidden: {exc}") from exc
     if workflow_type == EXPRESS:
         done = already_applied(dynamodb, table, request)
         if done is not None:
             return done, 0
-    payload = execution_input(request)
     entity, change = request["entityId"], request["changeId"]
+    receipt = {"at": received_at}
 
     def answer_of(attempt: int) -> dict[str, Any] | None:
         """The answer if attempt ``attempt`` runs or succeeded (started now if it never was); None if it failed."""
         name = execution_name(entity, change, attempt, hashed)
+        payload = execution_input(request, principal, receipt["at"])
         try:
             started = sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=payload)
             return {"executionArn": started["executionArn"], "status": "RUNNING", "startDate": started["startDate"]}
@@ -158,7 +182,10 @@ def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str
         if workflow_type == EXPRESS:  # AWS never answers this for Express; a stricter endpoint might
             return None
         description = sfn.describe_execution(executionArn=execution_arn(state_machine_arn, name))
-        return None if description["status"] in FAILED_STATUSES else _answer(description)
+        if description["status"] in FAILED_STATUSES:
+            receipt["at"] = first_receipt(description, receipt["at"])  # the next attempt keeps the first receipt
+            return None
+        return _answer(description)
 
     answer, seen = answer_of(1), 1  # the common case: no earlier attempt, or the first one ran
     if answer is not None:

@@ -50,6 +50,7 @@ class Change:
     remove: list[str] | None = None  # a patch: the fields it removes
     redactVersion: int | None = None  # a redact: the version whose content it removes
     chainRecord: dict[str, Any] | None = None  # a redact or adopt: what the fetch step found to record (chain)
+    principal: dict[str, Any] | None = None  # who AWS authenticated (changeflow_core.principal), never the body
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,11 +161,15 @@ def validate_patch(request: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return values, list(remove)
 
 
-def validate_request(request: Any, execution: dict[str, Any]) -> Change:
+def validate_request(request: Any, execution: dict[str, Any], principal: dict[str, Any] | None = None,
+                     received_at: int | None = None) -> Change:
     """A ``Change`` from a raw request, or ``ValidationError`` naming the first bad field.
 
-    ``execution`` is ``{"name", "startTime"}`` of the running execution: the defaults for ``changeId``
-    and ``effectiveAt``, which a retried step or a redriven execution therefore reuses.
+    ``execution`` is ``{"name", "startTime"}`` of the running execution: the default for ``changeId``.
+    The default ``effectiveAt`` is ``received_at``, when the change was first received (the envelope's
+    ``receivedAt``: the first API request, the event's ingestion time), else the execution's start: a
+    resend in a later execution keeps it, so it is stale at worst (never newer than what followed it).
+    ``principal`` is the envelope's, normalised (``changeflow_core.principal``).
     """
     if not isinstance(request, dict):
         raise ValidationError("request", f"must be a JSON object, not {type(request).__name__}")
@@ -218,7 +223,7 @@ def validate_request(request: Any, execution: dict[str, Any]) -> Change:
         expected = _integer("expectedVersion", expected, 0, model.MAX_VERSION)
 
     if request.get("effectiveAt") is None:
-        effective_at = epoch_ms(execution["startTime"])
+        effective_at = received_at if received_at is not None else epoch_ms(execution["startTime"])
     else:
         effective_at = _integer("effectiveAt", request["effectiveAt"], 0, MAX_EFFECTIVE_AT)
 
@@ -237,4 +242,5 @@ def validate_request(request: Any, execution: dict[str, Any]) -> Change:
         set=patch_set,
         remove=patch_remove,
         redactVersion=redact_version,
+        principal=principal,
     )

@@ -118,6 +118,8 @@ def scenarios() -> list[Scenario]:
         Scenario("ReportFailed", base + [_put(e, "c0", 500, title="late")],
                  faults=[("TagTtlFunction", "service", 100)], expect="ReportFailed",
                  at_least={"TagTtlFunction": 2}),
+        Scenario("Forbidden", [_put(e, "c1", 1000, title="first")], expect="Forbidden",  # a direct start: no ARN
+                 params={"AuthorizationPolicy": '[{"principals": ["arn:*"], "entities": [""], "operations": ["put"]}]'}),
         Scenario("expiry tag missed", base + [_put(e, "c2", 2000)], params={"HistoryRetentionVersions": "1"},
                  faults=[("TagTtlFunction", "service", 100)], at_least={"TagTtlFunction": 2}),
     ]
@@ -293,7 +295,7 @@ def _run_one_localstack(definition: str, sm_arn: str, name: str, request: dict, 
 def run_localstack(scenario: Scenario) -> Run:
     import logging
 
-    from changeflow_core import wire
+    from changeflow_core import principal
 
     from ..local.embedded import EmbeddedStack
 
@@ -311,8 +313,8 @@ def run_localstack(scenario: Scenario) -> Run:
             last = i == len(scenario.requests) - 1
             before = _invocations(stack)
             with _faults(stack, scenario) if last else contextlib.nullcontext():
-                # the execution input every entry point sends: {"request": "<its JSON text>"} (wire)
-                carried = json.loads(wire.execution_input(request))
+                # the execution input of a direct start: the request's JSON text in the envelope (principal)
+                carried = json.loads(principal.direct_input(request))
                 result = _run_one_localstack(definition, sm_arn, f"diff-{i}", carried, stack.region, account)
             executions.append({**result, "invocations": _delta(before, _invocations(stack))})
         return Run(executions, _table(stack))

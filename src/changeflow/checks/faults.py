@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 from botocore.awsrequest import AWSResponse
 from moto.core.botocore_stubber import MockRawResponse
 
-from changeflow_core import wire
+from changeflow_core import principal
 
 from ..local.lambdas import Function, LambdaService, LambdaServiceError, fault_hook
 from ..local.moto_patches.stepfunctions.clock import Holds
@@ -57,7 +57,7 @@ def change_id_of(event: Any) -> str | None:
         return event["changeId"]
     if "request" in event:
         try:
-            request = wire.read_request(event["request"])
+            request = principal.request_in(event["request"])
         except Exception:  # noqa: BLE001 - a request the workflow refuses names no change here
             return None
         return request.get("changeId") if isinstance(request, dict) else None

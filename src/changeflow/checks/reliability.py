@@ -377,8 +377,14 @@ def _post(api: str, request: dict) -> tuple[int, dict]:
     import urllib.error
     import urllib.request
 
-    http = urllib.request.Request(f"{api}/changes", data=json.dumps(request).encode("utf-8"), method="POST",
-                                  headers={"Content-Type": "application/json"})
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    body = json.dumps(request).encode("utf-8")
+    signed = AWSRequest(method="POST", url=f"{api}/changes", data=body, headers={"Content-Type": "application/json"})
+    SigV4Auth(Credentials("testing", "testing"), "execute-api", "us-east-1").add_auth(signed)  # serve's default key
+    http = urllib.request.Request(f"{api}/changes", data=body, method="POST", headers=dict(signed.headers.items()))
     try:
         with urllib.request.urlopen(http, timeout=60) as response:  # noqa: S310 - serve on 127.0.0.1
             return response.status, json.loads(response.read())

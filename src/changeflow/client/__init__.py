@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 import boto3
 from botocore.config import Config
 
-from changeflow_core import items, model, store, wire
+from changeflow_core import items, model, principal, store, wire
 
 from . import logged, names
 
@@ -112,19 +112,38 @@ class Changeflow:
 
         The same change submitted again gets the same name; Step Functions refuses a second execution
         of a closed one (``ExecutionAlreadyExists``). With ``redeliver`` it is delivered again as a new
-        execution (as an at-least-once source would), and the workflow reports it ``duplicate``."""
+        execution (as an at-least-once source would), and the workflow reports it ``duplicate``, or
+        ``stale`` once v0 no longer remembers its id: a redelivery keeps the time the first execution
+        started as its ``receivedAt`` (its default effectiveAt), so it never reverts newer data.
+
+        The input is the direct-start envelope (``changeflow_core.principal``): Step Functions does not
+        tell the workflow who called StartExecution, and the version records exactly that."""
         name = name or names.execution_name(_parsed(request), hashed=self.hashes_entity_ids)
+        received_at = None
         for delivery in range(1, 100):
             attempt = name if delivery == 1 else names.redelivery_name(name, delivery)
             try:
                 response = self.sfn.start_execution(  # numbers cross Step Functions inside the text: exact
-                    stateMachineArn=self.state_machine_arn, name=attempt, input=wire.execution_input(request)
-                )
+                    stateMachineArn=self.state_machine_arn, name=attempt,
+                    input=principal.direct_input(request, received_at))
                 return attempt, response["executionArn"]
             except self.sfn.exceptions.ExecutionAlreadyExists:
                 if not redeliver:
                     raise
+                if received_at is None:  # the first delivery's receipt: what it was given, or its start
+                    received_at = self._first_receipt(attempt)
         raise RuntimeError(f"change {name} was delivered 99 times")
+
+    def _first_receipt(self, name: str) -> int | None:
+        arn = self.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+        try:
+            description = self.sfn.describe_execution(executionArn=arn)
+        except self.sfn.exceptions.ExecutionDoesNotExist:
+            return None
+        sent = json.loads(description.get("input") or "{}")
+        received = sent.get(principal.RECEIVED_AT) if isinstance(sent, dict) else None
+        started = description["startDate"]
+        return principal.received_ms(received) if received is not None else int(started.timestamp() * 1000)
 
     def wait(self, arn: str, timeout: float = 300.0) -> Execution:
         """Wait for the execution to end (an event on the embedded stack, polling elsewhere)."""
@@ -187,7 +206,7 @@ class Changeflow:
                 if summary["executionArn"] in seen:
                     continue
                 description = self.describe(summary["executionArn"])
-                if _same_input(description, wire.execution_input(request)):
+                if _same_input(description, wire.execution_input(request), envelope=True):
                     return self.wait(summary["executionArn"], max(1.0, deadline - time.monotonic()))
                 if description["status"] != "RUNNING":
                     seen.add(summary["executionArn"])
@@ -359,17 +378,23 @@ def _parsed(request: Any) -> Any:
     return request
 
 
-def _same_input(description: dict[str, Any], sent: str) -> bool:
-    """Whether an execution's input is ``sent``; from an execution log that cut it at 248 KB, whether it is
-    the start of ``sent`` (the log keeps a prefix)."""
+def _same_input(description: dict[str, Any], sent: str, envelope: bool = False) -> bool:
+    """Whether an execution's input is ``sent`` (with ``envelope``: the rule's envelope around it, whose
+    ``request`` comes first: template.yaml's InputTemplate); from an execution log that cut it at 248 KB,
+    whether it agrees with ``sent`` as far as it goes (the log keeps a prefix)."""
     found = description.get("input")
     if not isinstance(found, str):
         return False
     if (description.get("inputDetails") or {}).get("truncated"):  # a prefix, whitespace as EventBridge wrote it
-        squeezed = "".join(found.split())
-        return len(squeezed) > 0 and "".join(sent.split()).startswith(squeezed)
+        squeezed, expected = "".join(found.split()), "".join(sent.split())
+        if envelope:
+            expected = '{"request":' + expected
+        return len(squeezed) > 0 and (expected.startswith(squeezed) or squeezed.startswith(expected))
     try:
-        return json.loads(found) == json.loads(sent)
+        parsed = json.loads(found)
+        if envelope:
+            parsed = parsed.get("request") if isinstance(parsed, dict) else None
+        return parsed == json.loads(sent)
     except ValueError:
         return False
 

@@ -39,7 +39,11 @@ def cmd_serve(args) -> int:
                 raise ToolFailure(f"port {args.port} on 127.0.0.1 is taken ({exc.strerror}): "
                                   "pass --port PORT, or --port 0 for a free one") from exc
     stopped = on_sigterm()
-    with EmbeddedServer(args.port, parameters, args.time_scale, lambda_runtime=args.lambda_runtime) as server:
+    if args.insecure:
+        print("changeflow serve: WARNING --insecure: the REST API accepts unsigned requests and records every change "
+              "as unauthenticated; API Gateway with AWS_IAM would answer them 403", file=sys.stderr)
+    with EmbeddedServer(args.port, parameters, args.time_scale, lambda_runtime=args.lambda_runtime,
+                        insecure=args.insecure) as server:
         outputs = server.stack.outputs
         print(f"changeflow serve: {server.url}  (stack {server.stack.template.stack_name}, time scale "
               f"{args.time_scale}, Lambda runtime {server.stack.lambda_runtime})")
@@ -47,7 +51,9 @@ def cmd_serve(args) -> int:
             if ".execute-api." not in str(value):  # an API's AWS URL: its local URL is printed below
                 print(f"  {name}: {value}")
         for api in server.routes:
-            print(f"  REST API {api.logical_id}: {server.url}/{api.stage}  (POST /changes, GET /entities/...)")
+            auth = "UNSIGNED requests accepted (--insecure)" if not api.iam else \
+                "SigV4 required, as AWS_IAM; default credentials testing/testing"
+            print(f"  REST API {api.logical_id}: {server.url}/{api.stage}  (POST /changes, GET /entities/...; {auth})")
         print(f"  console: {server.url}/console")
         print(f"  try: changeflow submit events/workflow/put.json --endpoint-url {server.url}")
         print(f"       aws --endpoint-url {server.url} stepfunctions list-executions "
@@ -70,6 +76,9 @@ def add_serve(command) -> None:
     serve.add_argument("--time-scale", type=FACTOR, default=1.0, metavar="FACTOR",
                        help="multiply Wait and retry back-off times (default %(default)s: real time)")
     add_lambda_runtime_option(serve)
+    serve.add_argument("--insecure", action="store_true",
+                       help="let the REST API accept unsigned requests (for curl), recorded as unauthenticated; "
+                            "by default it verifies SigV4 as API Gateway's AWS_IAM does")
     serve.set_defaults(func=cmd_serve)
 
 

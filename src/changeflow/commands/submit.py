@@ -51,6 +51,7 @@ def add_submit(command) -> None:
     submit.add_argument("--timeout", type=SECONDS, default=300.0, metavar="SECONDS",
                         help="how long to wait for each execution to end, in seconds (default %(default)g)")
     submit.add_argument("--via", choices=["stepfunctions", "api", "events"], default="stepfunctions",
-                        help="entry point: StartExecution (default: stepfunctions), POST /changes (api), or PutEvents "
-                             "to the bus (events)")
+                        help="entry point: StartExecution (default: stepfunctions; the version's principal then says "
+                             "the workflow does not know the caller), POST /changes signed with SigV4 (api: the signer "
+                             "is recorded), or PutEvents to the bus (events: the event's account and source)")
     submit.set_defaults(func=cmd_submit)

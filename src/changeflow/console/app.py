@@ -82,7 +82,7 @@ class Console:
                                trim_blocks=True, lstrip_blocks=True)
         self.env.globals.update(entity_url=entity_url, execution_url=execution_url, ms_date=data.ms_date,
                                 s_date=data.s_date, when=data.when, pretty=data.pretty, compact=data.compact,
-                                label=label, statuses=STATUSES)
+                                label=label, statuses=STATUSES, describe_principal=data.describe_principal)
         self.css = (HERE / "static" / "console.css").read_bytes()
 
     # --- WSGI -----------------------------------------------------------------------------------------

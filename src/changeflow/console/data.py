@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from changeflow_core import asof, items, model, store, wire
+from changeflow_core import asof, items, model, principal, store, wire
 from changeflow_core.errors import NotFound as CoreNotFound
 
 from ..audit import repair as audit_repair
@@ -38,12 +38,15 @@ def change_request(execution_input: Any) -> Any:
     """The change request an execution carries: every entry point sends ``{"request": "<its JSON text>"}``
     (numbers exact, changeflow_core.wire), shown decoded; an older or hand-made input as it is."""
     value = parse_json(execution_input)
-    if wire.is_text_form(value):
-        try:
-            return wire.loads(value[wire.TEXT_FIELD])
-        except ValueError:
-            return value
-    return value
+    try:
+        return principal.request_in(value)
+    except ValueError:  # ValidationError too: text that is not JSON is shown as it is
+        return value
+
+
+def describe_principal(value: Any) -> str:
+    """Who AWS authenticated for a version, in one line (changeflow_core.principal.describe)."""
+    return principal.describe(value if isinstance(value, dict) else None)
 
 
 def pretty(value: Any) -> str:

@@ -27,9 +27,10 @@ class EmbeddedServer:
     """The embedded stack and its endpoint, started and stopped together (tests use it directly)."""
 
     def __init__(self, port: int = 4566, parameters: dict[str, str] | None = None, time_scale: float = 1.0,
-                 host: str = "127.0.0.1", lambda_runtime: str | None = None):
+                 host: str = "127.0.0.1", lambda_runtime: str | None = None, insecure: bool = False):
         self.stack = EmbeddedStack(parameters=parameters, time_scale=time_scale, lambda_runtime=lambda_runtime)
         self.host, self.port = host, port
+        self.insecure = insecure  # the REST API without SigV4 (changeflow serve --insecure)
         self.routes: list[Route] = []  # the template's REST APIs, in front of moto
         self._serving: Serving | None = None
 
@@ -40,7 +41,8 @@ class EmbeddedServer:
     def start(self) -> "EmbeddedServer":
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request on the terminal
         self.stack.start()
-        self.routes = [RestApi(self.stack, api) for api in self.stack.template.of_type("AWS::Serverless::Api")]
+        self.routes = [RestApi(self.stack, api, insecure=self.insecure)
+                       for api in self.stack.template.of_type("AWS::Serverless::Api")]
         console = for_embedded(self.stack)  # the audit console at /console
         moto_app = DomainDispatcherApplication(create_backend_app)
 

@@ -18,6 +18,9 @@ INTEGRATION_TIMEOUT_S = 29.0
 # message of the default body template {"message":$context.error.messageString}.
 DEFAULT_RESPONSES = {
     "MISSING_AUTHENTICATION_TOKEN": (403, "Missing Authentication Token"),
+    # AWS_IAM: the message says which check failed (apigateway.sigv4)
+    "INVALID_SIGNATURE": (403, "Forbidden"),
+    "ACCESS_DENIED": (403, "Forbidden"),
     "REQUEST_TOO_LARGE": (413, "Request Too Long"),
     "BAD_REQUEST_BODY": (400, "Invalid request body"),
     "UNSUPPORTED_MEDIA_TYPE": (415, "Unsupported Media Type"),
@@ -34,5 +37,6 @@ def gateway_response(kind: str, context: dict, spec: dict) -> tuple[int, dict, s
     context["error"]["messageString"] = context["error"]["messageString"] or json.dumps(message)
     context["error"]["responseType"] = kind
     template = spec.get("responseTemplates", {}).get("application/json")
-    body = render(template, "{}", context) if template else json.dumps({"message": message})
+    shown = json.loads(context["error"]["messageString"])  # the request's own message (sigv4), else the default
+    body = render(template, "{}", context) if template else json.dumps({"message": shown})
     return int(spec.get("statusCode", status)), {"Content-Type": "application/json"}, body

@@ -10,7 +10,11 @@
   past the 29-second timeout -> 504.
   Nothing under ``/<stage>/`` ever reaches moto's other services.
 
-Authorization (IAM/SigV4) is not enforced here, as ``sam local start-api`` does not enforce it either.
+- ``AWS_IAM`` authorization (the template's ``Auth.DefaultAuthorizer``), as API Gateway enforces it and
+  ``sam local start-api`` does not: SigV4 verified against moto's IAM and STS (``sigv4``), API Gateway's
+  403 answers otherwise, and the signer in ``requestContext.identity`` (``userArn``, ``accountId``,
+  ``caller``). ``changeflow serve --insecure`` turns it off (``insecure=True``): every request is then
+  anonymous, as on an API without authorization.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import base64
 import json
 import re
 import threading
+import time
 import uuid
 from typing import Callable
 from urllib.parse import parse_qs, unquote
 
 import jsonschema
 
+from ..template import ACCOUNT
+from . import sigv4
 from .gateway_responses import INTEGRATION_TIMEOUT_S, MAX_PAYLOAD_BYTES, gateway_response
 
 
@@ -45,10 +52,11 @@ class Route:
 class RestApi:
     """One ``AWS::Serverless::Api`` of the stack, served under ``/<stage>/...``."""
 
-    def __init__(self, stack, logical_id: str):
+    def __init__(self, stack, logical_id: str, insecure: bool = False):
         self.stack, self.logical_id = stack, logical_id
         props = stack.template.resolve(stack.template.resources[logical_id]["Properties"])
         self.stage = props["StageName"]
+        self.iam = (props.get("Auth") or {}).get("DefaultAuthorizer") == "AWS_IAM" and not insecure
         body = props.get("DefinitionBody", {})
         self.definitions = body.get("definitions", {})
         self.validators = body.get("x-amazon-apigateway-request-validators", {})
@@ -79,6 +87,7 @@ class RestApi:
             return None  # not this API: moto's endpoint answers it
         resource_path = path[len(prefix):] or "/"
         context = self._context(environ, resource_path)
+        context["rawPath"] = path
         answer = self._answer(environ, resource_path, context)
         status, headers, payload = answer
         start_response(f"{status} {_REASONS.get(status, 'Status')}", list(headers.items()))
@@ -106,6 +115,9 @@ class RestApi:
             return self._gateway_error("REQUEST_TOO_LARGE", context)
         raw = environ["wsgi.input"].read(length) if length else b""
         context.update(resourcePath=route.path, httpMethod=route.method)
+        refused = self._authenticate(environ, raw, context)
+        if refused is not None:
+            return refused
         request = {"path": resource_path, "params": params, "raw": raw, "headers": _headers(environ),
                    "query": environ.get("QUERY_STRING", ""), "route": route, "context": context,
                    "source_ip": environ.get("REMOTE_ADDR", "127.0.0.1")}
@@ -159,6 +171,21 @@ class RestApi:
 
         return validate
 
+    def _authenticate(self, environ, raw: bytes, context: dict) -> tuple[int, dict, str] | None:
+        """AWS_IAM: the SigV4 signer into ``context["identity"]``, or API Gateway's 403 answer."""
+        context["requestTimeEpoch"] = int(time.time() * 1000)
+        if not self.iam:
+            return None
+        try:
+            identity = sigv4.authenticate(environ["REQUEST_METHOD"], context["rawPath"], environ.get("QUERY_STRING", ""),
+                                          _headers(environ), raw, self.stack.region, ACCOUNT)
+        except sigv4.Refused as refused:
+            context["error"]["messageString"] = json.dumps(refused.message)
+            status, headers, body = self._gateway_error(refused.kind, context)
+            return status, {**headers, "x-amzn-ErrorType": refused.error_type}, body
+        context["identity"].update(identity)
+        return None
+
     # --- gateway responses ---------------------------------------------------------------------------
     def _gateway_error(self, kind: str, context: dict) -> tuple[int, dict, str]:
         """A gateway response: the definition's, else API Gateway's default for ``kind``."""
@@ -186,7 +213,9 @@ class RestApi:
                 "requestContext": {
                     "resourcePath": resource, "httpMethod": request["route"].method, "stage": self.stage,
                     "path": f"/{self.stage}{request['path']}", "requestId": request["context"]["requestId"],
-                    "identity": {"sourceIp": request["source_ip"]}, "accountId": "123456789012",
+                    "identity": {**{k: v for k, v in request["context"]["identity"].items() if v is not None},
+                                 "sourceIp": request["source_ip"]},
+                    "accountId": ACCOUNT, "requestTimeEpoch": request["context"]["requestTimeEpoch"],
                 },
                 "body": body or None,
                 "isBase64Encoded": binary,

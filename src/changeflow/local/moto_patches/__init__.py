@@ -21,7 +21,9 @@ What each module does:
   execution time limits; ``.execution_log``: the execution log in CloudWatch Logs (an input or output
   past 248 KB escaped cut, as AWS cuts it); ``.redrive``: RedriveExecution (moto has none);
   ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted.
-- ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue.
+- ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue;
+  ``events.input_transformer``: an input transformer's predefined variables (the rule's ARN, the event
+  without its detail, the ingestion time as ISO 8601).
 - ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.numbers``: numbers stored
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
   attribute value; ``dynamodb.perf``: Query and Scan in linear time.
@@ -39,7 +41,7 @@ from .dynamodb import attribute_values as dynamodb_attribute_values
 from .dynamodb import limits as dynamodb_limits
 from .dynamodb import numbers as dynamodb_numbers
 from .dynamodb import perf as dynamodb_perf
-from .events import targets
+from .events import input_transformer, targets
 from .kms import perf as kms_perf
 from .originals import ORIGINALS
 from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
@@ -75,6 +77,7 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         history.patch_history_paging()
         start_execution.patch_execution_names()
         targets.patch_eventbridge_to_stepfunctions()
+        input_transformer.patch_predefined_variables()
         context_object.patch_start_time()
         termination.patch_termination()
         locking.patch_request_lock()

@@ -23,13 +23,14 @@ def patch_eventbridge_to_stepfunctions() -> None:
 
     original = ORIGINALS.setdefault("send_to_targets", Rule.send_to_targets)
 
-    def target_input(target: dict, event: dict) -> Any:
+    def target_input(target: dict, event: dict, rule) -> Any:
         if "Input" in target:
             return json.loads(target["Input"])
         if "InputTransformer" in target:
             transformer = target["InputTransformer"]
             return EventTemplateParser.parse(input_template=transformer.get("InputTemplate"),
-                                             input_paths_map=transformer.get("InputPathsMap", {}), event=event)
+                                             input_paths_map=transformer.get("InputPathsMap", {}), event=event,
+                                             **({"rule": rule} if "event_template_parse" in ORIGINALS else {}))
         selected: Any = event
         for key in [k for k in target.get("InputPath", "$").lstrip("$").split(".") if k]:
             selected = selected[key]
@@ -52,7 +53,7 @@ def patch_eventbridge_to_stepfunctions() -> None:
             try:
                 boto3.client("stepfunctions", region_name=arn.region).start_execution(
                     stateMachineArn=target["Arn"], name=str(uuid.uuid4()),
-                    input=json.dumps(target_input(target, original_event)))
+                    input=json.dumps(target_input(target, original_event, self)))
             except (ClientError, KeyError, ValueError) as exc:
                 dead_letters = target.get("DeadLetterConfig", {}).get("Arn")
                 if not dead_letters:

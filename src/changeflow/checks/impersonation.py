@@ -1,0 +1,114 @@
+"""The reliability campaign's impersonation row (issue 21): on ``changeflow serve``, for each random entity, a
+real signer claims another actor, and every attack an impersonator would try comes next. They are: a
+principal in the body, in an event's detail and in a bare StartExecution input; unsigned; a key nobody
+issued; another secret; a replay after SigV4's five minutes; a signature for another region or service.
+Afterwards the entity must hold exactly one version, whose principal is the signer and whose actor is the
+claim. Every attack must have been refused (a 403 or the body model's 400 from the API, or a named
+``ValidationError``) with nothing written."""
+
+from __future__ import annotations
+
+import json
+import random
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from changeflow_core import principal as principals
+
+from ..client import Changeflow
+from .reliability import Tally, api_entity_ids
+
+ATTACKS = ["principal in the body", "principal in an event's detail", "StartExecution without the envelope",
+           "unsigned", "a key nobody issued", "another secret", "a replay after 5 minutes", "another region",
+           "another service"]
+# refused: API Gateway's 403, its request model's 400 (the body's model has no "principal"), or the workflow's
+# named error; anything else is a violation
+REFUSED = (400, 403, "ValidationError")
+
+
+def _signed(url: str, body: bytes, key: str, secret: str, region: str = "us-east-1", service: str = "execute-api",
+            when: datetime | None = None) -> dict[str, str]:
+    request = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
+    signer = SigV4Auth(Credentials(key, secret), service, region)
+    if when is None:
+        signer.add_auth(request)
+        return dict(request.headers.items())
+    stamp = when.strftime("%Y%m%dT%H%M%SZ")
+    request.context["timestamp"] = stamp
+    request.headers["X-Amz-Date"] = stamp
+    signature = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
+    request.headers["Authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={key}/{stamp[:8]}/{region}/{service}/aws4_request, "
+        f"SignedHeaders={signer.signed_headers(signer.headers_to_sign(request))}, Signature={signature}")
+    return dict(request.headers.items())
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
+    http = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(http, timeout=60) as response:  # noqa: S310 - serve on 127.0.0.1
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def impersonations(server, seed: int, entities: int = 4) -> Tally:
+    """The row's tally: cases = entities, faults injected = attacks, violations = anything an attack got."""
+    tally = Tally("7. principal: impersonation, forgery, replay (serve)")
+    cf = Changeflow.for_aws_stack("changeflow", "us-east-1", endpoint_url=server.url)
+    iam = cf.make("iam")
+    user = f"writer-{seed}"
+    iam.create_user(UserName=user)
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    signer_arn = iam.get_user(UserName=user)["User"]["Arn"]
+    url = f"{server.url}/{server.routes[0].stage}/changes"
+    rng = random.Random(seed)
+    for entity in api_entity_ids(rng, entities, run=seed):
+        tally.cases += 1
+        change = {"entityId": entity, "operation": "put", "changeId": "c1", "attributes": {"n": 1},
+                  "actor": "cfo@example.com"}
+        body = json.dumps(change).encode()
+        status, answer = _post(url, body, _signed(url, body, key["AccessKeyId"], key["SecretAccessKey"]))
+        if status != 200:
+            tally.violations.append(f"{entity}: the signed request was answered {status}: {answer}")
+            continue
+        tally.executions += 1
+        cf.wait(answer["executionArn"], 60)
+        forged = {**change, "changeId": "c2", "principal": {"via": "api", "arn": "arn:aws:iam::123456789012:user/cfo"}}
+        forged_body = json.dumps(forged).encode()
+        outcomes: dict[str, Any] = {}
+        status, answer = _post(url, forged_body, _signed(url, forged_body, key["AccessKeyId"], key["SecretAccessKey"]))
+        outcomes[ATTACKS[0]] = cf.wait(answer["executionArn"], 60).error if status == 200 else status
+        tally.executions += (status == 200) + 2  # the body's (if its model let it through), the event's, the bare one
+        outcomes[ATTACKS[1]] = cf.submit_via_events({**forged, "changeId": "c3"}, timeout=60).error
+        outcomes[ATTACKS[2]] = cf.wait(cf.sfn.start_execution(
+            stateMachineArn=cf.state_machine_arn, name=f"bare-{seed}-{tally.cases}",
+            input=json.dumps({"request": json.dumps({**change, "changeId": "c4"})}))["executionArn"], 60).error
+        plain = {**change, "changeId": "c5"}
+        plain_body = json.dumps(plain).encode()
+        late = datetime.now(timezone.utc) - timedelta(minutes=5, seconds=30)
+        for attack, headers in [
+            (ATTACKS[3], {"Content-Type": "application/json"}),
+            (ATTACKS[4], _signed(url, plain_body, "AKIANOBODYISSUEDTHIS", "x")),
+            (ATTACKS[5], _signed(url, plain_body, key["AccessKeyId"], "not-the-secret")),
+            (ATTACKS[6], _signed(url, plain_body, key["AccessKeyId"], key["SecretAccessKey"], when=late)),
+            (ATTACKS[7], _signed(url, plain_body, key["AccessKeyId"], key["SecretAccessKey"], region="eu-west-1")),
+            (ATTACKS[8], _signed(url, plain_body, key["AccessKeyId"], key["SecretAccessKey"], service="states")),
+        ]:
+            outcomes[attack] = _post(url, plain_body, headers)[0]
+        for attack, outcome in outcomes.items():
+            tally.faults[attack] += 1
+            if outcome not in REFUSED:
+                tally.violations.append(f"{entity}: {attack} was answered {outcome!r}, not refused")
+        versions = cf.entity(entity)["versions"]
+        if [(v["changeId"], principals.describe(v["principal"]), v["actor"]) for v in versions] != [
+                ("c1", signer_arn, "cfo@example.com")]:
+            tally.violations.append(f"{entity}: versions {[(v['changeId'], v['principal']) for v in versions]}")
+        tally.outcomes["refused"] += sum(1 for o in outcomes.values() if o in REFUSED)
+    return tally

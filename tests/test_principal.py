@@ -1,0 +1,320 @@
+"""Who made each change, as AWS authenticated it (issue 21): every version records ``principal`` (what AWS
+established: the API's SigV4 signer, the event's account and source and the rule) beside ``actor`` (the
+client's claim), through every entry point, sealed in the hash chain. Written as an attacker: claim another
+actor, forge a principal in the body, in an event's detail and in a direct StartExecution input; resend a
+change after v0 has forgotten its id (issue 26.7)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from changeflow.audit.verify import verify
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
+from changeflow_core import model, principal
+from changeflow_core.names import execution_name
+from conftest import load_event
+
+T0 = 1_767_225_600_000
+ALICE = "arn:aws:iam::123456789012:user/alice"
+ROLE_SESSION = "arn:aws:sts::123456789012:assumed-role/deployer/ci-run-7"
+
+
+def api_event(body: dict, user_arn: str | None = ALICE, caller: str = "AIDAALICE", **context) -> dict:
+    """A REST proxy event as API Gateway (AWS_IAM) delivers it to the front function."""
+    event = load_event("functions/submit_change.json")
+    event["body"] = json.dumps(body)
+    identity = {"sourceIp": "203.0.113.10", "accountId": "123456789012", "caller": caller, "user": caller,
+                "userArn": user_arn, "accessKey": "AKIAALICE"}
+    event["requestContext"].update(identity=identity, requestTimeEpoch=int(time.time() * 1000), **context)
+    return event
+
+
+def post(stack, event: dict) -> dict:
+    payload, failed = stack.lambdas.invoke(stack.function("SubmitChangeFunction"), event)
+    assert not failed, payload
+    answer = json.loads(payload["body"])
+    if "executionArn" in answer and answer.get("status") == "RUNNING":
+        assert wait_for_termination(answer["executionArn"], 30)
+    return {**answer, "httpStatus": payload["statusCode"]}
+
+
+def versions(cf, entity: str) -> list[dict]:
+    return cf.entity(entity)["versions"]
+
+
+def put(entity: str, change: str, **extra) -> dict:
+    return {"entityId": entity, "operation": "put", "changeId": change, "attributes": {"n": 1}, **extra}
+
+
+# --- every entry point records who AWS authenticated --------------------------------------------------------
+def test_the_api_records_the_signer_as_principal_and_the_actor_as_a_claim(stack, cf):
+    # GIVEN alice signs a request that claims to act for the CFO
+    answer = post(stack, api_event(put("p#1", "c1", actor="cfo@example.com")))
+    assert answer["httpStatus"] == 200
+    # THEN the version records alice as the principal, and the CFO only as the claim
+    (version,) = versions(cf, "p#1")
+    assert version["principal"] == {"via": "api", "arn": ALICE, "accountId": "123456789012", "caller": "AIDAALICE"}
+    assert version["actor"] == "cfo@example.com"
+    assert verify(cf, "p#1").ok
+
+
+def test_an_assumed_role_is_recorded_as_its_session(stack, cf):
+    post(stack, api_event(put("p#2", "c1"), user_arn=ROLE_SESSION, caller="AROADEPLOYER:ci-run-7"))
+    assert versions(cf, "p#2")[0]["principal"]["arn"] == ROLE_SESSION
+
+
+def test_an_authorizer_principal_wins_over_the_identity(stack, cf):
+    post(stack, api_event(put("p#3", "c1"), authorizer={"principalId": "user-42"}))
+    assert versions(cf, "p#3")[0]["principal"] == {"via": "api", "authorizer": "lambda", "id": "user-42"}
+    post(stack, api_event(put("p#3", "c2"), authorizer={"claims": {"sub": "abc-123", "iss": "https://idp"}}))
+    assert versions(cf, "p#3")[1]["principal"] == {"via": "api", "authorizer": "cognito", "id": "abc-123",
+                                                   "issuer": "https://idp"}
+
+
+def test_a_principal_in_the_request_body_is_refused_by_the_api(stack, cf):
+    forged = put("p#4", "c1", principal={"via": "api", "arn": "arn:aws:iam::123456789012:user/cfo"})
+    answer = post(stack, api_event(forged))
+    assert answer["httpStatus"] == 200  # the model is API Gateway's; the workflow names the field
+    description = cf.sfn.describe_execution(executionArn=answer["executionArn"])
+    assert description["status"] == "FAILED" and description["error"] == "ValidationError"
+    assert json.loads(description["cause"])["errorMessage"].startswith("principal:")
+    assert versions(cf, "p#4") == []
+
+
+def test_the_event_bus_records_account_source_and_rule(stack, cf):
+    execution = cf.submit_via_events(put("p#5", "c1", actor="cfo@example.com"), timeout=30)
+    assert execution.status == "SUCCEEDED"
+    (version,) = versions(cf, "p#5")
+    rule = stack.client("events").list_rules(EventBusName=stack.outputs["ChangeBusName"])["Rules"][0]["Arn"]
+    assert version["principal"]["via"] == "events"
+    assert version["principal"]["account"] == "123456789012"
+    assert version["principal"]["source"] == stack.outputs["ChangeEventSource"]
+    assert version["principal"]["rule"] == rule
+    assert version["actor"] == "cfo@example.com"
+
+
+@pytest.mark.parametrize("detail", [
+    put("p#6", "c1", principal={"via": "api", "arn": "arn:aws:iam::123456789012:user/cfo"}),
+    {"request": json.dumps(put("p#6", "c1")), "principal": {"via": "api", "arn": "arn:aws:iam::1:user/cfo"}},
+])
+def test_a_principal_forged_in_an_event_detail_is_refused_and_nothing_is_written(stack, cf, detail):
+    execution = cf.submit_via_events(json.dumps(detail), timeout=30)
+    assert execution.status == "FAILED" and execution.error == "ValidationError"
+    assert versions(cf, "p#6") == []
+
+
+def test_a_direct_start_records_that_its_caller_is_not_known(cf):
+    cf.submit(put("p#7", "c1", actor="ana"))
+    assert versions(cf, "p#7")[0]["principal"] == {"via": "stepfunctions"}
+
+
+@pytest.mark.parametrize("execution_input", [
+    {"request": json.dumps(put("p#8", "c1"))},  # the input before issue 21: no envelope
+    put("p#8", "c1"),  # a bare change request
+    {"request": json.dumps(put("p#8", "c1")), "principal": {"via": "stepfunctions", "arn": ALICE}},
+    {"request": json.dumps(put("p#8", "c1")), "principal": {"via": "root"}},
+    {"request": json.dumps(put("p#8", "c1")), "principal": {"via": "events", "rule": "r", "event": {}}},
+    {"request": json.dumps(put("p#8", "c1")), "principal": {"via": "stepfunctions"}, "actorArn": ALICE},
+])
+def test_a_start_execution_input_without_an_entry_points_envelope_is_refused_by_name(cf, execution_input):
+    arn = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name="forged",
+                                 input=json.dumps(execution_input))["executionArn"]
+    execution = cf.wait(arn, 30)
+    assert execution.status == "FAILED" and execution.error == "ValidationError"
+    message = json.loads(execution.cause)["errorMessage"]
+    assert message.split(":")[0] in ("principal", "principal.via", "principal.arn", "principal.event.account",
+                                     "actorArn"), message
+    assert versions(cf, "p#8") == []
+    rejected = [e for e in cf.history(arn) if e["type"] == "TaskStateExited"]
+    assert all("Write the new latest version" not in e.get("stateExitedEventDetails", {}).get("name", "")
+               for e in rejected)
+
+
+def test_only_the_front_function_and_the_rule_may_start_executions():
+    # GIVEN the template: which policies grant states:StartExecution
+    from changeflow.local.template import Template
+    from conftest import ROOT
+
+    template = Template(ROOT / "template.yaml")
+    granted = set()
+    for logical_id, spec in template.resources.items():
+        for policy in spec.get("Properties", {}).get("Policies", []) or []:
+            for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+                actions = statement.get("Action", [])
+                if "states:StartExecution" in (actions if isinstance(actions, list) else [actions]):
+                    granted.add(logical_id)
+    # THEN only the front function holds it; the rule's role is SAM's, scoped to this machine
+    assert granted == {"SubmitChangeFunction"}
+    events = template.resources["ChangeStateMachine"]["Properties"]["Events"]
+    assert [e["Type"] for e in events.values()] == ["EventBridgeRule"]
+
+
+def test_a_rewritten_principal_breaks_the_chain(cf):
+    cf.submit(put("p#9", "c1"))
+    cf.dynamodb.update_item(TableName=cf.history_table, Key={"pk": {"S": "p#9"}, "sk": {"S": model.history_sk(1)}},
+                            UpdateExpression="SET principal = :p",
+                            ExpressionAttributeValues={":p": {"M": {"via": {"S": "api"}, "arn": {"S": ALICE}}}})
+    assert not verify(cf, "p#9").ok
+
+
+def test_principal_is_described_for_people():
+    assert principal.describe({"via": "api", "arn": ALICE}) == ALICE
+    assert principal.describe({"via": "events", "account": "1", "source": "crm"}) == "events:1/crm"
+    assert "StartExecution" in principal.describe({"via": "stepfunctions"})
+
+
+# --- a resend after v0 forgot the change id never reverts newer data (issue 26.7) -------------------------------
+def forget_first_change(cf, entity: str) -> None:
+    """The first change, then RECENT_CHANGE_IDS newer ones: v0 no longer remembers the first id."""
+    for n in range(model.RECENT_CHANGE_IDS):
+        cf.submit({"entityId": entity, "operation": "put", "changeId": f"later-{n}", "attributes": {"n": n + 2}})
+    assert "c1" not in cf.dynamodb.get_item(TableName=cf.table, Key={"pk": {"S": entity}, "sk": {"S": "v0"}},
+                                            ConsistentRead=True)["Item"][model.CHANGE_IDS]["M"]
+
+
+def latest_n(cf, entity: str) -> str:
+    return cf.entity(entity)["latest"]["attributes"]["n"]
+
+
+def test_a_change_redelivered_through_the_cli_after_the_window_is_stale_not_a_revert(cf):
+    cf.submit({"entityId": "r#1", "operation": "put", "changeId": "c1", "attributes": {"n": 1}})
+    forget_first_change(cf, "r#1")
+    again = cf.submit({"entityId": "r#1", "operation": "put", "changeId": "c1", "attributes": {"n": 1}})
+    assert again.status == "SUCCEEDED" and again.output["outcome"] == "stale"
+    assert latest_n(cf, "r#1") == model.RECENT_CHANGE_IDS + 1
+    assert len(versions(cf, "r#1")) == model.RECENT_CHANGE_IDS + 1
+
+
+def test_an_event_redelivered_after_the_window_is_stale_not_a_revert(stack, cf):
+    # GIVEN a change delivered by the rule; EventBridge may deliver the same event again (at least once)
+    from moto.events.models import events_backends
+
+    delivered = []
+    backend = events_backends["123456789012"][stack.region]
+    bus = backend.event_buses[stack.outputs["ChangeBusName"]]
+    (rule,) = bus.rules.values()
+    original = rule.send_to_targets
+
+    def keep(event, *args, **kwargs):
+        delivered.append(event)
+        return original(event, *args, **kwargs)
+
+    rule.send_to_targets = keep
+    try:
+        first = cf.submit_via_events({"entityId": "r#2", "operation": "put", "changeId": "c1", "attributes": {"n": 1}},
+                                     timeout=30)
+    finally:
+        rule.send_to_targets = original
+    assert first.status == "SUCCEEDED"
+    forget_first_change(cf, "r#2")
+    # WHEN the very same event is delivered again, after v0 has forgotten its id
+    before = {e["executionArn"] for e in cf.executions(limit=100)}
+    rule.send_to_targets(delivered[0])
+    (arn,) = {e["executionArn"] for e in cf.executions(limit=100)} - before
+    again = cf.wait(arn, 30)
+    # THEN it is stale: it keeps the time EventBridge first received it, and reverts nothing
+    assert again.output["outcome"] == "stale"
+    assert latest_n(cf, "r#2") == model.RECENT_CHANGE_IDS + 1
+
+
+def test_the_api_keeps_the_first_receipt_across_attempts(stack, cf, monkeypatch):
+    # GIVEN an attempt that failed (a Lambda outage), then the same change sent again much later
+    event = api_event(put("r#3", "c1"))
+    first_receipt = event["requestContext"]["requestTimeEpoch"] - 60_000
+    event["requestContext"]["requestTimeEpoch"] = first_receipt
+    sfn = cf.sfn
+    name = execution_name("r#3", "c1", 1)
+    failed = sfn.start_execution(stateMachineArn=cf.state_machine_arn, name=name, input=json.dumps(
+        {"request": json.dumps(put("r#3", "c1", operation="upsert")), "principal": {"via": "api", "arn": ALICE},
+         "receivedAt": first_receipt}))
+    assert cf.wait(failed["executionArn"], 30).status == "FAILED"
+    later = api_event(put("r#3", "c1"))
+    # WHEN it is sent again THEN the new attempt's default effectiveAt is the first receipt
+    answer = post(stack, later)
+    assert answer["executionArn"].endswith(":" + execution_name("r#3", "c1", 2))
+    assert versions(cf, "r#3")[0]["effectiveAt"] == first_receipt
+
+
+# --- authorization (optional, off by default) ------------------------------------------------------------------
+POLICY = [{"principals": [ALICE], "entities": ["doc#"], "operations": ["put", "patch", "delete", "rollback", "read"]},
+          {"principals": ["events:123456789012/changeflow.client"], "entities": ["evt#"], "operations": ["put"]}]
+
+
+@pytest.fixture
+def guarded(make_stack):
+    from changeflow.client import Changeflow
+
+    stack = make_stack(AuthorizationPolicy=json.dumps(POLICY))
+    return stack, Changeflow.for_embedded(stack)
+
+
+def read(stack, entity: str, user_arn: str) -> tuple[int, dict]:
+    event = load_event("functions/read_api.json")
+    event.update(resource="/entities/{id}", path=f"/entities/{entity.replace('#', '%23')}",
+                 pathParameters={"id": entity})
+    event["requestContext"].update(resourcePath="/entities/{id}", identity={
+        "userArn": user_arn, "accountId": "123456789012", "caller": "AIDA", "sourceIp": "203.0.113.10"})
+    payload, failed = stack.lambdas.invoke(stack.function("ReadApiFunction"), event)
+    assert not failed, payload
+    return payload["statusCode"], json.loads(payload["body"])
+
+
+def test_authorization_lets_the_policys_principals_change_and_read_their_entities(guarded):
+    stack, cf = guarded
+    assert post(stack, api_event(put("doc#1", "c1")))["httpStatus"] == 200
+    assert len(versions(cf, "doc#1")) == 1
+    assert read(stack, "doc#1", ALICE)[0] == 200
+    assert cf.submit_via_events(put("evt#1", "c1"), timeout=30).status == "SUCCEEDED"
+    assert len(versions(cf, "evt#1")) == 1
+
+
+def test_authorization_refuses_the_api_with_403_and_starts_nothing(guarded):
+    stack, cf = guarded
+    answer = post(stack, api_event(put("other#1", "c1")))  # alice, outside her prefix
+    assert answer["httpStatus"] == 403 and answer["message"].startswith("Forbidden: ")
+    answer = post(stack, api_event(put("doc#2", "c1"), user_arn="arn:aws:iam::123456789012:user/bob"))
+    assert answer["httpStatus"] == 403
+    assert cf.sfn.list_executions(stateMachineArn=cf.state_machine_arn)["executions"] == []
+    assert versions(cf, "other#1") == [] and versions(cf, "doc#2") == []
+
+
+def test_authorization_fails_an_execution_forbidden_and_writes_nothing(guarded):
+    stack, cf = guarded
+    # the bus's principal may put evt#... only: a delete, or another entity, is Forbidden in the workflow
+    refused = cf.submit_via_events(put("doc#3", "c1"), timeout=30)
+    assert refused.status == "FAILED" and refused.error == "Forbidden"
+    assert "events:123456789012/changeflow.client may not put entity 'doc#3'" in refused.cause
+    assert versions(cf, "doc#3") == []
+    # a direct StartExecution names no principal: no rule can allow it
+    direct = cf.submit(put("doc#4", "c1"))
+    assert direct.status == "FAILED" and direct.error == "Forbidden" and versions(cf, "doc#4") == []
+
+
+def test_authorization_governs_the_read_routes(guarded):
+    stack, cf = guarded
+    post(stack, api_event(put("doc#5", "c1")))
+    assert read(stack, "doc#5", "arn:aws:iam::123456789012:user/bob") == (403, {
+        "statusCode": 403, "message": "arn:aws:iam::123456789012:user/bob may not read entity 'doc#5' under the "
+                                      "stack's AuthorizationPolicy"})
+    assert read(stack, "doc#5", ALICE)[0] == 200
+
+
+def test_an_authorization_policy_that_does_not_parse_fails_closed():
+    from changeflow_core import authorization
+
+    assert authorization.parse("") is None
+    for bad in ('{"principals": []}', '[{"principals": ["*"], "entities": [""]}]',
+                '[{"principals": ["*"], "entities": [""], "operations": ["write"]}]'):
+        with pytest.raises(ValueError):
+            authorization.parse(bad)
+
+
+def test_history_shows_the_principal_beside_the_claimed_actor(stack, cf):
+    from changeflow import report
+
+    answer = post(stack, api_event(put("h#1", "c1", actor="cfo@example.com")))
+    shown = report.history(list(cf.history(answer["executionArn"])))
+    assert shown.splitlines()[0] == f"principal: {ALICE}   actor (claimed): cfo@example.com"

@@ -1,0 +1,172 @@
+"""``changeflow serve`` authenticates its REST API as API Gateway does with ``AWS_IAM`` (issue 21.4): SigV4 for
+``execute-api`` verified against moto's IAM (users' access keys) and STS (AssumeRole sessions), API Gateway's
+own 403 answers otherwise, and the signer recorded as the version's principal. Written as an attacker:
+unsigned, another secret, a key nobody issued, a replay after SigV4's five minutes, another region or
+service, a body changed after signing, a principal claimed in the body."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import boto3
+import pytest
+
+from changeflow.local.apigateway import sigv4
+from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
+from conftest import http_exchange, sigv4_headers
+
+pytestmark = pytest.mark.enable_socket
+
+
+def change(entity: str, change_id: str = "c1", **extra) -> bytes:
+    return json.dumps({"entityId": entity, "operation": "put", "changeId": change_id, "attributes": {"n": 1},
+                       **extra}).encode()
+
+
+def send(url: str, body: bytes | None = None, method: str = "POST", **signing) -> tuple[int, dict, dict]:
+    headers = {"Content-Type": "application/json"}
+    if signing.pop("signed", True):
+        headers = sigv4_headers(method, url, body, headers, **signing)
+    status, answered, raw = http_exchange_raw(method, url, body, headers)
+    return status, {k.lower(): v for k, v in answered.items()}, json.loads(raw or b"null")
+
+
+def http_exchange_raw(method, url, body, headers):
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def wait(answer: dict) -> None:
+    assert wait_for_termination(answer["executionArn"], 30)
+
+
+def principal_of(server, entity: str) -> dict | None:
+    status, _, raw = http_exchange("GET", f"{server.url}/v1/entities/{entity.replace('#', '%23')}")
+    body = json.loads(raw)
+    return body.get("principal"), body.get("actor")
+
+
+def aws(server, service: str, **credentials):
+    return boto3.client(service, endpoint_url=server.url, region_name="us-east-1", **credentials)
+
+
+@pytest.fixture
+def alice(server):
+    """An IAM user with an access key, made with the IAM API (moto's IAM)."""
+    iam = aws(server, "iam")
+    iam.create_user(UserName="alice")
+    key = iam.create_access_key(UserName="alice")["AccessKey"]
+    return {"key": key["AccessKeyId"], "secret": key["SecretAccessKey"], "token": None}
+
+
+def test_an_iam_users_signed_request_is_recorded_under_its_arn_and_the_actor_stays_a_claim(server, alice):
+    url = f"{server.url}/v1/changes"
+    status, _, answer = send(url, change("s#1", actor="cfo@example.com"), **alice)
+    assert status == 200, answer
+    wait(answer)
+    who, actor = principal_of(server, "s#1")
+    assert who["arn"] == "arn:aws:iam::123456789012:user/alice" and who["via"] == "api"
+    assert actor == "cfo@example.com"
+
+
+def test_an_assumed_role_session_is_recorded_under_the_session_arn(server):
+    iam = aws(server, "iam")
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"},
+                                                     "Action": "sts:AssumeRole"}]}
+    role = iam.create_role(RoleName="deployer", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    session = aws(server, "sts").assume_role(RoleArn=role, RoleSessionName="ci-run-7")["Credentials"]
+    status, _, answer = send(f"{server.url}/v1/changes", change("s#2"), key=session["AccessKeyId"],
+                             secret=session["SecretAccessKey"], token=session["SessionToken"])
+    assert status == 200, answer
+    wait(answer)
+    assert principal_of(server, "s#2")[0]["arn"] == "arn:aws:sts::123456789012:assumed-role/deployer/ci-run-7"
+
+
+def test_the_default_credentials_are_the_documented_principal(server):
+    status, _, answer = send(f"{server.url}/v1/changes", change("s#3"))
+    assert status == 200
+    wait(answer)
+    assert principal_of(server, "s#3")[0]["arn"] == sigv4.default_arn("123456789012")
+
+
+REFUSALS = {
+    "unsigned": ({"signed": False}, "Missing Authentication Token", "MissingAuthenticationTokenException"),
+    "a key nobody issued": ({"key": "AKIANOBODYISSUEDTHIS", "secret": "x", "token": None},
+                            "The security token included in the request is invalid.", "AccessDeniedException"),
+    "another secret": ({"secret": "not-the-secret"}, sigv4.MISMATCH, "InvalidSignatureException"),
+    "another region": ({"region": "eu-west-1"}, "Credential should be scoped to a valid region. ",
+                       "InvalidSignatureException"),
+    "another service": ({"service": "states"}, "Credential should be scoped to correct service: 'execute-api'. ",
+                        "InvalidSignatureException"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_a_request_api_gateway_would_refuse_gets_its_403_and_starts_nothing(server, case):
+    signing, message, error_type = REFUSALS[case]
+    status, headers, body = send(f"{server.url}/v1/changes", change("s#4"), **signing)
+    assert (status, body, headers.get("x-amzn-errortype")) == (403, {"message": message}, error_type)
+    assert aws(server, "stepfunctions").list_executions(
+        stateMachineArn=server.stack.outputs["ChangeStateMachineArn"])["executions"] == []
+
+
+def test_a_replay_after_five_minutes_is_refused_as_expired(server):
+    then = datetime.now(timezone.utc) - timedelta(minutes=5, seconds=30)
+    status, headers, body = send(f"{server.url}/v1/changes", change("s#5"), when=then)
+    assert status == 403 and body["message"].startswith(f"Signature expired: {then.strftime('%Y%m%dT%H%M%SZ')} "
+                                                        "is now earlier than")
+    assert headers["x-amzn-errortype"] == "InvalidSignatureException"
+    # within the window the same signing time is accepted (the check is the window, not the clock's second)
+    recent = datetime.now(timezone.utc) - timedelta(minutes=4)
+    assert send(f"{server.url}/v1/changes", change("s#5"), when=recent)[0] == 200
+
+
+def test_a_body_changed_after_signing_is_refused(server):
+    url = f"{server.url}/v1/changes"
+    headers = sigv4_headers("POST", url, change("s#6"), {"Content-Type": "application/json"})
+    forged = change("s#6", actor="someone-else")
+    status, answered, raw = http_exchange_raw("POST", url, forged, headers)
+    assert status == 403 and json.loads(raw) == {"message": sigv4.MISMATCH}
+
+
+def test_read_routes_require_a_signature_too(server):
+    status, _, raw = http_exchange("GET", f"{server.url}/v1/entities/s%237", sign=False)
+    assert status == 403 and json.loads(raw) == {"message": "Missing Authentication Token"}
+    assert http_exchange("GET", f"{server.url}/v1/entities/s%237")[0] == 404  # signed: answered
+
+
+def test_the_cli_submits_through_the_api_signed(server, tmp_path, capsys):
+    from changeflow.cli import main
+
+    path = tmp_path / "change.json"
+    path.write_text(json.dumps({"entityId": "s#8", "operation": "put", "changeId": "c1", "attributes": {"n": 1},
+                                "actor": "ana"}))
+    assert main(["submit", str(path), "--via", "api", "--endpoint-url", server.url, "--json"]) == 0
+    assert principal_of(server, "s#8")[0]["arn"] == sigv4.default_arn("123456789012")
+
+
+def test_serve_insecure_accepts_unsigned_requests_and_records_them_as_unauthenticated():
+    from changeflow.local.server import EmbeddedServer
+
+    with EmbeddedServer(port=0, time_scale=0.001, insecure=True) as running:
+        status, _, answer = send(f"{running.url}/v1/changes", change("s#9"), signed=False)
+        assert status == 200
+        wait(answer)
+        assert principal_of(running, "s#9")[0] == {"via": "api", "authenticated": False}
+
+
+def test_the_impersonation_campaign_row_finds_no_false_principal(server):
+    from changeflow.checks.impersonation import ATTACKS, impersonations
+
+    tally = impersonations(server, seed=1, entities=2)
+    assert tally.violations == []
+    assert tally.cases == 2 and sum(tally.faults.values()) == 2 * len(ATTACKS)
+    assert tally.outcomes["refused"] == 2 * len(ATTACKS)
