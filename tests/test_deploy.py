@@ -251,8 +251,9 @@ def test_the_fetch_step_names_the_writer_of_its_own_release(tmp_path):
 def test_the_fetch_step_takes_the_writers_the_definition_names_else_its_environment():
     from changeflow_core import steps
 
-    environment = {model.PUT: "env-update", model.PATCH: "env-update", model.ROLLBACK: "env-update",
-                   model.DELETE: "env-tombstone"}
+    environment = {model.PUT: "env-update", model.DELETE: "env-tombstone"}
     named = steps.writers_named({"writers": {"update": "fn:U:3", "tombstone": "fn:D:3"}}, environment)
-    assert named == {model.PUT: "fn:U:3", model.PATCH: "fn:U:3", model.ROLLBACK: "fn:U:3", model.DELETE: "fn:D:3"}
-    assert steps.writers_named({"request": {}}, environment) == environment  # a direct invocation
+    updates = (model.PUT, model.PATCH, model.ROLLBACK, model.REDACT, model.ADOPT)  # every operation but delete
+    assert named == {**dict.fromkeys(updates, "fn:U:3"), model.DELETE: "fn:D:3"}
+    direct = steps.writers_named({"request": {}}, environment)  # a direct invocation: the environment's
+    assert direct == {**dict.fromkeys(updates, "env-update"), model.DELETE: "env-tombstone"}

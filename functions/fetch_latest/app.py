@@ -23,8 +23,7 @@ from changeflow_core.errors import ValidationError, VersionConflict
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 UPDATE, TOMBSTONE = os.environ["UPDATE_LATEST_FUNCTION_ARN"], os.environ["DELETE_TOMBSTONE_FUNCTION_ARN"]
-WRITERS = {model.PUT: UPDATE, model.PATCH: UPDATE, model.ROLLBACK: UPDATE, model.DELETE: TOMBSTONE,
-           model.REDACT: UPDATE, model.ADOPT: UPDATE}  # a redact or adopt of a deleted entity: TOMBSTONE
+WRITERS = {model.PUT: UPDATE, model.DELETE: TOMBSTONE}  # for a direct invoke: steps.writers_named names the rest
 POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)

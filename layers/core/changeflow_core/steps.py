@@ -69,7 +69,9 @@ def writers_named(event: dict[str, Any], defaults: dict[str, str]) -> dict[str, 
     named = event.get("writers") or {}
     update = named.get("update", defaults[model.PUT])
     tombstone = named.get("tombstone", defaults[model.DELETE])
-    return {model.PUT: update, model.PATCH: update, model.ROLLBACK: update, model.DELETE: tombstone}
+    # a redact or an adopt writes v0 as an update does (the tombstone writer where the entity is deleted)
+    return {model.PUT: update, model.PATCH: update, model.ROLLBACK: update, model.DELETE: tombstone,
+            model.REDACT: update, model.ADOPT: update}
 
 
 def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,

@@ -34,7 +34,11 @@ TIME_SCALE = 0.001  # Wait states and retry back-offs, in both interpreters
 VOLATILE_KEYS = {"recordedAt", "startTime", "StartTime", "requestId", "stackTrace", "expiresAt", "waitSeconds",
                  "timestamp", "startDate", "stopDate",
                  # the hash chain covers recordedAt, so each link differs from run to run too
-                 "prevHash", "chainHash"}
+                 "prevHash", "chainHash",
+                 # the Lambda integration's envelope around a task's result, as AWS returns it: the embedded
+                 # stack adds it (moto_patches.stepfunctions.lambda_tasks, issue 27.8); LocalStack's interpreter,
+                 # driven through the same in-process Lambda seam here, returns the payload without it
+                 "SdkHttpMetadata", "SdkResponseMetadata"}
 
 
 @dataclass
