@@ -1,16 +1,12 @@
-"""Step 1, fetch-latest: validate the change request (or, after a back-off, take the change from the
-state), read the entity's latest state consistently (writing the version ``v0`` holds to history if its
-writer never did: whoever moves v0 on makes sure history has it), and decide. A stale change ends here.
+"""Step 1, fetch-latest: validate the change request (or, after a back-off, take it from the state), read
+the entity's latest state consistently (writing v0's version to history if its writer never did: whoever
+moves v0 on makes sure history has it), and decide. A stale change ends here.
 
-Input: ``{"request": <the execution input: changeflow_core.principal's envelope>, "execution": {"id", "name",
-"startTime"}}``, or after a back-off ``{"change", "content", "attempt", "error", "execution": {"name"}}``; from
-the state machine also ``"writers"``.
-Output: ``{"change", "latest", "content": <DynamoDB JSON or null>, "writer": <function ARN>, "attempt"}``, and
-``historyRepaired``: the version whose history item the read wrote from ``v0`` (its writer never did).
-Raises ``ValidationError`` (a bad request or envelope), ``Forbidden`` (the authorization policy) or ``NotFound``
-(nothing is written by any later step), ``ChangeIsStale`` (the report step returns the outcome),
-``VersionConflict`` or ``LatestWriteFailed`` (attempts spent).
-"""
+Input: ``{"request": <changeflow_core.principal's envelope>, "execution": {"id", "name", "startTime"}, "writers"}``,
+or after a back-off ``{"change", "content", "attempt", "error", "execution": {"name"}, "writers"}``.
+Output: ``{"change", "latest", "content", "writer", "attempt"}``, and ``historyRepaired`` (the version written
+from ``v0``). Raises ``ValidationError``, ``Forbidden`` or ``NotFound`` (nothing is written by any later step),
+``ChangeIsStale`` (the report step returns the outcome), ``VersionConflict`` or ``LatestWriteFailed``."""
 
 import os
 
