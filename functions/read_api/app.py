@@ -12,7 +12,6 @@ from changeflow_core.errors import NotFound, ValidationError
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
-
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
