@@ -1,6 +1,5 @@
-"""POST /changes (Lambda proxy): start the change's execution, or answer what became of it - still
-running (that execution), succeeded (its outcome), failed (a new attempt runs). See
-changeflow_core.submissions for the rules; this file is their table of contents."""
+"""POST /changes (Lambda proxy): start the change's execution, or answer what became of it (running, succeeded,
+or failed: a new attempt runs). The rules are changeflow_core.submissions'; this file is their table of contents."""
 
 import base64
 import os
@@ -17,7 +16,6 @@ WORKFLOW_TYPE = os.environ["WORKFLOW_TYPE"]
 TABLE_NAME = os.environ["TABLE_NAME"]
 ATTEMPTS_TABLE_NAME = os.environ["ATTEMPTS_TABLE_NAME"]
 POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
-
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
@@ -46,9 +44,9 @@ def lambda_handler(event, context):
         submissions.check(request)  # the fetch step's validation: 400 naming the field, nothing started
         logger.append_keys(entityId=observe.entity_ref(request["entityId"], HASH_ENTITY_IDS), changeId=request["changeId"])
         observe.annotate(tracer, request["entityId"], hashed=HASH_ENTITY_IDS)
-        who = principal.from_api_event(event)  # who API Gateway authenticated, never the body (actor is a claim)
+        # who API Gateway authenticated, never the body (actor is a claim), and when the change was first received
         answer, attempt = submissions.submit(sfn, dynamodb, STATE_MACHINE_ARN, WORKFLOW_TYPE, TABLE_NAME, request,
-                                             ATTEMPTS_TABLE_NAME, HASH_ENTITY_IDS, who,
+                                             ATTEMPTS_TABLE_NAME, HASH_ENTITY_IDS, principal.from_api_event(event),
                                              principal.api_received_at(event), POLICY)
     except Refused as refused:
         logger.info("refused", extra={"status": refused.status, "reason": refused.message})

@@ -15,6 +15,7 @@ from typing import Any
 
 from changeflow_core import asof, items, model, principal, store, wire
 from changeflow_core.errors import NotFound as CoreNotFound
+from changeflow_core.errors import ValidationError
 
 from ..audit import repair as audit_repair
 from ..audit import verify as audit_verify
@@ -40,7 +41,7 @@ def change_request(execution_input: Any) -> Any:
     value = parse_json(execution_input)
     try:
         return principal.request_in(value)
-    except ValueError:  # ValidationError too: text that is not JSON is shown as it is
+    except (ValueError, ValidationError):  # text that is not JSON (a log cut at 248 KB) is shown as it is
         return value
 
 
