@@ -520,7 +520,7 @@ def _log_answers(logs, group: str, streams: list[str]) -> list:
     return answers
 
 
-def test_a_closed_executions_log_stream_is_packed_and_reads_the_same(stack):
+def test_a_closed_executions_log_stream_is_packed_and_reads_the_same(make_stack):
     """The execution log (CloudWatch Logs, the audit's archive) keeps every record; once an execution has
     closed, its stream's records are kept packed. GetLogEvents, FilterLogEvents and DescribeLogStreams
     answer exactly what they answer from moto's own list of events, and a later PutLogEvents into the
@@ -529,6 +529,8 @@ def test_a_closed_executions_log_stream_is_packed_and_reads_the_same(stack):
 
     from changeflow.client import Changeflow
 
+    # every state logged with its data: the operator's opt-in (docs/privacy.md); the default logs failures only
+    stack = make_stack(StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
     client = Changeflow.for_embedded(stack)
     for request in _changes(3, "log"):
         assert client.submit(request).status == "SUCCEEDED"
