@@ -170,3 +170,19 @@ def test_the_impersonation_campaign_row_finds_no_false_principal(server):
     assert tally.violations == []
     assert tally.cases == 2 and sum(tally.faults.values()) == 2 * len(ATTACKS)
     assert tally.outcomes["refused"] == 2 * len(ATTACKS)
+
+
+def test_a_redaction_through_the_api_records_its_signer_as_any_change_does(server, tmp_path, capsys):
+    # GIVEN a version written through the API, WHEN `changeflow redact --via api` removes its content
+    # THEN the redaction is a version whose principal is the SigV4 signer, and the claim stays a claim
+    from changeflow.cli import main
+
+    path = tmp_path / "change.json"
+    path.write_text(json.dumps({"entityId": "s#10", "operation": "put", "changeId": "c1", "attributes": {"ssn": "1"}}))
+    assert main(["submit", str(path), "--via", "api", "--endpoint-url", server.url, "--json"]) == 0
+    assert main(["redact", "s#10", "1", "--reason", "erasure request", "--actor", "dpo@example.com", "--via", "api",
+                 "--endpoint-url", server.url, "--json"]) == 0
+    who, claimed = principal_of(server, "s#10")
+    assert who["via"] == "api" and who["arn"] == sigv4.default_arn("123456789012") and claimed == "dpo@example.com"
+    status, _, raw = http_exchange("GET", f"{server.url}/v1/entities/s%2310/versions/1")
+    assert status == 200 and "ssn" not in json.loads(raw).get("attributes", {})

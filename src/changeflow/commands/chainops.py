@@ -5,29 +5,18 @@ the chain into it, once (docs/audit.md)."""
 
 from __future__ import annotations
 
+import time
+
 from changeflow_core import chain, model
 
-from .. import report
 from ..client import targets
-from ..common.errors import ToolFailure, UsageError
+from ..common.errors import UsageError
+from .changes import add_via, submit_each
 from .options import EXIT_0_EXECUTIONS, EXIT_2, EXIT_3_REMOTE, SECONDS, add_remote_options, exit_help
-from .output import dump, execution_status, known_errors, public
 
 
 def _run(args, requests: list[dict]) -> int:
-    client = targets.client_for(args)
-    results = []
-    for request in requests:
-        try:
-            execution = client.submit(request, timeout=args.timeout)
-        except TimeoutError as exc:
-            raise ToolFailure(f"{request['entityId']}: {exc}; wait longer with --timeout SECONDS") from exc
-        results.append(execution)
-        if args.json:
-            dump(public(execution))
-        else:
-            print(report.executions([execution]))
-    return execution_status(results, known_errors(client))
+    return submit_each(args, targets.client_for(args), [(r["entityId"], r) for r in requests])
 
 
 def _who(args) -> dict:
@@ -35,8 +24,9 @@ def _who(args) -> dict:
 
 
 def cmd_redact(args) -> int:
+    # one change id per redaction (a version is redacted once): a resend is a duplicate, and POST /changes needs one
     return _run(args, [{"entityId": args.entity, "operation": model.REDACT, "redactVersion": args.version,
-                        **_who(args)}])
+                        "changeId": f"redact-v{args.version}", **_who(args)}])
 
 
 def cmd_adopt(args) -> int:
@@ -56,7 +46,9 @@ def cmd_adopt(args) -> int:
         ids = [args.entity]
     status = 0
     if ids:
-        status = _run(args, [{"entityId": e, "operation": model.ADOPT, **_who(args)} for e in ids])
+        # a change id per run: an adoption already made is refused by name, never answered as a duplicate
+        change_id = f"adopt-{time.time_ns() // 1_000_000}"
+        status = _run(args, [{"entityId": e, "operation": model.ADOPT, "changeId": change_id, **_who(args)} for e in ids])
     else:
         print("no entity has versions written before the chain: nothing to adopt")
     if args.close and status == 0:
@@ -91,6 +83,7 @@ def _common(parser) -> None:
     parser.add_argument("--actor", help="who asks for it (recorded in the new version as the actor's claim)")
     parser.add_argument("--timeout", type=SECONDS, default=300.0, metavar="SECONDS",
                         help="how long to wait for each execution to end, in seconds (default %(default)g)")
+    add_via(parser)  # api or events: the version records the principal AWS authenticated, not only the claim
 
 
 def add_redact(command) -> None:

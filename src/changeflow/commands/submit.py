@@ -3,36 +3,14 @@ AWS, through Step Functions, the REST API or the event bus, and wait for each.""
 
 from __future__ import annotations
 
-from changeflow_core.errors import ValidationError
-from changeflow_core.validation import check_request_size
-
-from .. import report
 from ..client import targets
-from ..common.errors import ToolFailure
-from .changes import load_changes, refused
+from .changes import add_via, load_changes, submit_each
 from .options import EXIT_0_EXECUTIONS, EXIT_2, EXIT_3_REMOTE, SECONDS, add_remote_options, exit_help
-from .output import dump, execution_status, known_errors, public
 
 
 def cmd_submit(args) -> int:
     changes = load_changes(args.files)
-    client = targets.client_for(args)
-    via = {"stepfunctions": client.submit, "api": client.submit_via_api, "events": client.submit_via_events}[args.via]
-    results = []
-    for source, request in changes:
-        try:
-            check_request_size(request)
-            execution = via(request, timeout=args.timeout)
-        except ValidationError as exc:
-            execution = refused(source, request, exc)
-        except TimeoutError as exc:
-            raise ToolFailure(f"{source}: {exc}; wait longer with --timeout SECONDS") from exc
-        results.append(execution)
-        if args.json:
-            dump(public(execution))
-        else:
-            print(report.executions([execution]))
-    return execution_status(results, known_errors(client))
+    return submit_each(args, targets.client_for(args), changes)
 
 
 def add_submit(command) -> None:
@@ -50,8 +28,5 @@ def add_submit(command) -> None:
     submit.add_argument("files", nargs="+", metavar="FILE", help="JSON file: one change request, or an array of them")
     submit.add_argument("--timeout", type=SECONDS, default=300.0, metavar="SECONDS",
                         help="how long to wait for each execution to end, in seconds (default %(default)g)")
-    submit.add_argument("--via", choices=["stepfunctions", "api", "events"], default="stepfunctions",
-                        help="entry point: StartExecution (default: stepfunctions; the version's principal then says "
-                             "the workflow does not know the caller), POST /changes signed with SigV4 (api: the signer "
-                             "is recorded), or PutEvents to the bus (events: the event's account and source)")
+    add_via(submit)
     submit.set_defaults(func=cmd_submit)
