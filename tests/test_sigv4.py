@@ -186,3 +186,14 @@ def test_a_redaction_through_the_api_records_its_signer_as_any_change_does(serve
     assert who["via"] == "api" and who["arn"] == sigv4.default_arn("123456789012") and claimed == "dpo@example.com"
     status, _, raw = http_exchange("GET", f"{server.url}/v1/entities/s%2310/versions/1")
     assert status == 200 and "ssn" not in json.loads(raw).get("attributes", {})
+
+
+def test_the_impersonation_row_after_the_api_row_on_one_stack_still_finds_no_false_principal(server):
+    # make reliability runs row 6 (API retries, signed with the default key) and then row 7 on one stack, with
+    # the same seeds: row 7's entities must be its own, or row 6's versions read as false principals
+    from changeflow.checks.impersonation import impersonations
+    from changeflow.checks.reliability import api_retries
+
+    api_retries(server, 0, entities=2)
+    tally = impersonations(server, seed=0, entities=2)
+    assert tally.violations == [] and tally.cases == 2
