@@ -302,6 +302,21 @@ def test_authorization_governs_the_read_routes(guarded):
     assert read(stack, "doc#5", ALICE)[0] == 200
 
 
+def test_authorization_covers_the_chains_own_operations_too(guarded):
+    # a principal allowed to put and read doc#... may not redact or adopt it unless a rule names those
+    from changeflow_core import authorization
+
+    stack, cf = guarded
+    post(stack, api_event(put("doc#6", "c1")))
+    for operation, extra in (("redact", {"redactVersion": 1, "reason": "erasure"}), ("adopt", {})):
+        answer = post(stack, api_event({"entityId": "doc#6", "operation": operation, "changeId": f"c-{operation}",
+                                        **extra}))
+        assert answer["httpStatus"] == 403 and f"may not {operation} entity 'doc#6'" in answer["message"], answer
+    assert len(versions(cf, "doc#6")) == 1
+    granted = [{"principals": [ALICE], "entities": ["doc#"], "operations": ["redact"]}]
+    assert authorization.parse(json.dumps(granted)) == granted  # an operator can grant them
+
+
 def test_an_authorization_policy_that_does_not_parse_fails_closed():
     from changeflow_core import authorization
 

@@ -23,11 +23,11 @@ import json
 from fnmatch import fnmatchcase
 from typing import Any
 
-from . import principal as principals
+from . import model, principal as principals
 from .errors import ChangeflowError
 
 READ = "read"
-OPERATIONS = ("put", "patch", "delete", "rollback", READ)
+OPERATIONS = (*model.OPERATIONS, READ)  # every change the workflow makes (redact and adopt too), and reads
 
 
 class Forbidden(ChangeflowError):
@@ -62,8 +62,10 @@ def allowed(policy: list[dict[str, Any]] | None, principal: dict[str, Any] | Non
 
 def check(policy: list[dict[str, Any]] | None, principal: dict[str, Any] | None, entity_id: Any,
           operation: Any) -> None:
-    """``Forbidden`` unless the policy allows it (nothing is checked for a request validation refuses)."""
-    if not isinstance(entity_id, str) or operation not in OPERATIONS:
+    """``Forbidden`` unless the policy allows it. A request validation refuses (no id, an operation the
+    workflow does not make) is validation's to name; anything else is checked, so a new operation is
+    denied until a rule names it."""
+    if not isinstance(entity_id, str) or (operation not in OPERATIONS and operation not in model.OPERATIONS):
         return
     if not allowed(policy, principal, entity_id, operation):
         raise Forbidden(f"{principals.describe(principal)} may not {operation} entity {entity_id!r} "
