@@ -281,7 +281,7 @@ def test_a_redacted_version_keeps_the_chain_and_verify_says_who_redacted_it(form
     assert model.REDACTED in redacted[1] and "ssn" not in redacted[1] and "title" not in redacted[1]
     audit = chain.audit_chain(ENTITY, redacted, latest)
     assert audit.problems == []
-    assert "version 2 redacted at version 4 by ana@example.com: erasure request" in audit.notes
+    assert "version 2 redacted at version 4 by ana@example.com (claimed; no principal recorded): erasure request" in audit.notes
     # the newest version redacted: the redact version holds no content
     again, latest = redact(history, 3)
     assert chain.audit_chain(ENTITY, again, latest).problems == []

@@ -73,7 +73,8 @@ def test_a_redaction_removes_the_content_keeps_the_chain_and_is_audited_like_any
     assert "ssn" not in json.dumps(str(item(cf, None)))  # v0: the content of version 3, never the redacted one
     report = verify(cf, ENTITY)
     assert report.ok, report.problems
-    assert "version 2 redacted at version 4 by dpo@example.com: GDPR erasure request #12" in report.notes
+    assert ("version 2 redacted at version 4 by (StartExecution: caller unknown), actor dpo@example.com (claimed): "
+            "GDPR erasure request #12") in report.notes
     assert executions.check_executions(cf, ENTITY) == []
 
 
@@ -257,7 +258,7 @@ def test_on_the_command_line(legacy, capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["output"]["outcome"] == "duplicate"
     assert cli.main(["verify", ENTITY]) == 0
     out = capsys.readouterr().out
-    assert "version 2 redacted at version 5 by dpo@example.com: erasure" in out
+    assert "version 2 redacted at version 5 by (StartExecution: caller unknown), actor dpo@example.com (claimed)" in out
     assert "versions 1..3 (written before the chain) adopted at version 4" in out
     assert cli.main(["versions", ENTITY]) == 0 and cli.main(["versions", ENTITY, "--json"]) == 0
     shown = capsys.readouterr().out

@@ -186,6 +186,10 @@ def test_a_redaction_through_the_api_records_its_signer_as_any_change_does(serve
     assert who["via"] == "api" and who["arn"] == sigv4.default_arn("123456789012") and claimed == "dpo@example.com"
     status, _, raw = http_exchange("GET", f"{server.url}/v1/entities/s%2310/versions/1")
     assert status == 200 and "ssn" not in json.loads(raw).get("attributes", {})
+    capsys.readouterr()
+    assert main(["verify", "s#10", "--endpoint-url", server.url]) == 0  # the note names the signer, then the claim
+    signer = sigv4.default_arn("123456789012")
+    assert f"version 1 redacted at version 2 by {signer}, actor dpo@example.com (claimed)" in capsys.readouterr().out
 
 
 def test_the_impersonation_row_after_the_api_row_on_one_stack_still_finds_no_false_principal(server):

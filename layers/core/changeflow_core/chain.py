@@ -61,6 +61,7 @@ from typing import Any, Iterable
 from boto3.dynamodb.types import TypeSerializer
 
 from . import model
+from . import principal as principals
 
 PREV_HASH = model.PREV_HASH
 CHAIN_HASH = model.CHAIN_HASH
@@ -275,6 +276,17 @@ def _text(wire_item: dict[str, dict], name: str) -> str | None:
     return value.get("S") if isinstance(value, dict) else None
 
 
+def _who(wire_item: dict[str, dict]) -> str:
+    """Who made a version, as AWS authenticated it (its ``principal``), beside the actor the client claimed."""
+    value = wire_item.get(model.PRINCIPAL)
+    fields = value.get("M") if isinstance(value, dict) else None
+    named = principals.describe({k: v.get("S") for k, v in fields.items() if isinstance(v, dict)}) if fields else None
+    claimed = _text(wire_item, model.ACTOR)
+    if named is None:
+        return f"{claimed} (claimed; no principal recorded)" if claimed else "an unnamed actor"
+    return named + (f", actor {claimed} (claimed)" if claimed else "")
+
+
 def _version(wire_item: dict[str, dict]) -> int:
     return int(Decimal(wire_item[model.VERSION]["N"]))
 
@@ -462,9 +474,8 @@ def _check_redactions(ordered: list, records: list, audit: ChainAudit) -> None:
             audit.problems.append(f"version {n}: is not the version that version {m} redacted (its hashes differ "
                                   "from the redaction record)")
         else:
-            who = _text(r, "principal") or _text(r, model.ACTOR) or "an unnamed actor"
             why = _text(r, model.REASON)
-            audit.notes.append(f"version {n} redacted at version {m} by {who}" + (f": {why}" if why else ""))
+            audit.notes.append(f"version {n} redacted at version {m} by {_who(r)}" + (f": {why}" if why else ""))
 
 
 # --- digests ----------------------------------------------------------------------------------------
