@@ -160,3 +160,20 @@ def test_changeflow_history_shows_an_aged_out_execution_from_the_versions_given_
     assert done.name in out and "AGED_OUT" in out and "bob" in out and "kept-in-the-table" not in out
     assert main(["history", done.name, "--entity", "doc#cli", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["versions"][0]["version"] == 1
+
+
+@pytest.mark.parametrize("parameters", [{}, {"StateMachineLogLevel": "ALL"}], ids=["default log", "ALL, no data"])
+def test_verify_executions_never_calls_an_aged_out_version_forged_when_the_log_keeps_no_data(make_stack, parameters):
+    # GIVEN a version whose execution aged out of Step Functions, on a stack whose log keeps no data (the
+    # default ERROR keeps failures only; ALL without data keeps no output) THEN verify --executions cannot
+    # vouch for it, and says so, rather than reporting what the execution "reports"
+    from changeflow.audit.executions import check_executions
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(make_stack(**parameters))
+    done = cf.submit({"entityId": "aged#1", "operation": "put", "changeId": "c1", "attributes": {"a": 1}})
+    assert done.status == "SUCCEEDED"
+    cf.sfn = AgedOut(cf.sfn, {done.arn})
+    problems = check_executions(cf, "aged#1")
+    assert len(problems) == 1 and problems[0].startswith("version 1: cannot be vouched for"), problems
+    assert "reports" not in problems[0]

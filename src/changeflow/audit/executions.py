@@ -26,16 +26,22 @@ def check_executions(client: Changeflow, entity_id: str) -> list[str]:
             continue
         try:
             described = client.describe(arn)  # past 90 days, Step Functions' answer comes from the execution log
-        except client.sfn.exceptions.ExecutionDoesNotExist:
-            problems.append(f"version {version}: its execution {arn} does not exist (nor in the execution log)")
+        except client.sfn.exceptions.ExecutionDoesNotExist:  # forged, or aged out with no record in the log
+            problems.append(f"version {version}: cannot be vouched for: its execution {arn} is neither in Step "
+                            "Functions nor in the execution log (a forgery, or aged out of Step Functions' 90 "
+                            "days while the log kept no record of it: the default level ERROR keeps failures only)")
             continue
         if described["status"] == "UNKNOWN":  # the log (best-effort) lost the event that ends it
             problems.append(f"version {version}: cannot be vouched for: {'; '.join(described.get('logGaps', []))}")
             continue
         if described["status"] != "SUCCEEDED":
             continue  # e.g. HistoryWriteFailed after v0 was written: the history item came from repair
+        if described.get("output") is None:  # read from a log that keeps no execution data: nothing to compare
+            problems.append(f"version {version}: cannot be vouched for: the execution log keeps no output "
+                            "(StateMachineIncludeExecutionData=false)")
+            continue
         try:
-            output = json.loads(described.get("output") or "{}")
+            output = json.loads(described["output"])
         except ValueError:  # the log cut it at 248 KB: a report of a few hundred bytes never is, unless forged
             problems.append(f"version {version}: cannot be vouched for: its execution's output in the log is "
                             "cut or not JSON")
