@@ -138,6 +138,10 @@ def test_by_default_an_aged_out_execution_is_shown_from_the_versions_it_wrote(ma
     reader = Reader(cf)
     assert reader.outcome(patch_run.arn, entity) == ("applied", "AGED_OUT")
     assert reader.outcome(patch_run.arn) == (None, None)
+    # whichever page is opened first: a look without the entity does not hide the execution from one with it
+    fresh = Reader(cf)
+    assert fresh.outcome(put_run.arn) == (None, None)
+    assert fresh.describe(put_run.arn, entity)["status"] == "AGED_OUT"
 
 
 def test_changeflow_history_shows_an_aged_out_execution_from_the_versions_given_its_entity(make_stack, monkeypatch,

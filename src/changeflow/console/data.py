@@ -120,6 +120,7 @@ class Reader:
     def __init__(self, client: Changeflow):
         self.client = client
         self._described: dict[str, dict[str, Any]] = {}
+        self._unknown: set[str] = set()  # not found when asked without an entity
         self._lock = threading.Lock()
         self._definitions: dict[str, dict[str, Any]] = {}
 
@@ -128,12 +129,17 @@ class Reader:
         with self._lock:
             if arn in self._described:
                 return self._described[arn]
+            if entity_id is None and arn in self._unknown:
+                return None
         try:
             # past 90 days: read from the execution log, or from the versions of entity_id it wrote
             description = dict(self.client.describe(arn, entity_id))
         except self.client.sfn.exceptions.ExecutionDoesNotExist:
             with self._lock:  # gone, and not in the execution log either: it does not come back
-                self._described[arn] = None
+                if entity_id is None:  # asked with its entity, the versions it wrote may still describe it
+                    self._unknown.add(arn)
+                else:
+                    self._described[arn] = None
             return None
         description.pop("ResponseMetadata", None)
         if description["status"] in TERMINAL:
@@ -237,11 +243,13 @@ class Reader:
         if not execution_arn:
             return None, None
         try:
-            description = self.describe(execution_arn)
+            description = self.describe(execution_arn)  # the cheap look: an entity page has many versions
         except Exception:  # noqa: BLE001 - another account's or an expired execution: shown as unknown
             return None, None
         if description is None:  # gone from Step Functions and from the log: the version item names it
             return ("applied", "AGED_OUT") if entity_id is not None else (None, None)
+        if description["status"] == "AGED_OUT":  # described from the versions it wrote: it applied them
+            return "applied", "AGED_OUT"
         output = parse_json(description.get("output"))
         return (output.get("outcome") if isinstance(output, dict) else None), description["status"]
 
