@@ -12,7 +12,7 @@ from changeflow_core import chain, model
 from ..client import targets
 from ..common.errors import UsageError
 from .changes import add_via, submit_each
-from .options import EXIT_0_EXECUTIONS, EXIT_2, EXIT_3_REMOTE, SECONDS, add_remote_options, exit_help
+from .options import COUNT, EXIT_0_EXECUTIONS, EXIT_2, EXIT_3_REMOTE, SECONDS, add_remote_options, exit_help
 
 
 def _run(args, requests: list[dict]) -> int:
@@ -96,7 +96,7 @@ def add_redact(command) -> None:
                                "no --reason", EXIT_2, EXIT_3_REMOTE))
     _common(redact)
     redact.add_argument("entity", help="entity id")
-    redact.add_argument("version", type=int, help="the version whose content to remove")
+    redact.add_argument("version", type=COUNT, help="the version whose content to remove (1 or more)")
     redact.add_argument("--reason", required=True, help="why (recorded in the new version)")
     redact.set_defaults(func=cmd_redact)
 
