@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import urllib.error
-import urllib.request
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -22,7 +20,7 @@ from botocore.credentials import Credentials
 from changeflow_core import principal as principals
 
 from ..client import Changeflow
-from .reliability import Tally, api_entity_ids
+from .reliability import Tally, api_entity_ids, post_json
 
 ATTACKS = ["principal in the body", "principal in an event's detail", "StartExecution without the envelope",
            "unsigned", "a key nobody issued", "another secret", "a replay after 5 minutes", "another region",
@@ -50,15 +48,6 @@ def _signed(url: str, body: bytes, key: str, secret: str, region: str = "us-east
     return dict(request.headers.items())
 
 
-def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
-    http = urllib.request.Request(url, data=body, method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(http, timeout=60) as response:  # noqa: S310 - serve on 127.0.0.1
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-
-
 def impersonations(server, seed: int, entities: int = 4) -> Tally:
     """The row's tally: cases = entities, faults injected = attacks, violations = anything an attack got."""
     tally = Tally("7. principal: impersonation, forgery, replay (serve)")
@@ -77,7 +66,7 @@ def impersonations(server, seed: int, entities: int = 4) -> Tally:
         change = {"entityId": entity, "operation": "put", "changeId": "c1", "attributes": {"n": 1},
                   "actor": "cfo@example.com"}
         body = json.dumps(change).encode()
-        status, answer = _post(url, body, _signed(url, body, key["AccessKeyId"], key["SecretAccessKey"]))
+        status, answer = post_json(url, body, _signed(url, body, key["AccessKeyId"], key["SecretAccessKey"]))
         if status != 200:
             tally.violations.append(f"{entity}: the signed request was answered {status}: {answer}")
             continue
@@ -86,7 +75,7 @@ def impersonations(server, seed: int, entities: int = 4) -> Tally:
         forged = {**change, "changeId": "c2", "principal": {"via": "api", "arn": "arn:aws:iam::123456789012:user/cfo"}}
         forged_body = json.dumps(forged).encode()
         outcomes: dict[str, Any] = {}
-        status, answer = _post(url, forged_body, _signed(url, forged_body, key["AccessKeyId"], key["SecretAccessKey"]))
+        status, answer = post_json(url, forged_body, _signed(url, forged_body, key["AccessKeyId"], key["SecretAccessKey"]))
         outcomes[ATTACKS[0]] = cf.wait(answer["executionArn"], 60).error if status == 200 else status
         tally.executions += (status == 200) + 2  # the body's (if its model let it through), the event's, the bare one
         outcomes[ATTACKS[1]] = cf.submit_via_events({**forged, "changeId": "c3"}, timeout=60).error
@@ -104,7 +93,7 @@ def impersonations(server, seed: int, entities: int = 4) -> Tally:
             (ATTACKS[7], _signed(url, plain_body, key["AccessKeyId"], key["SecretAccessKey"], region="eu-west-1")),
             (ATTACKS[8], _signed(url, plain_body, key["AccessKeyId"], key["SecretAccessKey"], service="states")),
         ]:
-            outcomes[attack] = _post(url, plain_body, headers)[0]
+            outcomes[attack] = post_json(url, plain_body, headers)[0]
         for attack, outcome in outcomes.items():
             tally.faults[attack] += 1
             if outcome not in REFUSED:

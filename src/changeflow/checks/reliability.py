@@ -374,9 +374,6 @@ def api_entity_ids(rng: random.Random, count: int, run: int = 0) -> list[str]:
 
 
 def _post(api: str, request: dict) -> tuple[int, dict]:
-    import urllib.error
-    import urllib.request
-
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
@@ -384,7 +381,15 @@ def _post(api: str, request: dict) -> tuple[int, dict]:
     body = json.dumps(request).encode("utf-8")
     signed = AWSRequest(method="POST", url=f"{api}/changes", data=body, headers={"Content-Type": "application/json"})
     SigV4Auth(Credentials("testing", "testing"), "execute-api", "us-east-1").add_auth(signed)  # serve's default key
-    http = urllib.request.Request(f"{api}/changes", data=body, method="POST", headers=dict(signed.headers.items()))
+    return post_json(f"{api}/changes", body, dict(signed.headers.items()))
+
+
+def post_json(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+    """POST ``body`` to ``serve`` with ``headers``: the status and the JSON answer, an error status included."""
+    import urllib.error
+    import urllib.request
+
+    http = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(http, timeout=60) as response:  # noqa: S310 - serve on 127.0.0.1
             return response.status, json.loads(response.read())
