@@ -288,6 +288,16 @@ def test_the_audit_records_outlive_the_stack(cloudformation):
         assert resources[name].get("UpdateReplacePolicy") == "Retain", f"a replacement deletes the old {name}"
 
 
+def _released(tmp_path, old: str, new: str):
+    """A copy of the project whose template.yaml has ``old`` replaced by ``new`` (a new release of one part)."""
+    for part in ("functions", "layers", "statemachines"):
+        (tmp_path / part).symlink_to(ROOT / part)
+    text = (ROOT / "template.yaml").read_text()
+    assert old in text
+    (tmp_path / "template.yaml").write_text(text.replace(old, new))
+    return tmp_path / "template.yaml"
+
+
 def _machine_and_versions(template_path):
     from changeflow.local.cfn import transform
 
@@ -311,12 +321,8 @@ def test_every_function_the_definition_invokes_is_a_version_published_by_the_sam
         assert substitutions[f"{name}FunctionArn"] == {"Ref": versions[f"{name}Function"]}
         assert resources[versions[f"{name}Function"]]["DeletionPolicy"] == "Retain"  # old versions stay
 
-    for part in ("functions", "layers", "statemachines"):
-        (tmp_path / part).symlink_to(ROOT / part)
-    text = (ROOT / "template.yaml").read_text()
-    (tmp_path / "template.yaml").write_text(text.replace(
-        "      CodeUri: functions/update_latest/\n", "      CodeUri: s3://packaged-artifacts/update-latest-v2.zip\n"))
-    changed, changed_versions, _ = _machine_and_versions(tmp_path / "template.yaml")
+    changed, changed_versions, _ = _machine_and_versions(_released(
+        tmp_path, "      CodeUri: functions/update_latest/\n", "      CodeUri: s3://packaged-artifacts/update-latest-v2.zip\n"))
     assert changed["UpdateLatestFunctionArn"] != substitutions["UpdateLatestFunctionArn"]
     assert changed_versions["FetchLatestFunction"] == versions["FetchLatestFunction"]
 
@@ -327,10 +333,6 @@ def test_a_new_layer_publishes_a_new_version_of_every_step_function(tmp_path):
     layer, with AutoPublishAliasAllProperties on the functions; without it the versions stay on the old one).
     https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-resource-layerversion.html"""
     _, versions, _ = _machine_and_versions(ROOT / "template.yaml")
-    for part in ("functions", "layers", "statemachines"):
-        (tmp_path / part).symlink_to(ROOT / part)
-    text = (ROOT / "template.yaml").read_text()
-    (tmp_path / "template.yaml").write_text(text.replace(
-        "      ContentUri: layers/core/\n", "      ContentUri: s3://packaged-artifacts/core-v2.zip\n"))
-    _, changed, _ = _machine_and_versions(tmp_path / "template.yaml")
+    _, changed, _ = _machine_and_versions(_released(
+        tmp_path, "      ContentUri: layers/core/\n", "      ContentUri: s3://packaged-artifacts/core-v2.zip\n"))
     assert len(versions) == 5 and all(changed[f] != versions[f] for f in versions), (versions, changed)
