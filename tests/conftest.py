@@ -19,6 +19,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = ROOT / "events"
 ASL = ROOT / "statemachines" / "change.asl.json"
+# The operator's opt-in (docs/privacy.md): every state logged with its input and output. The default logs
+# failures only, with no data; an Express stack needs this for its history, and so does a test that reads
+# an execution from the log.
+LOGGED = {"StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"}
 
 
 @pytest.fixture(autouse=True)

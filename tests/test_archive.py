@@ -12,6 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from changeflow.checks.faults import Injector
+from conftest import LOGGED
 
 T0 = 1_767_225_600_000
 
@@ -59,7 +60,7 @@ class AgedOut:
 @pytest.fixture
 def stack(make_stack):
     """The operator's opt-in (docs/privacy.md): every state, with its input and output, in the log."""
-    return make_stack(StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
+    return make_stack(**LOGGED)
 
 
 @pytest.fixture

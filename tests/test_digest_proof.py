@@ -14,6 +14,7 @@ from changeflow import cli
 from changeflow.audit import digests
 from changeflow.client import Changeflow, targets
 from changeflow_core import chain, model
+from conftest import LOGGED
 
 T0 = 1_767_225_600_000
 DAY = 86_400
@@ -92,8 +93,7 @@ def test_a_whole_entity_deleted_is_caught(cf):
 
 @pytest.mark.parametrize("parameters", [{"HistoryRetentionVersions": "3"},
                                         {"HistoryRetentionVersions": "3", "SeparateHistoryTable": "true"},
-                                        {"HistoryRetentionVersions": "3", "WorkflowType": "EXPRESS",
-                                         "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"},
+                                        {"HistoryRetentionVersions": "3", "WorkflowType": "EXPRESS", **LOGGED},
                                         {"HistoryRetentionDays": "1"}],
                          ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
 def test_with_a_retention_window_only_what_it_let_go_may_be_missing(make_stack, parameters):

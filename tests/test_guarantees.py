@@ -9,6 +9,7 @@ import os
 import pytest
 
 from changeflow.checks import reliability
+from conftest import LOGGED
 
 LONG = os.environ.get("CHANGEFLOW_LONG") == "1"
 
@@ -82,7 +83,7 @@ def test_faults_at_every_step_boundary_lose_and_double_nothing(make_stack, step,
 
 
 CONFIGURATIONS = [{"HistoryRetentionVersions": "3", "HistoryRetentionDays": "30"}, {"SeparateHistoryTable": "true"},
-                  {"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"}, {"HistoryRetentionVersions": "1"}]
+                  {"WorkflowType": "EXPRESS", **LOGGED}, {"HistoryRetentionVersions": "1"}]
 
 
 @pytest.mark.parametrize("parameters", CONFIGURATIONS if LONG else CONFIGURATIONS[:1],

@@ -10,6 +10,7 @@ import pytest
 from changeflow.cli import main
 from changeflow.audit.repair import repair
 from changeflow.audit.verify import verify
+from conftest import LOGGED
 
 T0 = 1_767_225_600_000
 DAY = 86_400
@@ -76,8 +77,7 @@ def test_with_a_retention_window_the_oldest_versions_may_be_gone(make_stack):
 RETENTIONS = [{"HistoryRetentionVersions": "3"},
               {"HistoryRetentionVersions": "3", "SeparateHistoryTable": "true"},
               {"HistoryRetentionVersions": "3", "HistoryRetentionDays": "1"},
-              {"HistoryRetentionDays": "1", "WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL",
-               "StateMachineIncludeExecutionData": "true"}]
+              {"HistoryRetentionDays": "1", "WorkflowType": "EXPRESS", **LOGGED}]
 
 
 @pytest.mark.parametrize("parameters", RETENTIONS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))

@@ -17,7 +17,7 @@ from changeflow.audit import executions
 from changeflow.client import Changeflow
 from changeflow.local.lambdas import fault_hook
 from changeflow.local.template import Template
-from conftest import ROOT
+from conftest import LOGGED, ROOT
 from test_archive import AgedOut
 
 T0 = 1_767_225_600_000
@@ -33,9 +33,8 @@ def log_records(cf, arn: str) -> list[dict]:
     return cf._log_records(arn)
 
 
-# What this file reads is the execution log with its data: the operator's opt-in (docs/privacy.md), which
-# an Express deployment needs for its history and an aged-out Standard execution for its input and output.
-LOGGED = {"StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"}
+# What this file reads is the execution log with its data (conftest.LOGGED), which an Express deployment
+# needs for its history and an aged-out Standard execution for its input and output.
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from changeflow.local.moto_patches.stepfunctions.termination import wait_for_ter
 from changeflow.client import Changeflow
 from changeflow.checks.faults import InjectedFault, LambdaTimeout
 from changeflow.local.lambdas import fault_hook
+from conftest import LOGGED
 
 T0 = 1_767_225_600_000
 WRITERS = ("UpdateLatestFunction", "DeleteTombstoneFunction")
@@ -160,7 +161,7 @@ def test_several_writers_in_the_window_each_keep_their_version(stack, cf):
 
 @pytest.mark.parametrize("parameters", [
     {"SeparateHistoryTable": "true"},
-    {"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"},
+    {"WorkflowType": "EXPRESS", **LOGGED},
     {"HistoryRetentionVersions": "1"},  # version n-1 expires as soon as n is written
     {"HistoryRetentionVersions": "1", "HistoryRetentionDays": "30"},
 ], ids=["separate-history-table", "express", "keep-1-version", "keep-1-version-30-days"])

@@ -27,6 +27,7 @@ from changeflow.local import moto_patches
 from changeflow.local.moto_patches.dynamodb.perf import Partition, Partitions
 from changeflow.local.moto_patches.originals import ORIGINALS
 from changeflow.local.moto_patches.stepfunctions.perf import ClosedHistory, Executions, PackedLogEvents
+from conftest import LOGGED
 
 moto_patches.install_perf()
 PATCHED_QUERY = Table.query
@@ -530,7 +531,7 @@ def test_a_closed_executions_log_stream_is_packed_and_reads_the_same(make_stack)
     from changeflow.client import Changeflow
 
     # every state logged with its data: the operator's opt-in (docs/privacy.md); the default logs failures only
-    stack = make_stack(StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
+    stack = make_stack(**LOGGED)
     client = Changeflow.for_embedded(stack)
     for request in _changes(3, "log"):
         assert client.submit(request).status == "SUCCEEDED"

@@ -24,7 +24,7 @@ from changeflow.local.moto_patches.stepfunctions.termination import wait_for_ter
 from changeflow.client import Changeflow
 from changeflow.local.template import Template
 from changeflow_core import principal
-from conftest import ROOT
+from conftest import LOGGED, ROOT
 
 LAYER = ROOT / "layers" / "core"
 
@@ -228,7 +228,7 @@ def test_a_lambda_result_over_256_kib_fails_the_task_with_data_limit_exceeded(st
 # --- Express ----------------------------------------------------------------------------------------------
 @pytest.fixture
 def express(make_stack):
-    stack = make_stack(WorkflowType="EXPRESS", StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
+    stack = make_stack(WorkflowType="EXPRESS", **LOGGED)
     return stack, Changeflow.for_embedded(stack)
 
 
@@ -288,7 +288,7 @@ def test_the_client_reads_an_express_execution_from_its_execution_log(make_stack
     reference = standard.submit(put(), name="from-the-log")
     expected = list(standard.history(reference.arn))
     standard_stack.stop()  # one embedded stack at a time in a process
-    cf = Changeflow.for_embedded(make_stack(WorkflowType="EXPRESS", StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true"))
+    cf = Changeflow.for_embedded(make_stack(WorkflowType="EXPRESS", **LOGGED))
     execution = cf.submit(put(), name="from-the-log")
     assert (execution.status, execution.output, execution.input) == (reference.status, reference.output,
                                                                       reference.input)

@@ -20,7 +20,7 @@ import re
 import pytest
 
 from changeflow_core import carried, items, model, principal, wire
-from conftest import ASL, STATE_LIMIT, largest_state
+from conftest import ASL, LOGGED, STATE_LIMIT, largest_state
 
 T0 = 1_767_225_600_000
 PROBE_EXECUTION = {"id": "arn:aws:states:us-east-1:123456789012:execution:ChangeStateMachine:probe",
@@ -194,7 +194,7 @@ def test_at_the_bound_a_lost_write_response_still_ends_applied_with_its_history(
     from changeflow.client import Changeflow
     from changeflow.checks.faults import Injector
 
-    stack = make_stack(WorkflowType=workflow, StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
+    stack = make_stack(WorkflowType=workflow, **LOGGED)
     cf = Changeflow.for_embedded(stack)
 
     request = sized(stack, put_of("lost#1", "c1"), carried.MAX_RESULT_BYTES)

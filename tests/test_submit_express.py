@@ -9,12 +9,13 @@ import pytest
 
 from changeflow.local.server import EmbeddedServer
 from test_submit import finish, post, stored
+from conftest import LOGGED
 
 pytestmark = pytest.mark.enable_socket
 
 
 def test_express_retries_after_failure_and_answers_an_applied_change_without_describe_execution():
-    with EmbeddedServer(port=0, time_scale=0.001, parameters={"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"}) as express:
+    with EmbeddedServer(port=0, time_scale=0.001, parameters={"WorkflowType": "EXPRESS", **LOGGED}) as express:
         api = f"{express.url}/v1"
         bad = {"entityId": "r2-express", "operation": "put", "changeId": "c1", "attributes": {"v": 1},
                "expectedVersion": 2}
