@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import sys
 import time
 import urllib.error
@@ -37,6 +38,23 @@ def aws_sandbox(monkeypatch):
     monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
     monkeypatch.setenv("CHANGEFLOW_ROOT", str(ROOT))
+
+
+@pytest.fixture
+def sigint_reaches_children():
+    """Children the test starts act on SIGINT as a program started from a terminal does.
+
+    A background job of a non-interactive shell (``make test &`` in a script, ``nohup``, some CI runners)
+    starts with SIGINT ignored, and an ignored signal stays ignored across ``execve``: a child that the test
+    sends SIGINT (or types Ctrl-C at, in tmux) would never see it. A *handled* signal is reset to its
+    default action by ``execve`` (POSIX, "Signal actions" in execve(2)), so with Python's own handler
+    installed for the test, every child starts with SIGINT at its default. The test sets up the child's
+    handling itself, whatever the suite was started from."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def wrapped(levels: int, leaf=1, key="n"):

@@ -408,7 +408,7 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux draws the terminal")
-def test_ctrl_c_or_a_kill_stops_and_the_resumed_import_is_the_same(served, tmp_path):
+def test_ctrl_c_or_a_kill_stops_and_the_resumed_import_is_the_same(served, tmp_path, sigint_reaches_children):
     total = 150
     source = jsonl(tmp_path / "big.jsonl", [{"id": f"sv#{i}", "at": T0 + i, "i": i} for i in range(total)])
     command = [sys.executable, "-m", "changeflow", "import", str(source), "--id-field", "id", "--effective-at-field",
@@ -493,3 +493,13 @@ def test_an_import_through_the_rest_api_of_serve_lands_once_too(served, tmp_path
     assert (again["applied"], again["rejected"]) == (3, 1)
     assert len([e for e in client.executions(limit=10_000) if e["name"].startswith("api-")]) == executions
     assert all(versions_of(client, f"api#{i}") == [1] for i in range(3))
+
+
+def test_a_child_the_suite_signals_gets_sigint_however_the_suite_was_started(sigint_reaches_children):
+    # GIVEN the suite started as a background job of a script (SIGINT ignored, inherited across exec)
+    probe = [sys.executable, "-c", "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"]
+    ignoring = subprocess.run(["bash", "-c", 'trap "" INT; exec "$@"', "probe", *probe], capture_output=True,
+                              text=True, check=True)
+    assert ignoring.stdout.strip() == "False"  # the trap is what a background job starts with: no handler
+    # WHEN the test starts its child with the fixture in place, THEN the child handles SIGINT as in a terminal
+    assert subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip() == "True"
