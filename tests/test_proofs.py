@@ -526,6 +526,11 @@ def test_proof_and_verify_proof_from_a_stack(recorded, tmp_path, capsys, monkeyp
     err = capsys.readouterr().err
     assert err.startswith("changeflow: proof refused: VersionAfterDigest: version 5 of 'doc#7' was written after")
     assert not later.exists()
+    # a version the entity never had is not "written after the digest" (issue 38.5)
+    assert cli.main(["proof", ENTITY, "9", "--digest", str(kept), "--output", str(later)]) == 1
+    err = capsys.readouterr().err
+    assert err == "changeflow: proof refused: NoSuchVersion: 'doc#7' has no version 9: its latest is version 5\n"
+    assert not later.exists()
     assert cli.main(["proof", "doc#nobody", "1", "--digest", str(kept)]) == 1
     assert "no such entity" in capsys.readouterr().err
 
