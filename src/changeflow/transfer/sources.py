@@ -100,7 +100,7 @@ def read(spec: str, dynamodb=None, segments: int = 1) -> Iterator[Record | Bad]:
         try:
             parsed = wire.loads(line)  # numbers exact
         except ValueError as exc:
-            yield Bad(where, line.rstrip("\n"), f"not JSON: {exc}")
+            yield Bad(where, line.rstrip("\n"), f"not JSON: {_json_error(exc)}")
             continue
         if kind == "dynamodb-export":
             if not (isinstance(parsed, dict) and isinstance(parsed.get("Item"), dict)):
@@ -119,6 +119,18 @@ def read(spec: str, dynamodb=None, segments: int = 1) -> Iterator[Record | Bad]:
             yield Bad(where, line.rstrip("\n"), f"a record must be a JSON object, not {type(parsed).__name__}")
             continue
         yield Record(where, parsed)
+
+
+def _json_error(exc: ValueError) -> str:
+    """What is wrong with one line's JSON, placed in that line: json's own message counts lines and columns
+    of the text it was given, and a record's line ends with its newline (so an object left open was "line 2
+    column 1" of record 37)."""
+    if isinstance(exc, json.JSONDecodeError):
+        text = exc.doc.splitlines()[0] if exc.doc.strip() else ""
+        if exc.lineno > 1 or exc.colno > len(text.rstrip()):
+            return f"{exc.msg} at the end of the line"
+        return f"{exc.msg} at column {exc.colno}"
+    return str(exc)
 
 
 def _scan(dynamodb, table: str, segments: int) -> Iterator[Record]:
