@@ -17,6 +17,7 @@ from changeflow_core import asof, items, model, principal, store, wire
 from changeflow_core.errors import NotFound as CoreNotFound
 from changeflow_core.errors import ValidationError
 
+from .. import report
 from ..audit import repair as audit_repair
 from ..audit import verify as audit_verify
 from ..client import TERMINAL, Changeflow
@@ -27,10 +28,11 @@ MAX_SCANNED = 1000  # executions examined for one page of an entity filter
 
 
 def parse_json(text: Any) -> Any:
+    """JSON text parsed with its numbers exact (``wire.loads``); anything else as it is."""
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text)
+        return wire.loads(text)
     except ValueError:
         return text
 
@@ -50,17 +52,24 @@ def describe_principal(value: Any) -> str:
     return principal.describe(value if isinstance(value, dict) else None)
 
 
-def pretty(value: Any) -> str:
-    value = parse_json(value)
-    if isinstance(value, str):
+def pretty(value: Any, indent: str = "") -> str:
+    """JSON indented by two spaces a level, numbers as JSON numbers with every digit (a stored 303.3 is a
+    ``Decimal``: never shown as the string ``"303.3"``)."""
+    value = parse_json(value) if not indent else value
+    if isinstance(value, str) and not indent:
         return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    inner = indent + "  "
+    if isinstance(value, dict) and value:
+        fields = [f"{inner}{compact(str(k))}: {pretty(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(fields) + "\n" + indent + "}"
+    if isinstance(value, (list, tuple)) and value:
+        return "[\n" + ",\n".join(inner + pretty(v, inner) for v in value) + "\n" + indent + "]"
+    return compact(value)
 
 
 def compact(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    """JSON on one line, numbers as JSON numbers with every digit (``wire.dumps``)."""
+    return wire.dumps(value, default=str)
 
 
 def ms_date(ms: Any) -> str:
@@ -182,7 +191,8 @@ class Reader:
                     continue
                 output = parse_json(description.get("output"))
                 rows.append({
-                    "name": summary["name"], "arn": summary["executionArn"], "status": summary["status"],
+                    "name": summary["name"], "arn": summary["executionArn"],
+                    "status": report.status_of(summary["status"], description.get("error")),
                     "start": start, "stop": summary.get("stopDate"),
                     "entity": entity_id, "operation": request.get("operation") if isinstance(request, dict) else None,
                     "outcome": output.get("outcome") if isinstance(output, dict) else None,
@@ -228,12 +238,16 @@ class Reader:
                                               newest_first=True, limit=size + 1, start_key=start)
         views = [items.view(i) for i in found]
         shown = views[:size]
+        by = report.redacted_by(views)  # which version redacted which, as the redact versions record it
         rows = []
         for i, v in enumerate(shown):
             previous = views[i + 1] if i + 1 < len(views) else None
             if previous is not None and previous["version"] != v["version"] - 1:
                 previous = None  # a gap (expired or missing): no diff against an unrelated version
-            rows.append({"view": v, "previous": previous, "diff": diff(previous, v) if previous or v["version"] == 1 else None})
+            # a redacted version's content is gone: no diff from it or to it (it would show the data deleted)
+            comparable = not v.get("redacted") and not (previous or {}).get("redacted")
+            rows.append({"view": v, "previous": previous, "redacted_at": by.get(v["version"]),
+                         "diff": diff(previous, v) if comparable and (previous or v["version"] == 1) else None})
         more = len(views) > size  # the extra item exists: there is an older page
         return rows, (shown[-1]["version"] if more else None)
 
@@ -251,7 +265,8 @@ class Reader:
         if description["status"] == "AGED_OUT":  # described from the versions it wrote: it applied them
             return "applied", "AGED_OUT"
         output = parse_json(description.get("output"))
-        return (output.get("outcome") if isinstance(output, dict) else None), description["status"]
+        return ((output.get("outcome") if isinstance(output, dict) else None),
+                report.status_of(description["status"], description.get("error")))
 
     def verify(self, entity_id: str) -> audit_verify.Report:
         return audit_verify.verify(self.client, entity_id)
