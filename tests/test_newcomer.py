@@ -270,6 +270,43 @@ def test_a_closed_stdout_ends_a_command_quietly(served, args, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_command_in_the_c_locale_far_from_utc_with_no_home_and_no_terminal_answers_the_same(served, tmp_path):
+    # Issue 38.2: what a command prints does not depend on the terminal it was started from: the C locale (no
+    # UTF-8 in LANG), a time zone 14 hours from UTC, no HOME, no TERM, no terminal at all, stdin closed
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "TERM", "LANG", "LANGUAGE", "LC_CTYPE")}
+    env.update(LC_ALL="C", TZ="Pacific/Kiritimati", CHANGEFLOW_ENDPOINT_URL=served["url"])
+    odd = "é 中 🙂"
+    for args, expected in ((["api", "/entities/{id}", "--id", odd], f'"entityId": "{odd}"'),
+                           (["versions", REDACTED, "--as-of", "2025-12-31T00:00:00.001Z"],
+                            f"entity {REDACTED} as of 2025-12-31T00:00:00.001Z")):
+        done = subprocess.run(["setsid", sys.executable, "-m", "changeflow", *args], cwd=tmp_path, env=env,
+                              capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+        out = done.stdout.decode("utf-8")
+        assert done.returncode == 0 and expected in out, (args, out, done.stderr)
+    assert "(redacted: content removed, hash kept)" in out and out.splitlines()[3].split()[0] == "2"
+
+
+def test_no_test_listens_on_a_fixed_port_or_writes_a_fixed_tmp_name():
+    # Issue 38.2: two runs of the suite at once share nothing: every server a test starts takes a free port
+    # (port 0), and a file a test writes goes under its own tmp_path, never a fixed /tmp name
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "port" and isinstance(node.value, ast.Constant) \
+                    and node.value.value not in (0, None):
+                found.append(f"{path.name}:{node.lineno}: port={node.value.value}")
+            if isinstance(node, (ast.List, ast.Tuple)):
+                texts = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+                found += [f"{path.name}:{node.lineno}: --port {b}" for a, b in zip(texts, texts[1:])
+                          if a == "--port" and b not in ("0", "PORT_TAKEN", "70000")]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("/tmp/") \
+                    and node.value != "/tmp/":  # (this test's own pattern)
+                found.append(f"{path.name}:{node.lineno}: {node.value}")
+    assert found == []
+
+
 def test_run_and_submit_help_give_the_request_limit_the_workflow_enforces(capsys):
     limit = f"{validation.MAX_REQUEST_BYTES // 1024} KiB"
     for command in ("run", "submit"):
