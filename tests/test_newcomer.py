@@ -262,10 +262,12 @@ def closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("args", [["executions"], ["versions", REDACTED], ["verify", "--all"],
-                                  ["export", "--all", "--output", "-"], ["api", "/entities/user%231001"]],
+                                  ["export", "--all", "--output", "-"], ["api", "/entities/user%231001"],
+                                  ["run", str(ROOT / "events" / "workflow" / "01-create.json")]],
                          ids=lambda a: a[0])
 def test_a_closed_stdout_ends_a_command_quietly(served, args, tmp_path):
-    done = closed_pipe([*args, "--endpoint-url", served["url"]], tmp_path)
+    remote = [] if args[0] == "run" else ["--endpoint-url", served["url"]]  # run starts its own stack
+    done = closed_pipe([*args, *remote], tmp_path)
     assert (done.returncode, done.stderr) == (cli.CLOSED_PIPE, "")
     assert list(tmp_path.iterdir()) == []
 

@@ -116,6 +116,6 @@ def stdout_closed() -> int:
     the interpreter's own flush at exit does not raise it again (the Python docs' recipe, "Note on SIGPIPE" in
     the signal module's documentation)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, 1)  # the process's stdout (sys.stdout may be the embedded stack's router of handler output)
     os.close(devnull)
     return CLOSED_PIPE
