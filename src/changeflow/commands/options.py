@@ -83,7 +83,7 @@ def add_remote_options(sub: argparse.ArgumentParser, json: bool = True,
     serve``) or ``--stack-name`` (a stack deployed on AWS), its ``--region``, and ``--json``."""
     where = sub.add_mutually_exclusive_group()
     where.add_argument("--endpoint-url", default=default_endpoint(), metavar="URL", type=ENDPOINT,
-                       help=f"a running `changeflow serve` (default %(default)s: {ENDPOINT_VARIABLE}, else "
+                       help=f"a running `changeflow serve` (default ${ENDPOINT_VARIABLE} if set, else "
                             f"{DEFAULT_ENDPOINT})")
     where.add_argument("--stack-name", metavar="NAME", help=stack_help)
     sub.add_argument("--region", default=None,
