@@ -71,7 +71,7 @@ $(LAMBDA_STAMP): layers/core/requirements.txt
 
 $(STAMP): pyproject.toml
 	@echo "changeflow: setting up $(VENV) (once, and again when pyproject.toml changes): boto3, moto, Powertools,"
-	@echo "            aws-sam-cli, cfn-lint, pytest and hypothesis; about 75 s on a 2-core machine with a fast link"
+	@echo "            aws-sam-cli, cfn-lint, pytest and hypothesis; about 2 minutes on a busy 2-core machine"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"

@@ -60,23 +60,12 @@ def error_message(cause: str | None) -> str | None:
         return cause
 
 
-# The workflow's named error for an outcome it cannot know (issue 32): the execution ends FAILED with it, and
-# every view shows it UNKNOWN (its cause says to send the same change id again), never FAILED.
-OUTCOME_UNKNOWN = "OutcomeUnknown"
-UNKNOWN = "UNKNOWN"
-
-
-def status_of(status: str, error: str | None) -> str:
-    """The status a person is shown: UNKNOWN for an execution that ended with ``OutcomeUnknown``."""
-    return UNKNOWN if status == "FAILED" and error == OUTCOME_UNKNOWN else status
-
-
 def executions(results: Iterable[Execution]) -> str:
     rows = []
     for e in results:
         out = e.output if isinstance(e.output, dict) else {}
         message = error_message(e.cause)
-        rows.append([e.name, status_of(e.status, e.error), out.get("outcome"), out.get("version"), e.error,
+        rows.append([e.name, e.status, out.get("outcome"), out.get("version"), e.error,
                      Whole(message) if message else None])
     return table(["execution", "status", "outcome", "version", "error", "message"], rows)
 

@@ -12,7 +12,7 @@ from changeflow_core.errors import NotFound as CoreNotFound
 from changeflow_core.errors import ValidationError
 
 from .. import report
-from ..client import rest, targets
+from ..client import rest, shown_status, targets
 from ..common.errors import FAILED, OK, REJECTED, NotFound, UsageError
 from .options import COUNT, EXIT_2, EXIT_3_REMOTE, add_remote_options, exit_help
 from .output import dump, no_such_entity
@@ -105,7 +105,7 @@ def cmd_executions(args) -> int:
         dump([{"name": e["name"], "executionArn": e["executionArn"], "status": e["status"],
                "startDate": e["startDate"], "stopDate": e.get("stopDate")} for e in found])
         return OK
-    rows = [[e["name"], report.status_of(e["status"], e.get("error")), e["startDate"], e.get("stopDate")]
+    rows = [[e["name"], shown_status(e["status"], e.get("error")), e["startDate"], e.get("stopDate")]
             for e in found]
     print(report.table(["execution", "status", "started", "stopped"], rows, max_width=90))
     return OK

@@ -25,7 +25,6 @@ from werkzeug.wrappers import Request, Response
 from changeflow_core import asof, wire
 from changeflow_core.errors import ValidationError
 
-from .. import report
 from . import data, graph
 
 HERE = Path(__file__).resolve().parent
@@ -168,8 +167,7 @@ class Console:
         request_input = data.change_request(description.get("input"))
         entity = request_input.get("entityId") if isinstance(request_input, dict) else description.get("entityId")
         return self._html(
-            "execution.html", d=description, status=report.status_of(description["status"], description.get("error")),
-            entity=entity if isinstance(entity, str) else None,
+            "execution.html", d=description, entity=entity if isinstance(entity, str) else None,
             request_input=wire.dumps(request_input, default=str) if request_input is not None else None,
             output=description.get("output"),
             message=data.error_message(description.get("cause")),

@@ -20,7 +20,7 @@ from changeflow_core.errors import ValidationError
 from .. import report
 from ..audit import repair as audit_repair
 from ..audit import verify as audit_verify
-from ..client import TERMINAL, Changeflow
+from ..client import TERMINAL, Changeflow, shown_status
 
 PAGE = 50
 VERIFY_AT_ONCE = 200  # up to this many versions, an entity's page runs verify itself; above, a link does
@@ -151,6 +151,7 @@ class Reader:
                     self._described[arn] = None
             return None
         description.pop("ResponseMetadata", None)
+        description["status"] = shown_status(description["status"], description.get("error"))  # UNKNOWN, not FAILED
         if description["status"] in TERMINAL:
             with self._lock:
                 if len(self._described) > 20_000:
@@ -191,8 +192,7 @@ class Reader:
                     continue
                 output = parse_json(description.get("output"))
                 rows.append({
-                    "name": summary["name"], "arn": summary["executionArn"],
-                    "status": report.status_of(summary["status"], description.get("error")),
+                    "name": summary["name"], "arn": summary["executionArn"], "status": summary["status"],
                     "start": start, "stop": summary.get("stopDate"),
                     "entity": entity_id, "operation": request.get("operation") if isinstance(request, dict) else None,
                     "outcome": output.get("outcome") if isinstance(output, dict) else None,
@@ -265,8 +265,7 @@ class Reader:
         if description["status"] == "AGED_OUT":  # described from the versions it wrote: it applied them
             return "applied", "AGED_OUT"
         output = parse_json(description.get("output"))
-        return ((output.get("outcome") if isinstance(output, dict) else None),
-                report.status_of(description["status"], description.get("error")))
+        return (output.get("outcome") if isinstance(output, dict) else None), description["status"]
 
     def verify(self, entity_id: str) -> audit_verify.Report:
         return audit_verify.verify(self.client, entity_id)
