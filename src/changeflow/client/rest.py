@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
-ID = "{id}"  # a route's placeholder for an entity id, filled in percent-encoded (every character but none)
+ID = "{id}"  # a route's placeholder for an entity id, filled in as one percent-encoded path segment
 
 
 @dataclass
