@@ -2,7 +2,6 @@
 (?asOf=&knownAt=), versions newest first (?limit=&cursor=, or ?from=&to=), one version, its execution."""
 
 import os
-import warnings
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -16,10 +15,7 @@ POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: author
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
-metrics = Metrics()  # the cold start only: API Gateway's own metrics count the reads, by route and status
-# A read publishes no application metric, so Powertools would warn on every call; its documented way to say that
-# is expected (docs.powertools.aws.dev/lambda/python/latest/core/metrics/, "raise_on_empty_metrics")
-warnings.filterwarnings("ignore", "No application metrics to publish")
+metrics = observe.cold_start_only(Metrics())  # API Gateway's own metrics count the reads, by route and status
 dynamodb = boto3.client("dynamodb")
 app = APIGatewayRestResolver(serializer=wire.dumps)  # numbers as JSON numbers with all 38 digits, never floats
 
