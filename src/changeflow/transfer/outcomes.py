@@ -6,7 +6,10 @@ Regions: docs/transfer.md) or, for an Express execution, a CloudWatch Logs query
 with reads DynamoDB does not ration that tightly: ``v0`` (consistent GetItem) lists the change ids it applied
 (``changeIds``: the last ``model.RECENT_CHANGE_IDS``) and its effective time.
 
-- **before starting**: the change id already in ``v0``'s ids is ``duplicate`` without starting anything;
+- **before starting**: the change id already in ``v0``'s ids is ``duplicate`` without starting anything; so is
+  one past those ids that the entity's history holds, when the change is as old as ``v0`` (``Applied``: a
+  change older than ``v0`` is ``stale`` whatever it was, and one newer than ``v0`` was never applied, since
+  the ratchet keeps ``v0`` at the newest time it applied);
 - **after starting**: the id in ``v0`` and its history item written (the workflow's last write step) is
   ``applied``; ``v0`` newer than the change is ``stale`` (the ratchet never lets it in afterwards);
 - **neither after ``describe_after`` seconds** (the workflow rejected it, failed, or is slow): the execution is
@@ -15,7 +18,9 @@ with reads DynamoDB does not ration that tightly: ``v0`` (consistent GetItem) li
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from changeflow_core import model, store
@@ -42,10 +47,63 @@ def _outcome(client: Changeflow, request: dict[str, Any], latest: dict[str, Any]
     return None
 
 
-def already_done(client: Changeflow, request: dict[str, Any]) -> Execution | None:
-    """``duplicate`` when ``v0`` already lists the change: nothing needs to start."""
+class Applied:
+    """The change ids an entity's history holds (``{change id: version}``), for what ``v0``'s last
+    ``model.RECENT_CHANGE_IDS`` no longer name: read once per entity (one Query of its history items, their
+    change ids only), then kept up to date with what this run applies (``note``). At most ``entities``
+    entities are held at once, the least recently asked about dropped first (and read again if asked again):
+    memory is bounded by the entities in flight, not by the source."""
+
+    def __init__(self, client: Changeflow, entities: int = 256):
+        self.client, self.entities = client, entities
+        self._known: OrderedDict[str, dict[str, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def version_of(self, entity_id: str, change_id: str) -> int | None:
+        with self._lock:
+            known = self._known.get(entity_id)
+            if known is not None:
+                self._known.move_to_end(entity_id)
+                return known.get(change_id)
+        known = self._read(entity_id)  # an entity's records run one at a time: no one else reads it now
+        with self._lock:
+            self._known[entity_id] = known
+            while len(self._known) > self.entities:
+                self._known.popitem(last=False)
+        return known.get(change_id)
+
+    def note(self, entity_id: str, change_id: str, version: int) -> None:
+        with self._lock:
+            if entity_id in self._known:
+                self._known[entity_id][change_id] = version
+
+    def _read(self, entity_id: str) -> dict[str, int]:
+        found, start = {}, None
+        while True:
+            page = self.client.dynamodb.query(
+                TableName=self.client.history_table, ConsistentRead=True,
+                KeyConditionExpression="#pk = :pk AND begins_with(#sk, :history)",
+                ProjectionExpression="#sk, #changeId",
+                ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK, "#changeId": model.CHANGE_ID},
+                ExpressionAttributeValues={":pk": {"S": entity_id}, ":history": {"S": model.HISTORY_PREFIX}},
+                **({"ExclusiveStartKey": start} if start else {}))
+            for item in page.get("Items", []):
+                if "S" in item.get(model.CHANGE_ID, {}):
+                    found[item[model.CHANGE_ID]["S"]] = model.version_of_sk(item[model.SK]["S"])
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return found
+
+
+def already_done(client: Changeflow, request: dict[str, Any], applied: Applied | None = None) -> Execution | None:
+    """``duplicate`` when the entity already has the change: ``v0`` lists it, or (``applied``) its history
+    holds it and the change is exactly as old as ``v0``. Nothing needs to start."""
     latest = _latest(client, request["entityId"])
-    version = (latest or {}).get(model.CHANGE_IDS, {}).get(request["changeId"]) if latest else None
+    if latest is None:
+        return None
+    version = (latest.get(model.CHANGE_IDS) or {}).get(request["changeId"])
+    if version is None and applied is not None and int(latest.get(model.EFFECTIVE_AT) or 0) == request["effectiveAt"]:
+        version = applied.version_of(request["entityId"], request["changeId"])
     if version is None:
         return None
     return Execution("(not started: duplicate)", "", "SUCCEEDED", request,
