@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -180,14 +181,16 @@ def test_other_hostile_lines_are_each_refused_by_name_and_the_rest_imports(cf, c
 
 
 def test_a_truncated_gzip_imports_what_it_holds_and_names_where_it_breaks(cf, capsys, tmp_path):
-    whole = gzip.compress(b"".join(json.dumps({"id": f"gz#{i}", "n": i}).encode() + b"\n" for i in range(2000)))
+    noise = [os.urandom(300).hex() for _ in range(40)]  # incompressible: the cut falls about half way
+    whole = gzip.compress(b"".join(json.dumps({"id": f"gz#{i}", "n": i, "x": noise[i]}).encode() + b"\n"
+                                   for i in range(40)))
     source = tmp_path / "cut.jsonl.gz"
     source.write_bytes(whole[: len(whole) // 2])
     status, summary, err = run(capsys, source, "--id-field", "id", "--effective-at", T0, "--json", "--quiet")
     assert status == 1 and summary["rejected"] == 1 and summary["applied"] > 0, (summary, err)
     (position, reason), = rejects(Path("cut.jsonl.gz.rejects.jsonl")).items()
     assert position == f"line {summary['applied'] + 1}" and "gzip" in reason and "cannot be read" in reason
-    assert all(versions(cf, f"gz#{i}")[0]["attributes"] == {"n": i} for i in range(summary["applied"]))
+    assert all(versions(cf, f"gz#{i}")[0]["attributes"]["n"] == i for i in range(summary["applied"]))
 
 
 # --- 7: a checkpoint that is not one -------------------------------------------------------------------------
@@ -235,3 +238,25 @@ def test_a_record_with_no_known_outcome_holds_back_its_entitys_later_records_unt
                        Rejects(None), concurrency=4).run(iter(records))
     assert (resumed.skipped, resumed.counts["applied"]) == (2, 2)
     assert [v["attributes"]["k"] for v in versions(client, "hold#1")] == [1, 2, 3]
+
+
+def test_a_rerun_after_a_retention_window_expired_the_oldest_versions_says_unknown_and_reverts_nothing(
+        cf, capsys, tmp_path):
+    # GIVEN 18 records of one entity imported under one time, then versions 1 and 2 removed from the history
+    # as DynamoDB's TTL does once a retention window has expired them
+    source = write_lines(tmp_path / "ttl.jsonl", [{"id": "ttl#1", "step": k} for k in range(1, 19)])
+    options = ["--id-field", "id", "--effective-at", T0, "--json"]
+    assert run(capsys, source, *options)[1]["applied"] == 18
+    from changeflow_core import model
+
+    for version in (1, 2):
+        cf.dynamodb.delete_item(TableName=cf.history_table, Key={model.PK: {"S": "ttl#1"},
+                                                                  model.SK: {"S": model.history_sk(version)}})
+    # WHEN it is run again without its checkpoint: records 1 and 2 are in neither v0's 16 ids nor the history
+    Path("ttl.jsonl.checkpoint").unlink()
+    before = started(cf)
+    status, again, _ = run(capsys, source, *options)
+    # THEN they are told unknown (never applied again: that would revert the entity), the rest duplicate
+    assert status == 1 and (again["unknown"], again["duplicate"], again["applied"]) == (2, 16, 0), again
+    assert started(cf) == before and versions(cf, "ttl#1")[-1]["attributes"]["step"] == 18
+    assert "cannot be known" in rejects(Path("ttl.jsonl.rejects.jsonl"))["line 1"]

@@ -281,10 +281,12 @@ class Importer:
             self._count("rejected")
             return True  # never applied: the entity's next record may follow
         outcome = "unknown" if execution.error == UNKNOWN else "failed"
-        self.rejects.add(position, record, f"{outcome}, not checkpointed (a resumed run sends the same change again): "
+        self.rejects.add(position, record, f"{outcome}, not checkpointed (a resumed run tries it again): "
                                            f"{execution.status} {execution.error}: {execution.cause}")
         self._count(outcome)
-        return False
+        # a change that was never sent because whether it was applied cannot be known (outcomes.already_done) is
+        # not sent by a resumed run either: the entity's later records cannot be overtaken by it
+        return outcome == "unknown" and not execution.arn
 
     named_errors: set[str] = {"ValidationError"}  # the workflow's named errors (``client.named_errors``)
 

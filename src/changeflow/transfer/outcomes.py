@@ -52,11 +52,17 @@ class Applied:
     ``model.RECENT_CHANGE_IDS`` no longer name: read once per entity (one Query of its history items, their
     change ids only), then kept up to date with what this run applies (``note``). At most ``entities``
     entities are held at once, the least recently asked about dropped first (and read again if asked again):
-    memory is bounded by the entities in flight, not by the source."""
+    memory is bounded by the entities in flight, not by the source.
+
+    ``version_of`` is the version that applied a change id, None when the history shows it never was, and
+    ``UNKNOWABLE`` when the history no longer holds every version from 1 (a retention window expired the
+    oldest), so that its absence proves nothing."""
+
+    UNKNOWABLE = -1
 
     def __init__(self, client: Changeflow, entities: int = 256):
         self.client, self.entities = client, entities
-        self._known: OrderedDict[str, dict[str, int]] = OrderedDict()
+        self._known: OrderedDict[str, tuple[dict[str, int], bool]] = OrderedDict()  # entity -> (ids, whole)
         self._lock = threading.Lock()
 
     def version_of(self, entity_id: str, change_id: str) -> int | None:
@@ -64,21 +70,22 @@ class Applied:
             known = self._known.get(entity_id)
             if known is not None:
                 self._known.move_to_end(entity_id)
-                return known.get(change_id)
-        known = self._read(entity_id)  # an entity's records run one at a time: no one else reads it now
-        with self._lock:
-            self._known[entity_id] = known
-            while len(self._known) > self.entities:
-                self._known.popitem(last=False)
-        return known.get(change_id)
+        if known is None:
+            known = self._read(entity_id)  # an entity's records run one at a time: no one else reads it now
+            with self._lock:
+                self._known[entity_id] = known
+                while len(self._known) > self.entities:
+                    self._known.popitem(last=False)
+        ids, whole = known
+        return ids.get(change_id, None if whole else self.UNKNOWABLE)
 
     def note(self, entity_id: str, change_id: str, version: int) -> None:
         with self._lock:
             if entity_id in self._known:
-                self._known[entity_id][change_id] = version
+                self._known[entity_id][0][change_id] = version
 
-    def _read(self, entity_id: str) -> dict[str, int]:
-        found, start = {}, None
+    def _read(self, entity_id: str) -> tuple[dict[str, int], bool]:
+        found, versions, start = {}, set(), None
         while True:
             page = self.client.dynamodb.query(
                 TableName=self.client.history_table, ConsistentRead=True,
@@ -88,11 +95,13 @@ class Applied:
                 ExpressionAttributeValues={":pk": {"S": entity_id}, ":history": {"S": model.HISTORY_PREFIX}},
                 **({"ExclusiveStartKey": start} if start else {}))
             for item in page.get("Items", []):
+                version = model.version_of_sk(item[model.SK]["S"])
+                versions.add(version)
                 if "S" in item.get(model.CHANGE_ID, {}):
-                    found[item[model.CHANGE_ID]["S"]] = model.version_of_sk(item[model.SK]["S"])
+                    found[item[model.CHANGE_ID]["S"]] = version
             start = page.get("LastEvaluatedKey")
             if not start:
-                return found
+                return found, versions == set(range(1, len(versions) + 1))
 
 
 def already_done(client: Changeflow, request: dict[str, Any], applied: Applied | None = None) -> Execution | None:
@@ -106,6 +115,12 @@ def already_done(client: Changeflow, request: dict[str, Any], applied: Applied |
         version = applied.version_of(request["entityId"], request["changeId"])
     if version is None:
         return None
+    if version == Applied.UNKNOWABLE:
+        return Execution("(not started: outcome unknown)", "", "FAILED", request, error="OutcomeUnknown", cause=(
+            f"this record is as old as the entity's version {latest.get(model.VERSION)}, and its change id is neither "
+            f"among the {model.RECENT_CHANGE_IDS} that version remembers nor in the history the stack still keeps "
+            "(a retention window expired its oldest versions): whether it was applied cannot be known, so it is not "
+            "sent; give records their own effective times (--effective-at-field), or new data a later --effective-at"))
     return Execution("(not started: duplicate)", "", "SUCCEEDED", request,
                      output={"outcome": model.DUPLICATE, "version": int(version), "changeId": request["changeId"]})
 
