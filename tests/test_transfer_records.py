@@ -260,3 +260,18 @@ def test_a_rerun_after_a_retention_window_expired_the_oldest_versions_says_unkno
     assert status == 1 and (again["unknown"], again["duplicate"], again["applied"]) == (2, 16, 0), again
     assert started(cf) == before and versions(cf, "ttl#1")[-1]["attributes"]["step"] == 18
     assert "cannot be known" in rejects(Path("ttl.jsonl.rejects.jsonl"))["line 1"]
+
+
+def test_past_v0s_ids_the_importer_sees_versions_another_writer_wrote_since_it_last_looked(shared):
+    # two runs of one source at once: what the other wrote, and v0 no longer remembers, still counts as done
+    from changeflow.transfer import outcomes
+
+    _, client = shared
+    applied = outcomes.Applied(client)
+    put = lambda cid: {"entityId": "other#1", "operation": "put", "changeId": cid, "attributes": {"c": cid},  # noqa: E731
+                       "effectiveAt": T0}
+    assert client.submit(put("first")).status == "SUCCEEDED"
+    assert applied.version_of("other#1", "late") is None  # read once: version 1 only
+    for cid in ["late", *(f"more-{i}" for i in range(16))]:  # another writer: "late", then 16 that push it out of v0
+        assert client.submit(put(cid)).status == "SUCCEEDED"
+    assert applied.version_of("other#1", "late") == 2 and applied.version_of("other#1", "never") is None

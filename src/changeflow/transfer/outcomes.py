@@ -50,7 +50,8 @@ def _outcome(client: Changeflow, request: dict[str, Any], latest: dict[str, Any]
 class Applied:
     """The change ids an entity's history holds (``{change id: version}``), for what ``v0``'s last
     ``model.RECENT_CHANGE_IDS`` no longer name: read once per entity (one Query of its history items, their
-    change ids only), then kept up to date with what this run applies (``note``). At most ``entities``
+    change ids only); on a change id not found, the versions written since are read (one small Query), so
+    that another writer's versions (another run of the same source) are seen too. At most ``entities``
     entities are held at once, the least recently asked about dropped first (and read again if asked again):
     memory is bounded by the entities in flight, not by the source.
 
@@ -62,46 +63,66 @@ class Applied:
 
     def __init__(self, client: Changeflow, entities: int = 256):
         self.client, self.entities = client, entities
-        self._known: OrderedDict[str, tuple[dict[str, int], bool]] = OrderedDict()  # entity -> (ids, whole)
+        self._known: OrderedDict[str, _History] = OrderedDict()
         self._lock = threading.Lock()
 
     def version_of(self, entity_id: str, change_id: str) -> int | None:
         with self._lock:
-            known = self._known.get(entity_id)
-            if known is not None:
+            history = self._known.get(entity_id)
+            if history is not None:
                 self._known.move_to_end(entity_id)
-        if known is None:
-            known = self._read(entity_id)  # an entity's records run one at a time: no one else reads it now
+        if history is None:
+            history = _History()
             with self._lock:
-                self._known[entity_id] = known
+                self._known[entity_id] = history
                 while len(self._known) > self.entities:
                     self._known.popitem(last=False)
-        ids, whole = known
-        return ids.get(change_id, None if whole else self.UNKNOWABLE)
+        if change_id not in history.ids:  # an entity's records run one at a time: no one else reads it now
+            self._read(entity_id, history)
+        return history.ids.get(change_id, None if history.whole() else self.UNKNOWABLE)
 
     def note(self, entity_id: str, change_id: str, version: int) -> None:
         with self._lock:
-            if entity_id in self._known:
-                self._known[entity_id][0][change_id] = version
+            history = self._known.get(entity_id)
+            if history is not None and version == history.newest + 1:  # else the next read finds it, in order
+                history.add(change_id, version)
 
-    def _read(self, entity_id: str) -> tuple[dict[str, int], bool]:
-        found, versions, start = {}, set(), None
+    def _read(self, entity_id: str, history: "_History") -> None:
+        """The entity's history items after the newest ``history`` holds, their change ids only."""
+        start = None
         while True:
             page = self.client.dynamodb.query(
                 TableName=self.client.history_table, ConsistentRead=True,
-                KeyConditionExpression="#pk = :pk AND begins_with(#sk, :history)",
+                KeyConditionExpression="#pk = :pk AND #sk BETWEEN :after AND :last",
                 ProjectionExpression="#sk, #changeId",
                 ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK, "#changeId": model.CHANGE_ID},
-                ExpressionAttributeValues={":pk": {"S": entity_id}, ":history": {"S": model.HISTORY_PREFIX}},
+                ExpressionAttributeValues={":pk": {"S": entity_id},
+                                           ":after": {"S": model.history_sk(history.newest + 1)},
+                                           ":last": {"S": model.history_sk(10 ** model.VERSION_DIGITS - 1)}},
                 **({"ExclusiveStartKey": start} if start else {}))
             for item in page.get("Items", []):
-                version = model.version_of_sk(item[model.SK]["S"])
-                versions.add(version)
-                if "S" in item.get(model.CHANGE_ID, {}):
-                    found[item[model.CHANGE_ID]["S"]] = version
+                history.add(item.get(model.CHANGE_ID, {}).get("S"), model.version_of_sk(item[model.SK]["S"]))
             start = page.get("LastEvaluatedKey")
             if not start:
-                return found, versions == set(range(1, len(versions) + 1))
+                return
+
+
+class _History:
+    """What ``Applied`` knows of one entity's history: change ids by version, and which versions it saw."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+        self.count = self.newest = 0
+
+    def add(self, change_id: str | None, version: int) -> None:
+        if version > self.newest:  # versions arrive in order, each once
+            self.count, self.newest = self.count + 1, version
+            if change_id:
+                self.ids[change_id] = version
+
+    def whole(self) -> bool:
+        """Whether every version from 1 to the newest is in the history (none expired)."""
+        return self.count == self.newest
 
 
 def already_done(client: Changeflow, request: dict[str, Any], applied: Applied | None = None) -> Execution | None:
