@@ -275,3 +275,13 @@ def test_past_v0s_ids_the_importer_sees_versions_another_writer_wrote_since_it_l
     for cid in ["late", *(f"more-{i}" for i in range(16))]:  # another writer: "late", then 16 that push it out of v0
         assert client.submit(put(cid)).status == "SUCCEEDED"
     assert applied.version_of("other#1", "late") == 2 and applied.version_of("other#1", "never") is None
+
+
+@pytest.mark.parametrize("option", ["--rejects", "--checkpoint"])
+def test_a_checkpoint_or_rejects_file_that_is_the_source_is_refused_before_anything_is_touched(cf, capsys, tmp_path,
+                                                                                             option):
+    source = write_lines(tmp_path / "same.jsonl", [{"id": "same#1", "n": 1}])
+    before = source.read_bytes()
+    status, _, err = run(capsys, source, "--id-field", "id", "--effective-at", T0, option, "./same.jsonl")
+    assert status == 2 and "are the same file" in err and source.read_bytes() == before
+    assert versions(cf, "same#1") == []

@@ -36,8 +36,10 @@ def cmd_import(args) -> int:
     client = targets.client_for(args)
     start, wait = entry_point(client, args.via, args.timeout)
     checkpoint_path = Path(args.checkpoint) if args.checkpoint else default_checkpoint(args.source)
+    rejects_path = Path(args.rejects) if args.rejects else checkpoint_path.with_suffix(".rejects.jsonl")
+    distinct_files(args.source if kind != "table" else None, checkpoint_path, rejects_path)
     checkpoint = Checkpoint(checkpoint_path, {"source": args.source, **plan.settings()})
-    rejects = Rejects(Path(args.rejects) if args.rejects else checkpoint_path.with_suffix(".rejects.jsonl"))
+    rejects = Rejects(rejects_path)
     progress = Progress(None if kind == "table" else sources.count(args.source), every=args.progress_every,
                         enabled=not args.quiet)
     importer = Importer(start, wait, plan, checkpoint, rejects, rate=args.rate, concurrency=args.concurrency,
@@ -56,6 +58,20 @@ def cmd_import(args) -> int:
               "skips what is done", file=sys.stderr)
         return INTERRUPTED
     return REJECTED if not_applied(summary) else OK
+
+
+def distinct_files(source: str | None, checkpoint: Path, rejects: Path) -> None:
+    """The source, the checkpoint and the rejects file are three files: the rejects file is written anew
+    (a source named as it would be emptied before it is read) and the checkpoint appended to."""
+    named = {"the source": Path(source) if source else None, "--checkpoint": checkpoint, "--rejects": rejects}
+    seen: dict[Path, str] = {}
+    for what, path in named.items():
+        if path is None:
+            continue
+        key = path.resolve()
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {what} are the same file, {path}: give each its own")
+        seen[key] = what
 
 
 def not_applied(summary) -> int:
