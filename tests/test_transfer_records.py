@@ -5,7 +5,7 @@ UTF-8, a byte order mark, a repeated key, a line too long, a truncated gzip) ref
 goes on; a checkpoint that is not one refused with one line naming the file and the line.
 
 Every test runs `changeflow import` as a user does, against one embedded stack (each test its own entity
-ids), in its own working directory."""
+ids: test_transfer.py's fixtures), in its own working directory."""
 
 from __future__ import annotations
 
@@ -18,32 +18,9 @@ import pytest
 
 from changeflow.cli import main
 from changeflow.client import Changeflow
-from conftest import ROOT, let_executions_end
+from test_transfer import cf, shared, started  # noqa: F401 - the fixtures: one embedded stack for this module too
 
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture(scope="module")
-def shared():
-    from changeflow.local.embedded import EmbeddedStack
-
-    with pytest.MonkeyPatch.context() as env:
-        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                           "AWS_DEFAULT_REGION": "us-east-1", "CHANGEFLOW_ROOT": str(ROOT)}.items():
-            env.setenv(key, value)
-        with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
-            yield stack, Changeflow.for_embedded(stack)
-            let_executions_end(stack)
-
-
-@pytest.fixture
-def cf(shared, monkeypatch, tmp_path):
-    from changeflow.client import targets
-
-    _, client = shared
-    monkeypatch.setattr(targets, "client_for", lambda args: client)
-    monkeypatch.chdir(tmp_path)
-    return client
 
 
 def run(capsys, *args) -> tuple[int, dict | str, str]:
@@ -70,10 +47,6 @@ def versions(client: Changeflow, entity_id: str) -> list[dict]:
 def rejects(path: Path) -> dict[str, str]:
     """The rejects file: position -> reason."""
     return {r["position"]: r["reason"] for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
-
-
-def started(client: Changeflow) -> int:
-    return len(client.executions(limit=100_000))
 
 
 # --- 3: per-entity change ids do not collide in the checkpoint -----------------------------------------------
