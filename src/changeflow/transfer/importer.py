@@ -7,8 +7,8 @@ workflow (whichever entry point the client submits through), once.
   ``v0`` remembers or, past those 16, from the entity's history; the workflow itself answers a repeat it
   still remembers, and an older timestamp never lets it overwrite newer data.
 - **In order.** An entity's records are applied one after another, in the source's order, whatever the
-  concurrency (which runs different entities side by side): the source's last record of an entity is its
-  last version. A record whose outcome is not known (failed, unknown) stops its entity's later records in
+  concurrency (which runs different entities side by side): under one effective time, the source's last
+  record of an entity is its last version. A record whose outcome is not known (failed, unknown) stops its entity's later records in
   this run, so that a resumed run applies them in order after it.
 - **Resumable.** A checkpoint (``checkpoint.py``) lets a resumed run skip what is done without starting
   executions for it. A record whose execution failed for a reason that is not the record's is not
@@ -194,8 +194,8 @@ class Importer:
     ``Execution``), at most ``concurrency`` at once and ``rate`` starts a second, adapted to throttling.
 
     An entity's records run one after another in the source's order (a "chain": one thread applies them as
-    they queue behind the first), so its last record is its last version; different entities run side by
-    side. At most ``2 x concurrency`` chains wait for a thread and ``LOOKAHEAD`` records queue behind theirs:
+    they queue behind the first), so that under one effective time its last record is its last version;
+    different entities run side by side. At most ``2 x concurrency`` chains wait for a thread and ``LOOKAHEAD`` records queue behind theirs:
     memory does not grow with the source."""
 
     def __init__(self, start: Callable[[dict], Any], wait: Callable[[str, dict], Any], plan: Plan,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from contextlib import closing
 import queue
 import re
 import threading
@@ -57,7 +58,8 @@ def describe(spec: str) -> str:
     path = Path(spec)
     if not path.is_file():
         raise UsageError(f"{spec}: no such file (a JSON Lines file, a DynamoDB export data file, or dynamodb://TABLE)")
-    _, first = next(_lines(path), (1, b""))
+    with closing(_lines(path)) as lines:
+        _, first = next(lines, (1, b""))
     try:
         parsed = json.loads(first.removeprefix(BOM)) if isinstance(first, bytes) and first.strip() else None
     except (ValueError, RecursionError):  # not JSON, not UTF-8, too deep: the line's own error goes to the rejects
