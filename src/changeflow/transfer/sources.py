@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import gzip
 import json
-from contextlib import closing
 import queue
 import re
 import threading
 import zlib
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
