@@ -162,9 +162,25 @@ def test_the_version_table_shows_a_redaction_and_the_version_that_made_it(served
     assert "(redacted at version 4: content removed, hash kept)" in rows[2] and "{}" not in rows[2]
     assert " redact of v2 " in rows[4]
     assert "ssn" not in out
-    # the single version of --as-of reads the same recorded fields
-    status, out, _ = changeflow(capsys, served, "versions", REDACTED, "--as-of", str(T0 + 1))
-    assert status == 0 and "(redacted: content removed, hash kept)" in out
+
+
+def test_the_version_table_reads_what_each_version_records_of_a_redaction():
+    # the recorded fields alone decide (items.view: redacted, redacts), whatever a redact version holds
+    views = [{"version": 1, "deleted": False, "effectiveAt": T0, "operation": "put", "changeId": "c1",
+              "principal": None, "actor": None, "expiresAt": None, "attributes": {}, "redacted": True},
+             {"version": 2, "deleted": False, "effectiveAt": T0, "operation": "put", "changeId": "c2",
+              "principal": None, "actor": None, "expiresAt": None, "attributes": {"a": 1}},
+             {"version": 3, "deleted": False, "effectiveAt": T0, "operation": "redact", "changeId": "r1",
+              "principal": None, "actor": None, "expiresAt": None, "attributes": {"a": 1}, "redacts": 1},
+             {"version": 4, "deleted": False, "effectiveAt": T0, "operation": "redact", "changeId": "r2",
+              "principal": None, "actor": None, "expiresAt": None, "attributes": {}, "redacts": 2, "redacted": True}]
+    rows = report.versions("e", {"latest": views[-1], "versions": views}).splitlines()[3:]
+    assert rows[0].endswith("(redacted at version 3: content removed, hash kept)") and " put " in rows[0]
+    assert rows[1].endswith('{"a":1}')  # no redacted mark recorded: its content shown, whatever redacts it
+    assert " redact of v1 " in rows[2] and rows[2].endswith('{"a":1}')
+    assert " redact of v2 " in rows[3] and rows[3].endswith("(no content: the redaction of version 2)")
+    assert report.versions("e", {"latest": None, "versions": views[:1]}).splitlines()[3].endswith(
+        "(redacted: content removed, hash kept)")  # its redaction not among the versions shown
 
 
 def test_the_read_api_marks_the_redacted_version_and_the_redaction(served, capsys):
@@ -196,9 +212,10 @@ def test_the_console_shows_the_redaction_not_a_deletion_and_the_note_verify_prin
     assert "redact" in four and 'href="#v2"' in four
     # the verify box says what `changeflow verify` says beside "ok": the redaction
     status, out, _ = changeflow(capsys, served, "verify", REDACTED)
-    [note] = [line.strip(" ·") for line in out.splitlines() if "redacted at version" in line]
-    assert status == 0 and "Verify: ok" in page
-    assert re.search(r'<ul id="notes".*?</ul>', page, re.S) and f'<li class="note">{note}</li>' in html.unescape(page)
+    notes = [line.strip(" ·") for line in out.splitlines() if line.startswith("  · ")]
+    assert status == 0 and "Verify: ok" in page and any("redacted at version 4" in n for n in notes), out
+    assert re.search(r'<ul id="notes".*?</ul>', page, re.S)
+    assert all(f'<li class="note">{note}</li>' in html.unescape(page) for note in notes)
 
 
 def test_the_console_shows_numbers_as_numbers(served):
@@ -277,13 +294,13 @@ def test_a_command_in_the_c_locale_far_from_utc_with_no_home_and_no_terminal_ans
     env.update(LC_ALL="C", TZ="Pacific/Kiritimati", CHANGEFLOW_ENDPOINT_URL=served["url"])
     odd = "é 中 🙂"
     for args, expected in ((["api", "/entities/{id}", "--id", odd], f'"entityId": "{odd}"'),
-                           (["versions", REDACTED, "--as-of", "2025-12-31T00:00:00.001Z"],
-                            f"entity {REDACTED} as of 2025-12-31T00:00:00.001Z")):
+                           (["versions", REDACTED, "--as-of", "2025-12-31T00:00:00.000Z"],
+                            f"entity {REDACTED} as of 2025-12-31T00:00:00.000Z")):
         done = subprocess.run(["setsid", sys.executable, "-m", "changeflow", *args], cwd=tmp_path, env=env,
                               capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
         out = done.stdout.decode("utf-8")
         assert done.returncode == 0 and expected in out, (args, out, done.stderr)
-    assert "(redacted: content removed, hash kept)" in out and out.splitlines()[3].split()[0] == "2"
+    assert out.splitlines()[3].split()[0] == "1" and '"amount":303.3' in out  # version 1, effective at T0
 
 
 def test_no_test_listens_on_a_fixed_port_or_writes_a_fixed_tmp_name():

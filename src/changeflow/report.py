@@ -107,7 +107,10 @@ def operation(view: dict[str, Any]) -> str:
 
 
 def redaction_note(view: dict[str, Any], by: dict[int, int]) -> str:
-    """What a redacted version shows instead of its content (``redacted`` is what the item records)."""
+    """What a redacted version shows instead of its content (``redacted`` is what the item records); a redact
+    version that holds the redacted form itself never had content of its own."""
+    if view.get("redacts") is not None:
+        return f"(no content: the redaction of version {view['redacts']})"
     at = by.get(view["version"])
     return f"(redacted at version {at}: content removed, hash kept)" if at else "(redacted: content removed, hash kept)"
 
