@@ -22,6 +22,7 @@ from botocore.config import Config
 from ..common.project import project_root
 from . import botocore_loader, deploy, moto_patches
 from .lambdas import Function, LambdaService
+from .moto_patches.scheduler.runs import Runs
 from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
 from .runtime import LAMBDA_RUNTIMES
@@ -103,8 +104,10 @@ class EmbeddedStack:
             self._create_queues_and_buses()
             self._create_log_groups()
             self._register_functions()
+            self._create_buckets()
             self._create_state_machines()
             self._create_event_rules()
+            self._create_schedules()
             self.outputs = self.template.outputs()
             self._publish_outputs()
         except BaseException:
@@ -113,6 +116,7 @@ class EmbeddedStack:
         return self
 
     def stop(self) -> None:
+        Runs.stop_all()  # no scheduled invocation outlives the mock it runs against
         if self.lambdas is not None and self.lambdas.runtime is not None:
             self.lambdas.runtime.stop()
             self.lambdas.runtime = None
@@ -204,6 +208,66 @@ class EmbeddedStack:
         for name, bus, pattern, targets in rules:
             events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern), State="ENABLED")
             events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
+
+    def _create_buckets(self) -> None:
+        """S3 buckets with their Object Lock (and its default retention), versioning, encryption, public
+        access block and ownership, and their bucket policies."""
+        s3 = self._client("s3")
+        for logical_id, spec in self.template.of_type("AWS::S3::Bucket").items():
+            props = self.template.resolve(spec.get("Properties", {}))
+            name = self.template.physical_name(logical_id)
+            s3.create_bucket(Bucket=name, ObjectLockEnabledForBucket=bool(props.get("ObjectLockEnabled")),
+                             **({} if self.region == "us-east-1" else
+                                {"CreateBucketConfiguration": {"LocationConstraint": self.region}}))
+            if props.get("VersioningConfiguration"):
+                s3.put_bucket_versioning(Bucket=name, VersioningConfiguration=props["VersioningConfiguration"])
+            lock = props.get("ObjectLockConfiguration")
+            if lock:
+                rule = lock.get("Rule", {}).get("DefaultRetention")
+                config = {"ObjectLockEnabled": lock.get("ObjectLockEnabled", "Enabled")}
+                if rule:
+                    retention = {"Mode": rule["Mode"], **{k: int(rule[k]) for k in ("Days", "Years") if k in rule}}
+                    config["Rule"] = {"DefaultRetention": retention}
+                s3.put_object_lock_configuration(Bucket=name, ObjectLockConfiguration=config)
+            if props.get("BucketEncryption"):
+                s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration={
+                    "Rules": [{"ApplyServerSideEncryptionByDefault": rule["ServerSideEncryptionByDefault"]}
+                              for rule in props["BucketEncryption"]["ServerSideEncryptionConfiguration"]]})
+            if props.get("PublicAccessBlockConfiguration"):
+                s3.put_public_access_block(Bucket=name,
+                                           PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"])
+            if props.get("OwnershipControls"):
+                s3.put_bucket_ownership_controls(Bucket=name, OwnershipControls=props["OwnershipControls"])
+        for spec in self.template.of_type("AWS::S3::BucketPolicy").values():
+            props = self.template.resolve(spec["Properties"])
+            s3.put_bucket_policy(Bucket=props["Bucket"], Policy=json.dumps(props["PolicyDocument"]))
+
+    def _create_schedules(self) -> None:
+        """EventBridge Scheduler schedules: SAM ``ScheduleV2`` events of functions and state machines, and
+        ``AWS::Scheduler::Schedule`` resources (moto_patches.scheduler.runs runs them on the stack's time scale)."""
+        scheduler = self._client("scheduler")
+        schedules = []
+        for kind in ("AWS::Serverless::Function", "AWS::Serverless::StateMachine"):
+            for logical_id, spec in self.template.of_type(kind).items():
+                for event_id, event in spec.get("Properties", {}).get("Events", {}).items():
+                    if event["Type"] != "ScheduleV2":
+                        continue
+                    props = self.template.resolve(event["Properties"])
+                    target = {"Arn": self.template.arn(logical_id),
+                              "RoleArn": f"arn:aws:iam::{self.template.ref('AWS::AccountId')}:role/{logical_id}{event_id}Role"}
+                    for key in ("Input", "RetryPolicy", "DeadLetterConfig"):
+                        if key in props:
+                            target[key] = props[key]
+                    schedules.append((props.get("Name") or f"{self.template.stack_name}-{logical_id}{event_id}",
+                                      props, target))
+        for logical_id, spec in self.template.of_type("AWS::Scheduler::Schedule").items():
+            props = self.template.resolve(spec["Properties"])
+            schedules.append((props.get("Name") or self.template.physical_name(logical_id), props, props["Target"]))
+        for name, props, target in schedules:
+            optional = {key: props[key] for key in ("State", "StartDate", "EndDate", "ScheduleExpressionTimezone",
+                                                    "GroupName", "Description") if key in props}
+            scheduler.create_schedule(Name=name[:64], ScheduleExpression=props["ScheduleExpression"], Target=target,
+                                      FlexibleTimeWindow=props.get("FlexibleTimeWindow", {"Mode": "OFF"}), **optional)
 
     def _register_functions(self) -> None:
         for logical_id in self.template.of_type("AWS::Serverless::Function"):

@@ -1,5 +1,5 @@
 """moto, patched for the embedded stack, grouped by service as moto groups its own code (``core``,
-``stepfunctions``, ``events``, ``dynamodb``, ``kms``), one AWS behaviour group per module, each module
+``stepfunctions``, ``events``, ``dynamodb``, ``kms``, ``s3``, ``scheduler``), one AWS behaviour group per module, each module
 citing its AWS page. Two kinds of patch:
 
 - Where moto 5.2.5 is more lenient than AWS, or does something AWS does not, the patch makes it do what
@@ -28,6 +28,10 @@ What each module does:
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
   attribute value; ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
+- ``s3.object_lock``: a locked version's retention never shortened (compliance mode: never changed), and
+  versioning never suspended on a bucket with Object Lock (issue 35's digests).
+- ``scheduler.runs``: EventBridge Scheduler's schedules invoke their Lambda targets, on the stack's time scale
+  (moto stores a schedule and never runs it).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from .dynamodb import perf as dynamodb_perf
 from .events import input_transformer, targets
 from .kms import perf as kms_perf
 from .originals import ORIGINALS
+from .s3 import object_lock as s3_object_lock
+from .scheduler import runs as scheduler_runs
 from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
                             parse_cache, redrive, start_execution, termination)
 from .stepfunctions import perf as stepfunctions_perf
@@ -98,6 +104,9 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         dynamodb_numbers.patch_number_normalisation()  # after the number limits: it rewrites what they passed
         dynamodb_numbers.patch_numbers_read_exactly()
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
+        s3_object_lock.patch_retention_never_shortened()
+        s3_object_lock.patch_versioning_stays_enabled()
+        scheduler_runs.patch_schedules_run()
         ORIGINALS["installed"] = True
 
 

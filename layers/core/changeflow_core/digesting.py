@@ -1,0 +1,320 @@
+"""Taking a chained digest (issue 35): what the digest function does each time its schedule fires.
+
+1. Find the chain's head in the bucket: the digest of the highest sequence (each key's first version: a
+   later version of a key is someone writing over it, which ``verify --digests`` reports).
+2. Rebuild the tree of every head from the newest checkpoint and the digests after it, checking each
+   digest's hash, its link to the one before and its root on the way. If that fails (a digest missing or
+   unreadable, a root that does not match), take a full digest from the table instead, saying why
+   (``restart``): the chain goes on, and the verifier reports what the function found.
+3. Read only the entities changed since the head digest: the changes index (``model.CHANGES_INDEX``, a
+   sparse GSI of ``v0`` items by shard and ``recordedAt``), from ``changesUpTo - OVERLAP_MS``, one Query per
+   shard. The first digest, and a restart, read every ``v0`` (a parallel Scan) instead.
+4. Update the tree (only the buckets those entities are in), and write the next digest with
+   ``If-None-Match: *`` (never over another object), and a checkpoint every ``CHECKPOINT_EVERY`` digests.
+
+The function only reads the table and the bucket and puts new objects: the bucket's default retention
+(Object Lock in compliance mode) locks every one of them. It never deletes, never changes a retention,
+never touches the bucket's configuration."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from botocore.exceptions import ClientError
+
+from . import chain, digestformat, model
+from .digesttree import HeadTree
+
+# How far before the last digest's ``changesUpTo`` the changes are read again: a version's ``recordedAt`` is
+# taken before its v0 write (the update step's Lambda timeout, 10 s, bounds the gap), a GSI is eventually
+# consistent (updated "usually within a fraction of a second", more under throttling), and clocks differ.
+# Reading a change twice is harmless (its head is the same); missing one would leave it to the next digest.
+OVERLAP_MS = 15 * 60 * 1000
+SCAN_SEGMENTS = 16
+
+
+class DigestKeyTaken(Exception):
+    """Someone else wrote the next digest's key first (``If-None-Match`` failed): nothing was written."""
+
+
+@dataclass
+class Stored:
+    """One object version under the prefix (the first version of its key)."""
+
+    key: str
+    version_id: str
+    later_versions: int = 0
+
+
+@dataclass
+class Listing:
+    digests: dict[int, Stored] = field(default_factory=dict)  # sequence -> first version of its key
+    checkpoints: dict[int, Stored] = field(default_factory=dict)
+
+
+class Bucket:
+    """The digests' bucket and prefix, through an S3 client."""
+
+    def __init__(self, s3, bucket: str, prefix: str):
+        self.s3, self.bucket, self.prefix = s3, bucket, prefix
+        self.requests: dict[str, int] = {}
+
+    def _count(self, operation: str) -> None:
+        self.requests[operation] = self.requests.get(operation, 0) + 1
+
+    def listing(self) -> Listing:
+        """Every digest and checkpoint key, each with its first version (ListObjectVersions lists a key's
+        versions newest first)."""
+        found = Listing()
+        versions: dict[str, list[dict]] = {}
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix}
+        while True:
+            self._count("ListObjectVersions")
+            page = self.s3.list_object_versions(**kwargs)
+            for version in page.get("Versions", []):
+                versions.setdefault(version["Key"], []).append(version)
+            if not page.get("IsTruncated"):
+                break
+            kwargs.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page.get("NextVersionIdMarker", ""))
+        checkpoint_prefix = digestformat.checkpoint_key_of(self.prefix, 1).rsplit("/", 1)[0] + "/"
+        for key, listed in versions.items():
+            first = min(listed, key=lambda v: v["LastModified"])
+            stored = Stored(key, first["VersionId"], len(listed) - 1)
+            sequence = digestformat.sequence_of_key(self.prefix, key)
+            if sequence is not None:
+                found.digests[sequence] = stored
+            else:
+                sequence = digestformat.sequence_of_key(checkpoint_prefix, key)
+                if sequence is not None:
+                    found.checkpoints[sequence] = stored
+        return found
+
+    def read(self, stored: Stored) -> Any:
+        self._count("GetObject")
+        body = self.s3.get_object(Bucket=self.bucket, Key=stored.key, VersionId=stored.version_id)["Body"].read()
+        return json.loads(body.decode("utf-8"))
+
+    def put_new(self, key: str, body: bytes) -> None:
+        """Put ``key`` only if no object has it (S3 conditional writes: https://docs.aws.amazon.com/AmazonS3/
+        latest/userguide/conditional-writes.html); the bucket's default retention locks it."""
+        self._count("PutObject")
+        try:
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*",
+                               ContentType="application/json", ChecksumAlgorithm="SHA256")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+                raise DigestKeyTaken(f"s3://{self.bucket}/{key} exists already: another writer took that sequence")
+            raise
+
+
+class Unrebuildable(Exception):
+    """The heads cannot be rebuilt from the digests in the bucket (the message says why, in one line)."""
+
+
+def _usable(document: Any, stack: "Stack") -> dict[str, Any] | None:
+    """A digest of this stack, every field as the function writes it, its hash its own; else None."""
+    try:
+        digestformat.check(document)
+    except digestformat.DigestInvalid:
+        return None
+    if digestformat.digest_hash(document) != document["hash"]:
+        return None
+    if (document["table"], document["historyTable"], document["stateMachineArn"]) != stack.names():
+        return None
+    return document
+
+
+@dataclass
+class Stack:
+    table: str
+    history_table: str
+    state_machine_arn: str
+
+    def names(self) -> tuple[str, str, str]:
+        return self.table, self.history_table, self.state_machine_arn
+
+
+def head_digest(bucket: Bucket, listing: Listing, stack: Stack) -> dict[str, Any] | None:
+    """The chain's head: the digest of the highest sequence that is one of this stack's, as written."""
+    for sequence in sorted(listing.digests, reverse=True):
+        try:
+            document = _usable(bucket.read(listing.digests[sequence]), stack)
+        except (ValueError, UnicodeDecodeError):
+            document = None
+        if document is not None and document["sequence"] == sequence:
+            return document
+    return None
+
+
+def rebuild(bucket: Bucket, listing: Listing, stack: Stack, head: dict[str, Any]) -> HeadTree:
+    """The tree after ``head``: from the newest checkpoint (or full digest) at or before it whose root its
+    digest confirms, then every digest after it in order, each checked. ``Unrebuildable`` says what fails."""
+    digests: dict[int, dict[str, Any]] = {head["sequence"]: head}
+
+    def digest(sequence: int) -> dict[str, Any]:
+        if sequence not in digests:
+            stored = listing.digests.get(sequence)
+            if stored is None:
+                raise Unrebuildable(f"digest {sequence} is not in the bucket")
+            try:
+                document = _usable(bucket.read(stored), stack)
+            except (ValueError, UnicodeDecodeError):
+                document = None
+            if document is None or document["sequence"] != sequence:
+                raise Unrebuildable(f"digest {sequence} ({stored.key}) is not a digest of this stack as written")
+            digests[sequence] = document
+        return digests[sequence]
+
+    tree, start = None, 0
+    for sequence in sorted((s for s in listing.checkpoints if s <= head["sequence"]), reverse=True):
+        try:
+            checkpoint = digestformat.check_checkpoint(bucket.read(listing.checkpoints[sequence]))
+            candidate = HeadTree(checkpoint["entities"])
+            if checkpoint["sequence"] == sequence and candidate.root() == digest(sequence)["root"] == checkpoint["root"]:
+                tree, start = candidate, sequence
+                break
+        except (ValueError, UnicodeDecodeError, Unrebuildable):
+            continue
+    if tree is None:
+        tree = HeadTree()
+    for sequence in range(start + 1, head["sequence"] + 1):
+        document = digest(sequence)
+        if sequence > 1 and document["previous"] != digest(sequence - 1)["hash"]:
+            raise Unrebuildable(f"digest {sequence} does not follow digest {sequence - 1} (its previous is not "
+                                "that digest's hash)")
+        if document["kind"] == digestformat.FULL:
+            tree = HeadTree()
+        for entry in document["entities"]:
+            tree.put(entry["entityId"], entry["version"], entry["chainHash"])
+        if tree.root() != document["root"] or len(tree) != document["count"]:
+            raise Unrebuildable(f"digest {sequence}'s root is not the root of the heads the digests up to it give")
+    return tree
+
+
+def _head_of(wire_item: dict[str, dict]) -> dict[str, Any] | None:
+    """A ``v0``'s head, or None for one an insider altered past what a digest may hold (a version out of
+    range, a hash that is not one): the verifier reads the table itself and reports it."""
+    try:
+        head = chain.head(wire_item[model.PK]["S"], wire_item)
+        digestformat.check_heads([head])
+        return head
+    except (KeyError, TypeError, ValueError, ArithmeticError):
+        return None
+
+
+def changed_since(dynamodb, table: str, since_ms: int, pool: ThreadPoolExecutor) -> tuple[list[dict], int]:
+    """The heads of every ``v0`` recorded after ``since_ms``, from the changes index: one Query per shard
+    (paged), in parallel. Returns the heads and the number of Query requests."""
+    def shard(number: int) -> tuple[list[dict], int]:
+        heads, requests, kwargs = [], 0, {
+            "TableName": table, "IndexName": model.CHANGES_INDEX,
+            "KeyConditionExpression": "#shard = :shard AND #recorded > :since",
+            "ExpressionAttributeNames": {"#shard": model.DIGEST_SHARD, "#recorded": model.RECORDED_AT},
+            "ExpressionAttributeValues": {":shard": {"N": str(number)}, ":since": {"N": str(since_ms)}},
+        }
+        while True:
+            page = dynamodb.query(**kwargs)
+            requests += 1
+            heads.extend(h for h in map(_head_of, page.get("Items", [])) if h is not None)
+            if "LastEvaluatedKey" not in page:
+                return heads, requests
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    results = list(pool.map(shard, range(model.DIGEST_SHARDS)))
+    return [h for heads, _ in results for h in heads], sum(r for _, r in results)
+
+
+def every_latest(dynamodb, table: str, pool: ThreadPoolExecutor) -> tuple[list[dict], int]:
+    """The head of every ``v0`` in the table: a parallel Scan (the first digest, and a restart)."""
+    def segment(number: int) -> tuple[list[dict], int]:
+        heads, requests, kwargs = [], 0, {
+            "TableName": table, "Segment": number, "TotalSegments": SCAN_SEGMENTS,
+            "FilterExpression": "#sk = :latest",
+            "ProjectionExpression": "#pk, #version, #chainHash",
+            "ExpressionAttributeNames": {"#pk": model.PK, "#sk": model.SK, "#version": model.VERSION,
+                                         "#chainHash": model.CHAIN_HASH},
+            "ExpressionAttributeValues": {":latest": {"S": model.LATEST_SK}},
+        }
+        while True:
+            page = dynamodb.scan(**kwargs)
+            requests += 1
+            heads.extend(h for h in map(_head_of, page.get("Items", [])) if h is not None)
+            if "LastEvaluatedKey" not in page:
+                return heads, requests
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    results = list(pool.map(segment, range(SCAN_SEGMENTS)))
+    return [h for heads, _ in results for h in heads], sum(r for _, r in results)
+
+
+@dataclass
+class Taken:
+    """What one run did: the digest written, and what it cost in requests."""
+
+    digest: dict[str, Any]
+    key: str
+    checkpoint: str | None
+    requests: dict[str, int]
+
+
+def take(s3, dynamodb, bucket_name: str, prefix: str, stack: Stack, clock_ms: Callable[[], int]) -> Taken:
+    """Take the next digest of the stack and put it in the bucket (see the module's docstring)."""
+    bucket = Bucket(s3, bucket_name, prefix)
+    requests = bucket.requests
+    listing = bucket.listing()
+    head = head_digest(bucket, listing, stack)
+    restart = None
+    tree = HeadTree()
+    if head is not None:
+        try:
+            tree = rebuild(bucket, listing, stack, head)
+        except Unrebuildable as exc:
+            restart = str(exc)
+    with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS) as pool:
+        taken_ms = clock_ms()
+        if head is None or restart is not None:
+            heads, calls = every_latest(dynamodb, stack.table, pool)
+            requests["Scan"] = calls
+            kind, since, tree = digestformat.FULL, None, HeadTree()
+            changed = heads
+        else:
+            since = max(0, head["changesUpTo"] - OVERLAP_MS)
+            heads, calls = changed_since(dynamodb, stack.table, since, pool)
+            requests["Query"] = calls
+            kind = digestformat.CHANGES
+            changed = [h for h in _newest(heads) if tree.get(h["entityId"]) != h]
+    changed = _newest(changed)
+    for entry in changed:
+        tree.put(entry["entityId"], entry["version"], entry["chainHash"])
+    sequence = 1 if head is None else head["sequence"] + 1
+    document = digestformat.make(
+        sequence, kind, taken_ms, stack.table, stack.history_table, stack.state_machine_arn,
+        None if head is None else head["hash"], since, taken_ms, len(tree), tree.root(), changed,
+        restart if head is not None else None)
+    key = digestformat.key_of(prefix, sequence)
+    bucket.put_new(key, digestformat.dumps(document))
+    checkpoint = None
+    if sequence % digestformat.CHECKPOINT_EVERY == 0:
+        checkpoint = digestformat.checkpoint_key_of(prefix, sequence)
+        bucket.put_new(checkpoint, digestformat.dumps(digestformat.make_checkpoint(document, tree.entries())))
+    return Taken(document, key, checkpoint, dict(requests))
+
+
+def _newest(heads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One head per entity (the highest version read; a shard's pages may repeat an entity that moved)."""
+    by_entity: dict[str, dict[str, Any]] = {}
+    for head in heads:
+        known = by_entity.get(head["entityId"])
+        if known is None or head["version"] > known["version"]:
+            by_entity[head["entityId"]] = head
+    return list(by_entity.values())
+
+
+def clock_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
