@@ -138,6 +138,10 @@ def check_digest(taken: Any) -> list[dict[str, Any]]:
 
     if not isinstance(taken, dict):
         raise NotADigest("not a changeflow digest (`changeflow digest --all` makes one): not a JSON object")
+    if taken.get("format") == "changeflow-digest/2":  # changeflow_core.digestformat: the stack's chained digests
+        raise NotADigest("a changeflow-digest/2 digest (the stack's own, chained) holds only the heads that changed "
+                         "since the one before it: give its s3:// address instead of a file (changeflow verify "
+                         "--since-digest s3://bucket/prefix/NNNNNNNNNNNN.json)")
     if taken.get("format") != chain.DIGEST_FORMAT:
         raise NotADigest(f"not a changeflow digest: format is {_shown(taken.get('format'))}, "
                          f"not {chain.DIGEST_FORMAT!r}")
@@ -219,9 +223,15 @@ def verify_since(client: Changeflow, taken: dict[str, Any], now_s: float | None 
 def _since_head(client: Changeflow, entity_id: str, version: int, recorded_hash: str, window: tuple[int, int],
                 now_s: float) -> list[str]:
     """What changed in one entity since a digest recorded ``version`` with ``recorded_hash``."""
-    stored, found = numbered(raw_history(client, entity_id))
+    return since_head_in(entity_id, raw_history(client, entity_id), raw_latest(client, entity_id), version,
+                         recorded_hash, window, now_s)
+
+
+def since_head_in(entity_id: str, raw: list[dict[str, dict]], latest: dict[str, dict] | None, version: int,
+                  recorded_hash: str | None, window: tuple[int, int], now_s: float) -> list[str]:
+    """``_since_head`` of an entity's items already read (``raw_history``, ``raw_latest``)."""
+    stored, found = numbered(raw)
     history = _unexpired(stored, now_s)
-    latest = raw_latest(client, entity_id)
     if latest is not None and _number(latest, model.VERSION) is None:
         found.append("v0 has no version number: it was altered")
         latest = None
