@@ -26,10 +26,12 @@ The hash binds everything a digest claims: a digest whose time, table, state mac
 root was changed no longer has the hash its successor records. The heads are bound through the root:
 ``root`` is the tree over the heads of every digest before it with this one's changes applied.
 
-Digests are stored at ``<prefix><sequence, 12 digits>.json``, and every ``CHECKPOINT_EVERY``-th one also
-writes every head at ``<prefix>heads/<sequence>.json`` (``checkpoint``), so that the function rebuilds the
-tree from one checkpoint and the digests after it instead of from the first digest. A checkpoint is checked
-against its digest's root before it is used."""
+Digests are stored at ``<prefix><sequence, 12 digits>-<the hash's first 16 hex digits>.json``: the key says
+where the digest is in the chain, and no two digests can ever want one key (a second digest of a sequence, a
+fork, is a second key that the verifier reports, never a write refused). Every ``CHECKPOINT_EVERY``-th digest
+also writes every head at ``<prefix>heads/<sequence>-<hash>.json`` (``checkpoint``), so that the function
+rebuilds the tree from one checkpoint and the digests after it instead of from the first digest. A checkpoint
+is checked against its digest's root before it is used."""
 
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ FIELDS = frozenset(HASHED_FIELDS) | {"hash", "entities"}
 REQUIRED = FIELDS - {"restart"}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _TAKEN_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
-_KEY = re.compile(r"(\d{%d})\.json" % KEY_DIGITS)
+_KEY = re.compile(r"(\d{%d})-([0-9a-f]{16})\.json" % KEY_DIGITS)
 
 
 class DigestInvalid(ValueError):
@@ -79,18 +81,22 @@ def epoch_ms_of(text: str) -> int:
     return validation.epoch_ms(text)
 
 
-def key_of(prefix: str, sequence: int) -> str:
-    return f"{prefix}{sequence:0{KEY_DIGITS}d}.json"
+def key_of(prefix: str, document: dict[str, Any]) -> str:
+    return f"{prefix}{document['sequence']:0{KEY_DIGITS}d}-{document['hash'][:16]}.json"
 
 
-def checkpoint_key_of(prefix: str, sequence: int) -> str:
-    return f"{prefix}heads/{sequence:0{KEY_DIGITS}d}.json"
+def checkpoint_prefix(prefix: str) -> str:
+    return f"{prefix}heads/"
 
 
-def sequence_of_key(prefix: str, key: str) -> int | None:
-    """The sequence a digest's key names, or None for a key that is not a digest's."""
+def checkpoint_key_of(prefix: str, document: dict[str, Any]) -> str:
+    return key_of(checkpoint_prefix(prefix), document)
+
+
+def parse_key(prefix: str, key: str) -> tuple[int, str] | None:
+    """The sequence and the hash's first 16 digits a digest's key names, or None for another key."""
     match = _KEY.fullmatch(key[len(prefix):]) if key.startswith(prefix) else None
-    return int(match.group(1)) if match else None
+    return (int(match.group(1)), match.group(2)) if match else None
 
 
 def make(sequence: int, kind: str, taken_ms: int, table: str, history_table: str, state_machine_arn: str,

@@ -42,17 +42,20 @@ class DigestKeyTaken(Exception):
 
 @dataclass
 class Stored:
-    """One object version under the prefix (the first version of its key)."""
+    """One key under the prefix: its first version (a later one is someone writing over it)."""
 
     key: str
     version_id: str
-    later_versions: int = 0
+    modified: Any
+    digest_hash: str  # the first 16 hex digits of the hash the key names
 
 
 @dataclass
 class Listing:
-    digests: dict[int, Stored] = field(default_factory=dict)  # sequence -> first version of its key
-    checkpoints: dict[int, Stored] = field(default_factory=dict)
+    """Every digest and checkpoint key, by sequence, each sequence's keys in the order they were written."""
+
+    digests: dict[int, list[Stored]] = field(default_factory=dict)
+    checkpoints: dict[int, list[Stored]] = field(default_factory=dict)
 
 
 class Bucket:
@@ -66,8 +69,7 @@ class Bucket:
         self.requests[operation] = self.requests.get(operation, 0) + 1
 
     def listing(self) -> Listing:
-        """Every digest and checkpoint key, each with its first version (ListObjectVersions lists a key's
-        versions newest first)."""
+        """Every digest and checkpoint key with its first version (ListObjectVersions, every page)."""
         found = Listing()
         versions: dict[str, list[dict]] = {}
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix}
@@ -79,17 +81,17 @@ class Bucket:
             if not page.get("IsTruncated"):
                 break
             kwargs.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page.get("NextVersionIdMarker", ""))
-        checkpoint_prefix = digestformat.checkpoint_key_of(self.prefix, 1).rsplit("/", 1)[0] + "/"
+        checkpoints = digestformat.checkpoint_prefix(self.prefix)
         for key, listed in versions.items():
-            first = min(listed, key=lambda v: v["LastModified"])
-            stored = Stored(key, first["VersionId"], len(listed) - 1)
-            sequence = digestformat.sequence_of_key(self.prefix, key)
-            if sequence is not None:
-                found.digests[sequence] = stored
-            else:
-                sequence = digestformat.sequence_of_key(checkpoint_prefix, key)
-                if sequence is not None:
-                    found.checkpoints[sequence] = stored
+            first = listed[-1]  # S3 lists a key's versions most recent first
+            for prefix, into in ((self.prefix, found.digests), (checkpoints, found.checkpoints)):
+                named = digestformat.parse_key(prefix, key)
+                if named is not None:
+                    into.setdefault(named[0], []).append(Stored(key, first["VersionId"], first["LastModified"],
+                                                                named[1]))
+        for into in (found.digests, found.checkpoints):
+            for keys in into.values():
+                keys.sort(key=lambda stored: stored.modified)
         return found
 
     def read(self, stored: Stored) -> Any:
@@ -106,25 +108,12 @@ class Bucket:
                                ContentType="application/json", ChecksumAlgorithm="SHA256")
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
-                raise DigestKeyTaken(f"s3://{self.bucket}/{key} exists already: another writer took that sequence")
+                raise DigestKeyTaken(f"s3://{self.bucket}/{key} exists already") from exc
             raise
 
 
 class Unrebuildable(Exception):
     """The heads cannot be rebuilt from the digests in the bucket (the message says why, in one line)."""
-
-
-def _usable(document: Any, stack: "Stack") -> dict[str, Any] | None:
-    """A digest of this stack, every field as the function writes it, its hash its own; else None."""
-    try:
-        digestformat.check(document)
-    except digestformat.DigestInvalid:
-        return None
-    if digestformat.digest_hash(document) != document["hash"]:
-        return None
-    if (document["table"], document["historyTable"], document["stateMachineArn"]) != stack.names():
-        return None
-    return document
 
 
 @dataclass
@@ -137,61 +126,79 @@ class Stack:
         return self.table, self.history_table, self.state_machine_arn
 
 
+def _usable(bucket: Bucket, stored: Stored, stack: Stack, sequence: int) -> dict[str, Any] | None:
+    """The digest at ``stored`` if it is one of this stack's at its own key, as written; else None."""
+    try:
+        document = digestformat.check(bucket.read(stored))
+    except (ValueError, UnicodeDecodeError, RecursionError):  # DigestInvalid is a ValueError
+        return None
+    if (digestformat.digest_hash(document) != document["hash"] or document["sequence"] != sequence
+            or document["hash"][:16] != stored.digest_hash
+            or (document["table"], document["historyTable"], document["stateMachineArn"]) != stack.names()):
+        return None
+    return document
+
+
+def _first_usable(bucket: Bucket, keys: list[Stored], stack: Stack, sequence: int) -> dict[str, Any] | None:
+    """A sequence's digest: the first written of its keys that is one (as the verifier picks it)."""
+    for stored in keys:
+        document = _usable(bucket, stored, stack, sequence)
+        if document is not None:
+            return document
+    return None
+
+
 def head_digest(bucket: Bucket, listing: Listing, stack: Stack) -> dict[str, Any] | None:
-    """The chain's head: the digest of the highest sequence that is one of this stack's, as written."""
+    """The chain's head: the digest of the highest sequence that holds one of this stack's, as written."""
     for sequence in sorted(listing.digests, reverse=True):
-        try:
-            document = _usable(bucket.read(listing.digests[sequence]), stack)
-        except (ValueError, UnicodeDecodeError):
-            document = None
-        if document is not None and document["sequence"] == sequence:
+        document = _first_usable(bucket, listing.digests[sequence], stack, sequence)
+        if document is not None:
             return document
     return None
 
 
 def rebuild(bucket: Bucket, listing: Listing, stack: Stack, head: dict[str, Any]) -> HeadTree:
-    """The tree after ``head``: from the newest checkpoint (or full digest) at or before it whose root its
-    digest confirms, then every digest after it in order, each checked. ``Unrebuildable`` says what fails."""
-    digests: dict[int, dict[str, Any]] = {head["sequence"]: head}
-
-    def digest(sequence: int) -> dict[str, Any]:
-        if sequence not in digests:
-            stored = listing.digests.get(sequence)
-            if stored is None:
-                raise Unrebuildable(f"digest {sequence} is not in the bucket")
-            try:
-                document = _usable(bucket.read(stored), stack)
-            except (ValueError, UnicodeDecodeError):
-                document = None
-            if document is None or document["sequence"] != sequence:
-                raise Unrebuildable(f"digest {sequence} ({stored.key}) is not a digest of this stack as written")
-            digests[sequence] = document
-        return digests[sequence]
-
-    tree, start = None, 0
-    for sequence in sorted((s for s in listing.checkpoints if s <= head["sequence"]), reverse=True):
-        try:
-            checkpoint = digestformat.check_checkpoint(bucket.read(listing.checkpoints[sequence]))
-            candidate = HeadTree(checkpoint["entities"])
-            if checkpoint["sequence"] == sequence and candidate.root() == digest(sequence)["root"] == checkpoint["root"]:
-                tree, start = candidate, sequence
-                break
-        except (ValueError, UnicodeDecodeError, Unrebuildable):
-            continue
-    if tree is None:
+    """The tree after ``head``: back from it by the digests' links to the newest one with a checkpoint whose
+    root it confirms (or to a full digest), then forward, each root checked. ``Unrebuildable`` says what fails."""
+    chain = [head]
+    tree = _checkpoint(bucket, listing, head)
+    while tree is None and chain[-1]["sequence"] > 1 and chain[-1]["kind"] != digestformat.FULL:
+        sequence = chain[-1]["sequence"] - 1
+        previous = next((d for d in (_usable(bucket, s, stack, sequence) for s in listing.digests.get(sequence, []))
+                         if d is not None and d["hash"] == chain[-1]["previous"]), None)
+        if previous is None:
+            raise Unrebuildable(f"digest {sequence}, the one digest {sequence + 1} follows, is not in the bucket as "
+                                "written")
+        chain.append(previous)
+        tree = _checkpoint(bucket, listing, previous)
+    if tree is not None:
+        chain.pop()  # the checkpoint holds the heads after that digest
+    else:
         tree = HeadTree()
-    for sequence in range(start + 1, head["sequence"] + 1):
-        document = digest(sequence)
-        if sequence > 1 and document["previous"] != digest(sequence - 1)["hash"]:
-            raise Unrebuildable(f"digest {sequence} does not follow digest {sequence - 1} (its previous is not "
-                                "that digest's hash)")
+    for document in reversed(chain):
         if document["kind"] == digestformat.FULL:
             tree = HeadTree()
         for entry in document["entities"]:
             tree.put(entry["entityId"], entry["version"], entry["chainHash"])
         if tree.root() != document["root"] or len(tree) != document["count"]:
-            raise Unrebuildable(f"digest {sequence}'s root is not the root of the heads the digests up to it give")
+            raise Unrebuildable(f"digest {document['sequence']}'s root is not the root of the heads the digests up "
+                                "to it give")
     return tree
+
+
+def _checkpoint(bucket: Bucket, listing: Listing, digest: dict[str, Any]) -> HeadTree | None:
+    """The heads after ``digest`` from its checkpoint, if it has one whose root is the digest's."""
+    for stored in listing.checkpoints.get(digest["sequence"], []):
+        if stored.digest_hash != digest["hash"][:16]:
+            continue
+        try:
+            checkpoint = digestformat.check_checkpoint(bucket.read(stored))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            continue
+        tree = HeadTree(checkpoint["entities"])
+        if checkpoint["sequence"] == digest["sequence"] and tree.root() == digest["root"] == checkpoint["root"]:
+            return tree
+    return None
 
 
 def _head_of(wire_item: dict[str, dict]) -> dict[str, Any] | None:
@@ -294,11 +301,11 @@ def take(s3, dynamodb, bucket_name: str, prefix: str, stack: Stack, clock_ms: Ca
         sequence, kind, taken_ms, stack.table, stack.history_table, stack.state_machine_arn,
         None if head is None else head["hash"], since, taken_ms, len(tree), tree.root(), changed,
         restart if head is not None else None)
-    key = digestformat.key_of(prefix, sequence)
+    key = digestformat.key_of(prefix, document)
     bucket.put_new(key, digestformat.dumps(document))
     checkpoint = None
     if sequence % digestformat.CHECKPOINT_EVERY == 0:
-        checkpoint = digestformat.checkpoint_key_of(prefix, sequence)
+        checkpoint = digestformat.checkpoint_key_of(prefix, document)
         bucket.put_new(checkpoint, digestformat.dumps(digestformat.make_checkpoint(document, tree.entries())))
     return Taken(document, key, checkpoint, dict(requests))
 

@@ -42,7 +42,7 @@ class NotALocation(ValueError):
 
 def parse_location(url: str) -> tuple[str, str]:
     """``s3://bucket/prefix/`` -> ``("bucket", "prefix/")``; a prefix that does not end in ``/`` gets one,
-    unless it names a digest (``.../000000000042.json``)."""
+    unless it names a digest (``.../000000000042-<16 hex>.json``, or ``.../000000000042.json``)."""
     match = S3_URL.fullmatch(url)
     if not match:
         raise NotALocation(f"{url!r} is not an s3://bucket/prefix/ address")
@@ -52,15 +52,18 @@ def parse_location(url: str) -> tuple[str, str]:
     return bucket, prefix
 
 
+_NAMED = re.compile(r"(\d{%d})(-[0-9a-f]{16})?\.json" % digestformat.KEY_DIGITS)
+
+
 def split_digest_key(prefix_or_key: str) -> tuple[str, int | None]:
-    """``prefix/000000000042.json`` -> ``("prefix/", 42)``; a prefix -> ``(prefix, None)``."""
+    """``prefix/000000000042-<hash>.json`` (or ``prefix/000000000042.json``: that sequence's digest in the
+    chain) -> ``("prefix/", 42)``; a prefix -> ``(prefix, None)``."""
     if prefix_or_key.endswith(".json"):
         prefix, _, name = prefix_or_key.rpartition("/")
-        prefix = prefix + "/" if prefix else ""
-        sequence = digestformat.sequence_of_key(prefix, prefix_or_key)
-        if sequence is None:
-            raise NotALocation(f"{prefix_or_key!r} is not a digest's key (<prefix>/<12 digits>.json)")
-        return prefix, sequence
+        match = _NAMED.fullmatch(name)
+        if not match:
+            raise NotALocation(f"{prefix_or_key!r} is not a digest's key (<prefix>/<12 digits>-<16 hex>.json)")
+        return (prefix + "/" if prefix else ""), int(match.group(1))
     return prefix_or_key, None
 
 
@@ -182,17 +185,18 @@ def load(s3, bucket: str, prefix: str, expected: Expected, upto: int | None = No
     now = now or datetime.datetime.now(datetime.timezone.utc)
     chain = Chain(f"s3://{bucket}/{prefix}")
     versions, markers = _versions(s3, bucket, prefix)
-    checkpoints = digestformat.checkpoint_key_of(prefix, 1).rsplit("/", 1)[0] + "/"
+    checkpoints = digestformat.checkpoint_prefix(prefix)
     candidates: dict[int, list[Digest]] = {}
     for key in sorted(versions):
-        listed = sorted(versions[key], key=lambda v: v["LastModified"])
+        listed = versions[key][::-1]  # S3 lists a key's versions most recent first: oldest first here
         chain.objects += len(listed)
         for later in listed[1:]:
             chain.add("DigestOverwritten", f"{key}: a version written at {_when(later['LastModified'])} over the "
                       f"one written at {_when(listed[0]['LastModified'])} (the first, locked, is the one read)")
         if key.startswith(checkpoints):
             continue  # the function's own rebuilding aid: its root is its digest's, checked where it is used
-        sequence = digestformat.sequence_of_key(prefix, key)
+        named = digestformat.parse_key(prefix, key)
+        sequence = named[0] if named else None
         if upto is not None and (sequence is None or sequence > upto):
             continue
         for position, version in enumerate(listed):
@@ -201,13 +205,11 @@ def load(s3, bucket: str, prefix: str, expected: Expected, upto: int | None = No
             document = _document(chain, stored, expected)
             if document is None or position > 0:
                 continue  # a later version is reported above; its document is never read as the digest
-            if sequence is None or document["sequence"] != sequence:
+            if named != (document["sequence"], document["hash"][:16]):
                 chain.add("DigestMisplaced", f"{key} holds digest #{document['sequence']} (taken "
-                          f"{document['takenAt']}): a digest is only ever written at its own sequence's key")
-                sequence_of = document["sequence"]
-            else:
-                sequence_of = sequence
-            candidates.setdefault(sequence_of, []).append(Digest(sequence_of, stored, document))
+                          f"{document['takenAt']}): a digest is only ever written at its own key")
+            if upto is None or document["sequence"] <= upto:
+                candidates.setdefault(document["sequence"], []).append(Digest(document["sequence"], stored, document))
     for marker in markers:
         chain.add("DigestHidden", f"{marker['Key']}: a delete marker written at {_when(marker['LastModified'])} "
                   "hides it (the locked versions under it are read all the same)")

@@ -28,8 +28,9 @@ What each module does:
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
   attribute value; ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
-- ``s3.object_lock``: a locked version's retention never shortened (compliance mode: never changed), and
-  versioning never suspended on a bucket with Object Lock (issue 35's digests).
+- ``s3.object_lock``: a locked version's retention never shortened (compliance mode: never changed),
+  versioning never suspended on a bucket with Object Lock, and its default retention changed on a bucket
+  that holds objects, as AWS allows (issue 35's digests).
 - ``scheduler.runs``: EventBridge Scheduler's schedules invoke their Lambda targets, on the stack's time scale
   (moto stores a schedule and never runs it).
 """
@@ -106,6 +107,7 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
         s3_object_lock.patch_retention_never_shortened()
         s3_object_lock.patch_versioning_stays_enabled()
+        s3_object_lock.patch_lock_configuration_on_a_bucket_with_objects()
         scheduler_runs.patch_schedules_run()
         ORIGINALS["installed"] = True
 

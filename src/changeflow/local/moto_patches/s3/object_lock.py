@@ -1,7 +1,8 @@
 """S3 Object Lock as AWS enforces it, where moto 5.2.5 is more lenient (issue 35: the digests' bucket).
 moto already refuses to delete a locked object version (DeleteObject and DeleteObjects with a version id),
 writes a new version on a PUT to a locked key (never over the locked one), refuses to delete a bucket that
-holds objects, and applies a bucket's default retention to every new version. Two things it lets through:
+holds objects, and applies a bucket's default retention to every new version. Two things it lets through,
+and one it refuses that AWS allows:
 
 - ``patch_retention_never_shortened``: PutObjectRetention replaces a version's retention whatever it was.
   AWS: "When an object is locked in compliance mode, its retention mode can't be changed, and its
@@ -13,7 +14,12 @@ holds objects, and applies a bucket's default retention to every new version. Tw
 - ``patch_versioning_stays_enabled``: PutBucketVersioning ``Suspended`` on a bucket with Object Lock is
   accepted. AWS: "You can't disable Object Lock or suspend versioning for a bucket with Object Lock
   enabled": ``InvalidBucketState``. https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-lock.html
-  (Object Lock considerations)."""
+  (Object Lock considerations).
+- ``patch_lock_configuration_on_a_bucket_with_objects``: PutObjectLockConfiguration on a bucket that holds
+  objects fails (``BucketNeedsToBeNew``). AWS: "You can enable Object Lock for new or existing buckets", and
+  the rule "will be applied by default to every new object placed in the specified bucket": an administrator
+  can change or remove the default retention at any time, for the objects put after it (never for those
+  locked already). https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObjectLockConfiguration.html"""
 
 from __future__ import annotations
 
@@ -74,3 +80,21 @@ def patch_versioning_stays_enabled() -> None:
         return original(self, bucket_name, status)
 
     S3Backend.put_bucket_versioning = put_bucket_versioning
+
+
+def patch_lock_configuration_on_a_bucket_with_objects() -> None:
+    from moto.s3.exceptions import InvalidBucketState
+    from moto.s3.models import S3Backend
+
+    ORIGINALS.setdefault("s3_put_object_lock_configuration", S3Backend.put_object_lock_configuration)
+
+    def put_object_lock_configuration(self, bucket_name: str, lock_enabled: bool, mode: str | None = None,
+                                      days: int | None = None, years: int | None = None) -> None:
+        bucket = self.get_bucket(bucket_name)
+        if not bucket.is_versioned:
+            raise InvalidBucketState("Versioning must be 'Enabled' on the bucket to apply a Object Lock configuration")
+        if lock_enabled:
+            bucket.object_lock_enabled = True  # never turned off: a configuration without it keeps the lock on
+        bucket.default_lock_mode, bucket.default_lock_days, bucket.default_lock_years = mode, days, years
+
+    S3Backend.put_object_lock_configuration = put_object_lock_configuration
