@@ -41,8 +41,8 @@ PROJECT_GUARD = "cfn-guard (rules/changeflow.guard)"
 
 # The Control Tower rule folders for the services in the template (IAM's is
 # identityandaccessmanagement; CloudWatch Logs and alarms are both in cloudwatch; EventBridge has none).
-CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandaccessmanagement", "lambda", "sqs",
-                          "stepfunctions")
+CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandaccessmanagement", "lambda", "s3",
+                          "sqs", "stepfunctions")
 
 READ_API_PERMISSIONS = tuple(f"ReadApiFunction{event}PermissionStage"
                              for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution")) + (
@@ -69,9 +69,10 @@ SKIPPED: tuple[Skip, ...] = (
     Skip(CHECKOV, "CKV_AWS_117", (), "Lambda in a VPC: the functions call only DynamoDB over its AWS endpoint; "
          "a VPC would add NAT gateway or VPC endpoint cost and cold-start time and protect nothing here."),
     Skip(CONTROL_TOWER, "CT.LAMBDA.PR.3", (), "The same control (Lambda in a customer VPC) as CKV_AWS_117."),
-    Skip(CHECKOV, "CKV_AWS_116", (), "Lambda dead-letter queue: the functions are only invoked synchronously "
-         "(Step Functions tasks and API Gateway), whose callers retry and catch; a DLQ applies only to "
-         "asynchronous invocations."),
+    Skip(CHECKOV, "CKV_AWS_116", (), "Lambda dead-letter queue: the step and API functions are only invoked "
+         "synchronously (Step Functions tasks and API Gateway), whose callers retry and catch; a DLQ applies only "
+         "to asynchronous invocations. The digest function's schedule invokes it, and a failed digest has nothing "
+         "to redrive: the next one reads every change since the last digest written (DigestFailedAlarm pages)."),
     Skip(CHECKOV, "CKV_AWS_115", (), "Reserved concurrency: a reservation takes capacity out of the account's "
          "shared pool in every deployment; requests are throttled at the API stage (ApiThrottling* parameters) "
          "and executions by Step Functions' quotas. An account that needs a cap sets it per deployment."),
@@ -86,6 +87,18 @@ SKIPPED: tuple[Skip, ...] = (
     Skip(CHECKOV, "CKV_AWS_27", ("ChangeEventsDeadLetterQueue",), "The dead-letter queue is encrypted with "
          "SSE-SQS (SqsManagedSseEnabled), which the check does not recognise; EventBridge cannot deliver to a "
          "queue encrypted with the AWS-managed aws/sqs KMS key."),
+    Skip(CHECKOV, "CKV_AWS_18", ("DigestBucket",), "Server access logs of the digest bucket would need a second "
+         "bucket (one with Object Lock cannot receive them); S3 records when every object version was written, "
+         "verify --digests reports every version and delete marker that is not the chain's, and CloudTrail data "
+         "events record who called, for an account that turns them on."),
+    Skip(CONTROL_TOWER, "CT.S3.PR.2", ("DigestBucket",), "The same control (server access logging) as "
+         "CKV_AWS_18."),
+    Skip(CONTROL_TOWER, "CT.S3.PR.10", ("DigestBucket",), "Digests hold entity ids, versions and hashes, no "
+         "content; SSE-S3 encrypts them at rest. A customer-managed KMS key in the stack's account would let its "
+         "administrator make every locked digest unreadable (disable or delete the key): the lock would hold, "
+         "the digests would prove nothing."),
+    Skip(CONTROL_TOWER, "CT.S3.PR.4", ("DigestBucket",), "Event notifications: nothing in the stack reacts to a "
+         "digest being written; an auditor who wants one per digest adds an EventBridge rule in their account."),
     Skip(SERVERLESS, "ES6000", ("ChangeEventsDeadLetterQueue",), "The queue is itself the dead-letter queue "
          "(of the EventBridge rule's target); the rule only recognises dead-letter queues of other SQS queues."),
     Skip(CONTROL_TOWER, "CT.SQS.PR.1", ("ChangeEventsDeadLetterQueue",), "The same finding as ES6000: the queue "

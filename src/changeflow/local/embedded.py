@@ -236,6 +236,14 @@ class EmbeddedStack:
             if props.get("PublicAccessBlockConfiguration"):
                 s3.put_public_access_block(Bucket=name,
                                            PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"])
+            if props.get("LifecycleConfiguration"):
+                rules = [{"ID": r.get("Id", ""), "Status": r["Status"], "Filter": {"Prefix": r.get("Prefix", "")},
+                          **({"Transitions": [{"Days": t["TransitionInDays"], "StorageClass": t["StorageClass"]}
+                                              for t in r["Transitions"]]} if "Transitions" in r else {}),
+                          **({"AbortIncompleteMultipartUpload": r["AbortIncompleteMultipartUpload"]}
+                             if "AbortIncompleteMultipartUpload" in r else {})}
+                         for r in props["LifecycleConfiguration"]["Rules"]]
+                s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": rules})
             if props.get("OwnershipControls"):
                 s3.put_bucket_ownership_controls(Bucket=name, OwnershipControls=props["OwnershipControls"])
         for spec in self.template.of_type("AWS::S3::BucketPolicy").values():
