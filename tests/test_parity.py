@@ -724,8 +724,7 @@ def test_a_schedule_invokes_its_lambda_target_with_its_context_attributes_on_the
     scheduler = stack.client("scheduler")
     target = {"Arn": digest.arn, "RoleArn": "arn:aws:iam::123456789012:role/parity",
               "Input": json.dumps({"scheduledTime": "<aws.scheduler.scheduled-time>",
-                                   "schedule": "<aws.scheduler.schedule-arn>",
-                                   "attempt": "<aws.scheduler.attempt-number>"})}
+                                   "schedule": "<aws.scheduler.schedule-arn>#<aws.scheduler.attempt-number>"})}
     arn = scheduler.create_schedule(Name="parity-every-hour", ScheduleExpression="rate(1 hour)", Target=target,
                                     FlexibleTimeWindow={"Mode": "OFF"})["ScheduleArn"]
     deadline = time.monotonic() + 20
@@ -733,9 +732,8 @@ def test_a_schedule_invokes_its_lambda_target_with_its_context_attributes_on_the
         time.sleep(0.2)
     scheduler.delete_schedule(Name="parity-every-hour")
     assert digest.invocations >= 2
-    logged = [json.loads(line) for line in digest.logs if '"scheduledTime"' in line]
-    events = [entry["message"] for entry in logged if isinstance(entry.get("message"), dict)]
-    assert events and all(e["schedule"] == arn and e["attempt"] == "1" for e in events)
+    events = [json.loads(line) for line in digest.logs if '"message":"digest"' in line.replace(" ", "")]
+    assert events and all(e["schedule"] == f"{arn}#1" for e in events)
     times = sorted(datetime.datetime.fromisoformat(e["scheduledTime"].replace("Z", "+00:00")) for e in events)
     assert all(b - a == datetime.timedelta(hours=1) for a, b in zip(times, times[1:]))
     stopped = digest.invocations

@@ -28,10 +28,11 @@ s3 = boto3.client("s3")
 STACK = digesting.Stack(TABLE_NAME, HISTORY_TABLE_NAME, STATE_MACHINE_ARN)
 
 
-@logger.inject_lambda_context(log_event=True)
+@logger.inject_lambda_context(log_event=False)
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    logger.append_keys(scheduledTime=event.get("scheduledTime"), schedule=event.get("schedule"))
     taken = digesting.take(s3, dynamodb, DIGEST_BUCKET, DIGEST_PREFIX, STACK, digesting.clock_ms)
     digest = taken.digest
     tracer.put_annotation("sequence", digest["sequence"])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from changeflow.checks.reliability import T0  # one fixed start for every measurement
 
+from .digests import QUIET
 from .prices import LAMBDA_PLATFORM_BYTES, LOG_EVENT_OVERHEAD
 from .units import billed_transitions, item_size, lambda_invocations, table_sizes, units_of_call, wait_seconds
 
@@ -58,7 +59,7 @@ def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | 
     results = {}
     from changeflow.common.project import project_root
 
-    with EmbeddedStack(root or project_root(), time_scale=0.001, parameters=parameters or {}) as stack:
+    with EmbeddedStack(root or project_root(), time_scale=0.001, parameters={**QUIET, **(parameters or {})}) as stack:
         cf = Changeflow.for_embedded(stack)
         stack.warm()
         for path, request in plan:
