@@ -137,6 +137,18 @@ def test_a_digest_binds_its_time_table_state_machine_format_and_predecessor(quie
 
 
 # --- cost and scale: only what changed is read --------------------------------------------------------------
+def test_dynamodb_keeps_the_index_keys_numbers_in_every_item_so_an_insider_cannot_retype_them(quiet):
+    # a GSI's key attributes have one type in every item of the table, in the index or not ("Type mismatch
+    # for Index Key"): recordedAt and digestShard stay numbers, in v0 and in history alike
+    quiet.cf.submit(put("a", 1))
+    for sk in (model.LATEST_SK, model.history_sk(1)):
+        for name in (model.RECORDED_AT, model.DIGEST_SHARD):
+            with pytest.raises(ClientError, match="Type mismatch"):
+                quiet.cf.dynamodb.update_item(TableName=quiet.cf.table, Key={"pk": {"S": "a"}, "sk": {"S": sk}},
+                                              UpdateExpression="SET #n = :x", ExpressionAttributeNames={"#n": name},
+                                              ExpressionAttributeValues={":x": {"S": "then"}})
+
+
 def test_a_digest_reads_only_the_entities_changed_since_the_last_one(quiet):
     for i in range(5):
         quiet.cf.submit(put(f"e{i}", 1))

@@ -752,3 +752,26 @@ def test_a_cron_schedule_fires_each_minute_its_fields_match():
                                                                               tzinfo=datetime.timezone.utc)
     assert next_cron("cron(0/15 * * * ? *)", at, "UTC") == at.replace(minute=15)
     assert next_cron("cron(0 0 1 1 ? 2027)", at, "UTC").year == 2027
+
+
+def test_an_index_key_attribute_of_another_type_is_refused_in_every_item_and_nothing_is_written(make_stack):
+    # https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html: an index key attribute is a
+    # scalar of its declared type; DynamoDB refuses a write that gives it another, in a sparse index too
+    # ("Type mismatch for Index Key", as DynamoDB emulators' conformance suites record it: nubo-db/dynoxide#94).
+    # Stock moto 5.2.5 accepts it unless an update expression names the attribute literally.
+    stack = make_stack(DigestSchedule="rate(365 days)")
+    dynamodb, table = stack.client("dynamodb"), stack.outputs["ChangeTableName"]
+    item = {"pk": {"S": "p"}, "sk": {"S": "v#0000000001"}, "recordedAt": {"N": "1"}}  # no digestShard: not indexed
+    dynamodb.put_item(TableName=table, Item=item)
+    with pytest.raises(ClientError, match="Type mismatch for Index Key recordedAt Expected: N Actual: S "
+                                          "IndexName: ChangesIndex"):
+        dynamodb.put_item(TableName=table, Item={**item, "sk": {"S": "v#0000000002"}, "recordedAt": {"S": "then"}})
+    with pytest.raises(ClientError, match="Type mismatch for Index Key"):
+        dynamodb.update_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]},
+                             UpdateExpression="SET #r = :r, extra = :o", ExpressionAttributeNames={"#r": "recordedAt"},
+                             ExpressionAttributeValues={":r": {"S": "then"}, ":o": {"S": "x"}})
+    stored = dynamodb.get_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})["Item"]
+    assert stored == item  # nothing of the refused update was applied
+    assert "Item" not in dynamodb.get_item(TableName=table, Key={"pk": {"S": "p"}, "sk": {"S": "v#0000000002"}})
+    dynamodb.update_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]}, UpdateExpression="SET extra = :o",
+                         ExpressionAttributeValues={":o": {"S": "x"}})  # an update that leaves the keys alone passes

@@ -26,7 +26,7 @@ What each module does:
   without its detail, the ingestion time as ISO 8601).
 - ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.numbers``: numbers stored
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
-  attribute value; ``dynamodb.perf``: Query and Scan in linear time.
+  attribute value; ``dynamodb.index_keys``: an index key attribute of its declared type in every item; ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
 - ``s3.object_lock``: a locked version's retention never shortened (compliance mode: never changed),
   versioning never suspended on a bucket with Object Lock, and its default retention changed on a bucket
@@ -43,6 +43,7 @@ from typing import Any, Callable
 from .core import locking
 from .core import perf as core_perf
 from .dynamodb import attribute_values as dynamodb_attribute_values
+from .dynamodb import index_keys as dynamodb_index_keys
 from .dynamodb import limits as dynamodb_limits
 from .dynamodb import numbers as dynamodb_numbers
 from .dynamodb import perf as dynamodb_perf
@@ -105,6 +106,7 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         dynamodb_numbers.patch_number_normalisation()  # after the number limits: it rewrites what they passed
         dynamodb_numbers.patch_numbers_read_exactly()
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
+        dynamodb_index_keys.patch_index_key_types()
         s3_object_lock.patch_retention_never_shortened()
         s3_object_lock.patch_versioning_stays_enabled()
         s3_object_lock.patch_lock_configuration_on_a_bucket_with_objects()
