@@ -390,6 +390,12 @@ class EmbeddedStack:
         """Block until the execution (started on this stack) has ended; ``False`` on timeout."""
         return wait_for_termination(execution_arn, timeout)
 
+    def scheduled_functions(self) -> set[str]:
+        """The functions a schedule runs (their own ``ScheduleV2`` events): they run between changes, on the
+        stack's time scale, and no change invokes them."""
+        return {logical_id for logical_id, spec in self.template.of_type("AWS::Serverless::Function").items()
+                if any(e.get("Type") == "ScheduleV2" for e in spec.get("Properties", {}).get("Events", {}).values())}
+
     def function(self, logical_id: str) -> Function:
         return next(f for f in self.lambdas.functions.values() if f.logical_id == logical_id)
 
