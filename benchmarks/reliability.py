@@ -39,6 +39,9 @@ def main() -> int:
         for k in (10, 25, 50):  # every field must land: no lost update
             patches.add(r.hot_key(cf, k, shared_time=True, seed=k, patches=True))
         tallies += [hot, patches]
+    from changeflow.checks import merging
+
+    tallies += merging.rows(ks=(10, 50))  # issue 34: server-given times, every entry point, faults
     with EmbeddedStack(ROOT, time_scale=0.001, parameters={"HistoryRetentionVersions": "3",
                                                            "HistoryRetentionDays": "30"}) as stack:
         cf = Changeflow.for_embedded(stack)

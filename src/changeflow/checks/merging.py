@@ -90,8 +90,7 @@ def submit_events(cf: Changeflow, requests: list[dict], timeout: float = 300.0) 
     """PutEvents for each at once (the ingestion time is the receipt); each execution found by its input."""
     import time
 
-    events = cf.make("events")
-    seen = {e["executionArn"] for e in cf.executions(limit=1000)}
+    events, since = cf.make("events"), int(time.time() * 1000) - 1000
 
     def put(request: dict) -> None:
         answer = events.put_events(Entries=[{
@@ -102,19 +101,49 @@ def submit_events(cf: Changeflow, requests: list[dict], timeout: float = 300.0) 
 
     with ThreadPoolExecutor(max_workers=len(requests)) as pool:
         list(pool.map(put, requests))
-    wanted, found = {r["changeId"]: r for r in requests}, {}
+    wanted, found, examined = {r["changeId"] for r in requests}, {}, set()
     deadline = time.monotonic() + timeout
     while len(found) < len(wanted) and time.monotonic() < deadline:
-        for summary in cf.executions(limit=1000):
-            if summary["executionArn"] in seen:
-                continue
-            seen.add(summary["executionArn"])
-            sent = principal.request_in(json.loads(cf.describe(summary["executionArn"]).get("input") or "null"))
-            if isinstance(sent, dict) and sent.get("changeId") in wanted:
-                found[sent["changeId"]] = summary["executionArn"]
+        for arn, sent in started_since(cf, since, examined).items():
+            examined.add(arn)
+            request = principal.request_in(json.loads(sent or "null"))
+            if isinstance(request, dict) and request.get("changeId") in wanted:
+                found[request["changeId"]] = arn
         time.sleep(0.1)
     return [(r, cf.wait(found[r["changeId"]], max(1.0, deadline - time.monotonic())) if r["changeId"] in found
              else Execution(name="(no execution)", arn="", status="LOST", input=r)) for r in requests]
+
+
+def started_since(cf: Changeflow, since_ms: int, examined: set[str]) -> dict[str, str | None]:
+    """``{execution ARN: its input}`` of the executions started since ``since_ms`` but those ``examined``:
+    ListExecutions (Standard) or the execution log's ExecutionStarted events (Express, whose executions only
+    the log lists)."""
+    found: dict[str, str | None] = {}
+    if cf.state_machine_type() == "EXPRESS":
+        logs = cf.make("logs")
+        kwargs = {"logGroupName": cf._log_group(), "startTime": since_ms,
+                  "filterPattern": '{ $.type = "ExecutionStarted" }'}
+        while True:
+            page = logs.filter_log_events(**kwargs)
+            for event in page.get("events", []):
+                record = json.loads(event["message"])
+                if record.get("type") == "ExecutionStarted" and record["execution_arn"] not in examined:
+                    found[record["execution_arn"]] = (record.get("details") or {}).get("input")
+            if not page.get("nextToken"):
+                return found
+            kwargs["nextToken"] = page["nextToken"]
+    kwargs = {"stateMachineArn": cf.state_machine_arn, "maxResults": 100}
+    while True:
+        page = cf.sfn.list_executions(**kwargs)
+        for summary in page["executions"]:
+            if summary["startDate"].timestamp() * 1000 < since_ms:
+                return found
+            if summary["executionArn"] not in examined:
+                found[summary["executionArn"]] = cf.sfn.describe_execution(
+                    executionArn=summary["executionArn"]).get("input")
+        if not page.get("nextToken"):
+            return found
+        kwargs["nextToken"] = page["nextToken"]
 
 
 # --- one case -------------------------------------------------------------------------------------------
@@ -196,3 +225,58 @@ def replay_violations(cf: Changeflow, entity: str, submitted: list[tuple[dict, E
     found.extend(table_violations(cf, entity, model))
     found.extend(as_of_violations(cf, entity, model))
     return found
+
+
+# --- the campaign's rows (make reliability) -------------------------------------------------------------
+WORKFLOWS = {"Standard": {}, "Express": {"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL",
+                                        "StateMachineIncludeExecutionData": "true"}}
+TIME_SCALE = 0.25  # back-offs longer than the queue of embedded steps at K = 50 (tests/test_guarantees.py)
+
+
+def rows(ks: tuple[int, ...] = (10, 50), seeds: int = 1) -> list[Tally]:
+    """Three rows: patches of different fields (every one must land) through direct starts, the API and
+    EventBridge on Standard and Express; overlapping fields and patches mixed with puts and deletes through
+    direct starts and the API, a tenth of the executions hit by a fault."""
+    from functools import partial
+
+    from ..local.server import EmbeddedServer
+
+    different = Tally(f"1c. merge by field: patches of different fields, K={'/'.join(map(str, ks))}, "
+                      "server-given times (direct, API, EventBridge; Standard, Express)")
+    overlapping = Tally("1d. merge by field: overlapping fields, with faults (direct, API; Standard, Express)")
+    mixed = Tally("1e. merge by field: patches mixed with puts and deletes, with faults (direct, API; "
+                  "Standard, Express)")
+    for workflow, parameters in WORKFLOWS.items():
+        with EmbeddedServer(port=0, time_scale=TIME_SCALE, parameters=parameters) as server:
+            cf = Changeflow.for_aws_stack("changeflow", server.stack.region, endpoint_url=server.url)
+            api = partial(submit_api, api=f"{server.url}/{server.routes[0].stage}")
+            paths = {"direct": submit_direct, "api": api, "events": submit_events}
+            for seed in range(seeds):
+                for k in ks:
+                    for path, submit in paths.items():
+                        merge_case(cf, f"different#{workflow}-{path}-{k}-{seed}", k, "different", seed, submit,
+                                   tally=different)
+                    for path in ("direct", "api"):
+                        for mode, tally in (("overlapping", overlapping), ("mixed", mixed)):
+                            merge_case(cf, f"{mode}#{workflow}-{path}-{k}-{seed}", k, mode, seed, paths[path],
+                                       stack=server.stack, faults=max(1, k // 10), tally=tally)
+    return [different, overlapping, mixed]
+
+
+def main() -> int:
+    """``python -m changeflow.checks.merging [K ...]``: the merge rows alone, as ``make reliability`` prints them."""
+    import sys
+    import time
+
+    from .reliability import report
+
+    started = time.perf_counter()
+    ks = tuple(int(k) for k in sys.argv[1:]) or (10, 50)
+    tallies = rows(ks)
+    print(report(tallies))
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 1 if any(t.violations for t in tallies) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
