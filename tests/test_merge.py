@@ -201,3 +201,15 @@ def test_versions_on_the_command_line_names_the_superseded_fields(cf, capsys, mo
     assert main(["versions", "doc#1"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("3 "))
     assert 'set {"a":2,"b":2}; superseded a' in row
+
+
+def test_a_field_clock_costs_a_few_bytes_per_field_and_a_put_none():
+    # make cost's "field clocks' share" (docs/cost.md), computed from the items the write step builds
+    from changeflow.cost.fieldclocks import field_clock_share
+
+    rows = field_clock_share(sizes=(1000,))
+    one = rows["one field patched, newer than v0"][1000]
+    each = rows["every field patched at its own time (within a day)"][1000]
+    assert 0 < one["item_bytes"] <= 40  # the two attribute names, a base and one field
+    assert (each["item_bytes"] - one["item_bytes"]) / 9 <= 10  # each further field: its name and a delta
+    assert each["write_units"]["with"] - each["write_units"]["without"] in (0, 2)  # at most a 1 KB boundary
