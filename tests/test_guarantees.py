@@ -93,7 +93,7 @@ def test_k_writers_with_server_given_times_merge_by_field_as_the_model_says(path
 
     scale = HOT_KEY_TIME_SCALE if k > 10 else 0.05
     with EmbeddedServer(port=0, time_scale=scale, parameters=merging.WORKFLOWS[workflow]) as server:
-        cf = Changeflow.for_aws_stack("changeflow", server.stack.region, endpoint_url=server.url)
+        cf = Changeflow.for_embedded(server.stack)
         submit = {"direct": merging.submit_direct, "events": merging.submit_events,
                   "api": partial(merging.submit_api, api=f"{server.url}/{server.routes[0].stage}")}[path]
         tally = merging.merge_case(cf, f"{mode}#{path}", k, mode, seed=k, submit=submit, stack=server.stack,

@@ -248,19 +248,30 @@ def rows(ks: tuple[int, ...] = (10, 50), seeds: int = 1) -> list[Tally]:
                   "Standard, Express)")
     for workflow, parameters in WORKFLOWS.items():
         with EmbeddedServer(port=0, time_scale=TIME_SCALE, parameters=parameters) as server:
-            cf = Changeflow.for_aws_stack("changeflow", server.stack.region, endpoint_url=server.url)
+            cf = Changeflow.for_embedded(server.stack)  # in this process: waits on the executions' ends, no polling
             api = partial(submit_api, api=f"{server.url}/{server.routes[0].stage}")
             paths = {"direct": submit_direct, "api": api, "events": submit_events}
             for seed in range(seeds):
                 for k in ks:
                     for path, submit in paths.items():
-                        merge_case(cf, f"different#{workflow}-{path}-{k}-{seed}", k, "different", seed, submit,
-                                   tally=different)
+                        _timed(merge_case, cf, f"different#{workflow}-{path}-{k}-{seed}", k, "different", seed,
+                               submit, tally=different)
                     for path in ("direct", "api"):
                         for mode, tally in (("overlapping", overlapping), ("mixed", mixed)):
-                            merge_case(cf, f"{mode}#{workflow}-{path}-{k}-{seed}", k, mode, seed, paths[path],
-                                       stack=server.stack, faults=max(1, k // 10), tally=tally)
+                            _timed(merge_case, cf, f"{mode}#{workflow}-{path}-{k}-{seed}", k, mode, seed,
+                                   paths[path], stack=server.stack, faults=max(1, k // 10), tally=tally)
     return [different, overlapping, mixed]
+
+
+def _timed(case, cf: Changeflow, entity: str, *args, tally: Tally, **options) -> None:
+    """One case, its line on stderr as it ends (the rows take minutes)."""
+    import sys
+    import time
+
+    started, before = time.perf_counter(), len(tally.violations)
+    case(cf, entity, *args, tally=tally, **options)
+    print(f"{entity}: {time.perf_counter() - started:.0f} s, {len(tally.violations) - before} violations",
+          file=sys.stderr, flush=True)
 
 
 def main() -> int:
