@@ -91,7 +91,7 @@ def test_k_writers_with_server_given_times_merge_by_field_as_the_model_says(path
     from changeflow.local.server import EmbeddedServer
     from conftest import let_executions_end
 
-    scale = HOT_KEY_TIME_SCALE if k > 10 else 0.05
+    scale = merging.TIME_SCALE if k > 10 else 0.05  # K = 50: real back-offs (see merging.TIME_SCALE)
     with EmbeddedServer(port=0, time_scale=scale, parameters=merging.WORKFLOWS[workflow]) as server:
         cf = Changeflow.for_embedded(server.stack)
         submit = {"direct": merging.submit_direct, "events": merging.submit_events,
