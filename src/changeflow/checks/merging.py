@@ -154,7 +154,8 @@ def merge_case(cf: Changeflow, entity: str, k: int, mode: str, seed: int, submit
     fault (``stack``: the embedded stack whose Lambda dispatch suffers it)."""
     rng = random.Random(seed)
     tally = tally or Tally(f"1c. merge by field ({mode})")
-    base = {"entityId": entity, "operation": "put", "attributes": {f: -1 for f in FIELDS}, "changeId": f"{id_prefix(entity)}-base"}
+    base = {"entityId": entity, "operation": "put", "attributes": {f: -1 for f in FIELDS},
+            "changeId": f"{id_prefix(entity)}-base"}
     submitted = [(base, cf.submit(base, redeliver=False))]
     requests = changes(entity, k, mode, rng)
     injector = Injector()

@@ -69,7 +69,8 @@ class Model:
                 self.superseded = []
                 return "FAILED", "NotFound"
             lost = set(self.superseded)
-            content = apply_patch(latest["attributes"], {k: v for k, v in request.get("set", {}).items() if k not in lost},
+            content = apply_patch(latest["attributes"],
+                                  {k: v for k, v in request.get("set", {}).items() if k not in lost},
                                   [name for name in request.get("remove", []) if name not in lost])
             base = latest["base"]
             times = {**latest["times"], **{name: at for name in [*request.get("set", {}), *request.get("remove", [])]

@@ -96,7 +96,8 @@ def check(cf: Changeflow, entity: str, submitted: list[tuple[dict, Execution]], 
         elif request["operation"] == "patch":  # its predecessor's content with the patch applied, but for the
             before = by_number.get(v["version"] - 1)  # fields a newer change wrote (issue 34: the model checks which)
             lost = set((v.get("patch") or {}).get("superseded") or [])
-            expected = apply_patch(before["attributes"], {k: x for k, x in request.get("set", {}).items() if k not in lost},
+            expected = apply_patch(before["attributes"],
+                                   {k: x for k, x in request.get("set", {}).items() if k not in lost},
                                    [name for name in request.get("remove", []) if name not in lost]) if before else None
         elif request["operation"] == "rollback":
             source = by_number.get(request["toVersion"])
