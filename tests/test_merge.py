@@ -213,3 +213,16 @@ def test_a_field_clock_costs_a_few_bytes_per_field_and_a_put_none():
     assert 0 < one["item_bytes"] <= 40  # the two attribute names, a base and one field
     assert (each["item_bytes"] - one["item_bytes"]) / 9 <= 10  # each further field: its name and a delta
     assert each["write_units"]["with"] - each["write_units"]["without"] in (0, 2)  # at most a 1 KB boundary
+
+
+def test_a_redaction_keeps_the_field_clocks_so_an_older_patch_stays_superseded(cf):
+    # a redaction changes no content of its own: it takes its predecessor's time and field clocks
+    cf.submit(put(T0, "base", a=0, b=0))
+    cf.submit(patch(T0 + 20, "a", set={"a": 1}))
+    cf.submit(patch(T0 + 10, "late-b", set={"b": "secret"}))
+    redaction = cf.submit({"entityId": "doc#1", "operation": "redact", "redactVersion": 3, "reason": "erasure",
+                           "changeId": "redact-3"})
+    assert redaction.output["outcome"] == "applied", redaction.cause
+    versions = verified(cf)["versions"]
+    assert versions[3]["fieldTimes"] == versions[2]["fieldTimes"] == {"b": T0 + 10}
+    assert cf.submit(patch(T0 + 5, "older-b", set={"b": "old"})).output["outcome"] == "stale"
