@@ -70,6 +70,9 @@ class Template:
     overrides: dict[str, str] = field(default_factory=dict)
     # SAM AutoPublishAlias: the version each function's deploy published (logical id -> "N"; "1" when absent)
     versions: dict[str, str] = field(default_factory=dict)
+    # attributes a deploy gave a resource ("Logical.Attribute" -> value), e.g. the VersionNumber of an AppConfig
+    # hosted configuration version CloudFormation has replaced (changeflow.local.deploy)
+    attributes: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -182,6 +185,11 @@ class Template:
     def get_att(self, logical_id: str, attribute: str) -> Any:
         if logical_id not in self.resources:
             raise TemplateError(f"!GetAtt {logical_id}.{attribute}: no such resource")
+        if f"{logical_id}.{attribute}" in self.attributes:
+            return self.attributes[f"{logical_id}.{attribute}"]
+        if (self.resources[logical_id]["Type"], attribute) == ("AWS::AppConfig::HostedConfigurationVersion",
+                                                                "VersionNumber"):
+            return "1"  # the first version of a profile
         if attribute == "Arn":
             return self.arn(logical_id)
         if attribute in ("Name", "QueueName"):
