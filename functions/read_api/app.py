@@ -6,7 +6,7 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from changeflow_core import asof, authorization, names, observe, principal, reads, validation, wire
+from changeflow_core import asof, authorization, observe, principal, reads, validation, wire
 from changeflow_core.errors import NotFound, ValidationError
 
 TABLE_NAME = os.environ["TABLE_NAME"]
@@ -63,11 +63,8 @@ def client_error(exc):
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
-    names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     # A REST API delivers ``path`` as the client sent it (doc%2F1 stays one segment) and ``pathParameters``
-    # decoded: routing the raw path keeps every id's segments apart.
+    # decoded: routing the raw path keeps every id's segments apart. Logged: the route with HashEntityIds.
     response = app.resolve(event, context)
-    # the route, not the path, with HashEntityIds: the path holds the entity id
-    logger.info("read", extra={"path": event["resource"] if HASH_ENTITY_IDS else event["path"],
-                               "status": response["statusCode"]})
+    logger.info("read", extra={"path": event["resource" if HASH_ENTITY_IDS else "path"], "status": response["statusCode"]})
     return response

@@ -8,7 +8,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
-from changeflow_core import authorization, names, observe, principal, submissions
+from changeflow_core import authorization, observe, principal, submissions
 from changeflow_core.submissions import Refused
 
 STATE_MACHINE_ARN = os.environ["STATE_MACHINE_ARN"]
@@ -34,7 +34,6 @@ def respond(status: int, body: dict, headers: dict | None = None) -> dict:
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
-    names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     if headers.get("content-type", "application/json").split(";")[0].strip().lower() != "application/json":
         return respond(415, {"message": "Unsupported Media Type"})
