@@ -676,9 +676,9 @@ def client_error_filter(template) -> dict:
     return found[0]
 
 
-@pytest.mark.parametrize("topic", [None, ALARM_TOPIC], ids=["no-topic", "topic"])
+@pytest.mark.parametrize("topic", [None, ALARM_TOPIC], ids=["none", "topic"])
 def test_template_alarms_on_failed_executions_and_history_write_failures(topic):
-    template = Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": topic} if topic else {})
+    template = Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": topic or "none"})
     # failed executions: Step Functions' own metric, for this state machine, less the client's own errors
     failed = math_alarm_on(template, "AWS/States", "ExecutionsFailed")
     stat, = [q["MetricStat"] for q in failed["Metrics"] if q.get("MetricStat", {}).get("Metric", {}).get(
@@ -743,9 +743,12 @@ def execution_log_events():
             patch.setenv(key, value)
         for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
             patch.delenv(key, raising=False)
-        with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
+        # the policy lets every principal change entities "e..." only
+        policy = json.dumps([{"principals": ["*"], "entities": ["e"], "operations": ["put", "rollback"]}])
+        with EmbeddedStack(ROOT, time_scale=0.0005, parameters={"AuthorizationPolicy": policy}) as stack:
             cf = Changeflow.for_embedded(stack)
             succeeded = cf.submit(put(T0, "ok", entity="e1"))
+            forbidden = cf.submit(put(T0, "denied", entity="x1"))
             conflict = cf.submit(put(T0 + 1, "late", entity="e1", expectedVersion=0))
             invalid = cf.submit({**put(T0 + 2, "bad", entity="e1"), "attributes": {"version": 1}})
             missing = cf.submit({"entityId": "e1", "operation": "rollback", "toVersion": 7, "changeId": "rb"})
@@ -756,10 +759,11 @@ def execution_log_events():
             assert (succeeded.status, conflict.error, history_failed.error) == ("SUCCEEDED", "VersionConflict",
                                                                                 "HistoryWriteFailed")
             assert (invalid.error, missing.error, lambda_outage.status) == ("ValidationError", "NotFound", "FAILED")
+            assert forbidden.error == "Forbidden"
             return {key: sfn_log_event(list(cf.history(run.arn))[-1], run.arn) for key, run in
                     {"history_write_failed": history_failed, "version_conflict": conflict,
                      "succeeded": succeeded, "validation_error": invalid, "not_found": missing,
-                     "lambda_outage": lambda_outage}.items()}
+                     "lambda_outage": lambda_outage, "forbidden": forbidden}.items()}
 
 
 _TERM = re.compile(r'\(\s*\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*=\s*"([^"*]*)"\s*\)')
@@ -826,7 +830,7 @@ def test_template_client_errors_page_no_one_and_every_system_failure_pages(templ
         return value >= alarm["Threshold"]
 
     events = execution_log_events
-    clients = [events[k] for k in ("validation_error", "not_found", "version_conflict")]
+    clients = [events[k] for k in ("validation_error", "not_found", "version_conflict", "forbidden")]
     systems = [events[k] for k in ("history_write_failed", "lambda_outage")]
     # THEN client errors, alone or together, never page; each system failure pages, among any client errors
     assert all(json_pattern_matches(pattern, e) for e in clients)

@@ -158,7 +158,9 @@ class EmbeddedStack:
                 if optional in props:
                     kwargs[optional] = props[optional]
             if "SSESpecification" in props:
-                kwargs["SSESpecification"] = {"Enabled": bool(props["SSESpecification"].get("SSEEnabled"))}
+                sse = props["SSESpecification"]
+                kwargs["SSESpecification"] = {"Enabled": bool(sse.get("SSEEnabled")),
+                                              **{k: sse[k] for k in ("SSEType", "KMSMasterKeyId") if k in sse}}
             if "DeletionProtectionEnabled" in props:
                 kwargs["DeletionProtectionEnabled"] = str(props["DeletionProtectionEnabled"]).lower() == "true"
             dynamodb.create_table(**kwargs)
