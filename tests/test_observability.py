@@ -743,12 +743,16 @@ def execution_log_events():
             patch.setenv(key, value)
         for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
             patch.delenv(key, raising=False)
-        # the policy lets every principal change entities "e..." only
-        policy = json.dumps([{"principals": ["*"], "entities": ["e"], "operations": ["put", "rollback"]}])
+        # under an AuthorizationPolicy, a direct StartExecution (its caller unknown) is denied
+        policy = json.dumps([{"principals": ["arn:*"], "entities": [""], "operations": ["put"]}])
         with EmbeddedStack(ROOT, time_scale=0.0005, parameters={"AuthorizationPolicy": policy}) as stack:
             cf = Changeflow.for_embedded(stack)
-            succeeded = cf.submit(put(T0, "ok", entity="e1"))
             forbidden = cf.submit(put(T0, "denied", entity="x1"))
+            assert forbidden.error == "Forbidden"
+            forbidden_event = sfn_log_event(list(cf.history(forbidden.arn))[-1], forbidden.arn)
+        with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
+            cf = Changeflow.for_embedded(stack)
+            succeeded = cf.submit(put(T0, "ok", entity="e1"))
             conflict = cf.submit(put(T0 + 1, "late", entity="e1", expectedVersion=0))
             invalid = cf.submit({**put(T0 + 2, "bad", entity="e1"), "attributes": {"version": 1}})
             missing = cf.submit({"entityId": "e1", "operation": "rollback", "toVersion": 7, "changeId": "rb"})
@@ -759,11 +763,10 @@ def execution_log_events():
             assert (succeeded.status, conflict.error, history_failed.error) == ("SUCCEEDED", "VersionConflict",
                                                                                 "HistoryWriteFailed")
             assert (invalid.error, missing.error, lambda_outage.status) == ("ValidationError", "NotFound", "FAILED")
-            assert forbidden.error == "Forbidden"
-            return {key: sfn_log_event(list(cf.history(run.arn))[-1], run.arn) for key, run in
-                    {"history_write_failed": history_failed, "version_conflict": conflict,
-                     "succeeded": succeeded, "validation_error": invalid, "not_found": missing,
-                     "lambda_outage": lambda_outage, "forbidden": forbidden}.items()}
+            ended = {"history_write_failed": history_failed, "version_conflict": conflict, "succeeded": succeeded,
+                     "validation_error": invalid, "not_found": missing, "lambda_outage": lambda_outage}
+            return {"forbidden": forbidden_event,
+                    **{key: sfn_log_event(list(cf.history(run.arn))[-1], run.arn) for key, run in ended.items()}}
 
 
 _TERM = re.compile(r'\(\s*\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*=\s*"([^"*]*)"\s*\)')

@@ -188,20 +188,23 @@ def test_with_hashed_entity_ids_no_error_names_the_entity(make_stack, xray_error
     from changeflow_core.names import entity_ref
 
     entity, denied = f"patient-{secrets.token_hex(6)}", f"secret-{secrets.token_hex(6)}"
-    policy = json.dumps([{"principals": ["*"], "entities": ["patient-"],
+    # the policy lets IAM principals (POST /changes) change "patient-..." entities; a direct StartExecution,
+    # whose caller the workflow cannot know, is denied whatever it changes
+    policy = json.dumps([{"principals": ["arn:*"], "entities": ["patient-"],
                           "operations": ["put", "patch", "delete", "rollback", "redact", "adopt"]}])
     stack = make_stack(HashEntityIds="true", AuthorizationPolicy=policy)
     cf = Changeflow.for_embedded(stack)
     put = {"entityId": entity, "operation": "put", "attributes": {"n": 1}}
-    runs = {
-        "applied": cf.submit({**put, "changeId": "c1", "effectiveAt": T0 + 10}),
-        "stale": cf.submit({**put, "changeId": "c2", "effectiveAt": T0}),
-        "conflict": cf.submit({**put, "changeId": "c3", "effectiveAt": T0 + 20, "expectedVersion": 7}),
-        "invalid": cf.submit({"entityId": entity, "operation": "put", "changeId": "c4"}),  # no attributes
-        "forbidden": cf.submit({**put, "entityId": denied, "changeId": "c5"}),
-        "not found": cf.submit({"entityId": entity + "-x", "operation": "redact", "changeId": "c6",
-                                "redactVersion": 1, "reason": "gone"}),
+    api = {
+        "applied": {**put, "changeId": "c1", "effectiveAt": T0 + 10},
+        "stale": {**put, "changeId": "c2", "effectiveAt": T0},
+        "conflict": {**put, "changeId": "c3", "effectiveAt": T0 + 20, "expectedVersion": 7},
+        "not found": {"entityId": entity + "-x", "operation": "redact", "changeId": "c6", "redactVersion": 1,
+                      "reason": "gone"},
     }
+    runs = {name: cf.wait(through_the_api(stack, request)) for name, request in api.items()}
+    runs["invalid"] = cf.submit({"entityId": entity, "operation": "put", "changeId": "c4"})  # no attributes
+    runs["forbidden"] = cf.submit({**put, "entityId": denied, "changeId": "c5"})
     assert {name: (r.status, r.error or r.output["outcome"]) for name, r in runs.items()} == {
         "applied": ("SUCCEEDED", "applied"), "stale": ("SUCCEEDED", "stale"), "conflict": ("FAILED", "VersionConflict"),
         "invalid": ("FAILED", "ValidationError"), "forbidden": ("FAILED", "Forbidden"),

@@ -44,9 +44,8 @@ PROJECT_GUARD = "cfn-guard (rules/changeflow.guard)"
 CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandaccessmanagement", "lambda", "sqs",
                           "stepfunctions")
 
-PINNED_ROLES_AND_ALIASES = tuple(f"{step}Function{kind}" for step in ("FetchLatest", "UpdateLatest", "PutHistory",
-                                                               "DeleteTombstone", "TagTtl")
-                                 for kind in ("Role", "Aliaslive"))
+PINNED_ROLES_AND_ALIASES = tuple(f"{step}Function{kind}" for kind in ("Role", "Aliaslive")
+                                 for step in ("FetchLatest", "UpdateLatest", "PutHistory", "DeleteTombstone", "TagTtl"))
 READ_API_PERMISSIONS = tuple(f"ReadApiFunction{event}PermissionStage"
                              for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution")) + (
     "SubmitChangeApiPermission",)
