@@ -351,7 +351,8 @@ def _refuse_replacements(before: Template, after: Template) -> None:
             if old is None:
                 continue
             keys = ("KeySchema", "TableName") if kind == "AWS::DynamoDB::Table" else ("Type", "Name")
-            changed = [k for k in keys if before.resolve(old["Properties"].get(k)) != after.resolve(spec["Properties"].get(k))]
+            changed = [k for k in keys
+                       if before.resolve(old["Properties"].get(k)) != after.resolve(spec["Properties"].get(k))]
             if changed:
                 raise RuntimeError(f"deploy: {logical_id}.{changed[0]} changes, which replaces {logical_id} "
                                    "(not modelled by the embedded stack)")
