@@ -44,6 +44,12 @@ ASL_PYTHON ?= $(LAMBDA_PYTHON)
 ASL_PACKAGES := localstack-core==2026.3.0 rolo==0.8.9 JPype1==1.7.1 moto[server]==5.2.5
 ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 
+# Two make runs at once in one checkout (make test beside make test, each of whose jobs runs make diff-asl) set
+# up once: the second waits under a lock (flock(1), util-linux) for the first's set-up, then finds it done, instead
+# of removing and rebuilding a virtualenv the first one's tests are using. Without flock, no lock.
+FLOCK := $(shell command -v flock 2>/dev/null)
+locked = $(if $(FLOCK),@mkdir -p build && $(FLOCK) build/.$(1).lock,)
+
 .PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
@@ -65,7 +71,7 @@ $(LAMBDA_STAMP): layers/core/requirements.txt
 
 $(STAMP): pyproject.toml
 	@echo "changeflow: setting up $(VENV) (once, and again when pyproject.toml changes): boto3, moto, Powertools,"
-	@echo "            aws-sam-cli, cfn-lint, pytest and hypothesis; about 75 s on a 2-core machine with a fast link"
+	@echo "            aws-sam-cli, cfn-lint, pytest and hypothesis; about 2 minutes on a busy 2-core machine"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
@@ -105,7 +111,8 @@ run: $(STAMP)
 # a failed file's line replays it alone. The security checks of make lint are tests here
 # (tests/test_security.py runs the same checks, tests/test_template.py asl-validator): not run twice.
 TEST_JOBS ?= 2
-test: setup
+test:
+	$(call locked,setup) $(MAKE) --no-print-directory setup
 	$(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
 
 # The inner loop (under a minute): the unit tests (validation, the hash chain, the handlers on plain moto,
@@ -127,7 +134,8 @@ $(ASL_STAMP): pyproject.toml
 
 # The same change requests through moto's and LocalStack's interpreters, with the real handlers; an
 # unexplained difference (tests/asl_known_differences.json) or a result against the design fails.
-diff-asl: $(ASL_STAMP)
+diff-asl:
+	$(call locked,asl) $(MAKE) --no-print-directory $(ASL_STAMP)
 	$(ASL_VENV)/bin/python -m changeflow.checks.diffasl
 
 test-emulator: $(STAMP) $(LAMBDA_STAMP)

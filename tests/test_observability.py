@@ -896,16 +896,38 @@ def test_a_log_handler_bound_to_a_closed_stream_is_pointed_at_the_function_logs(
         logger.removeHandler(handler)
 
 
-def test_a_warning_a_handler_raises_goes_to_its_log_not_the_terminal(stack, capsys):
-    # GIVEN the read function, which records no metric: Powertools warns "No application metrics to publish"
+def test_a_warning_a_handler_raises_goes_to_its_log_not_the_terminal(stack, capsys, monkeypatch):
+    # GIVEN the read function, with the domain code it calls raising a warning
+    import warnings
+
+    from changeflow_core import reads
+
+    versions = reads.versions
+
+    def warned(*args, **kwargs):
+        warnings.warn("a warning the domain code raised", UserWarning, stacklevel=2)
+        return versions(*args, **kwargs)
+
+    monkeypatch.setattr(reads, "versions", warned)
     event = load_event("functions/read_api.json")
     function = stack.function("ReadApiFunction")
     # WHEN API Gateway invokes it
     payload, failed = stack.lambdas.invoke(function, event)
     assert not failed and payload["statusCode"] == 200
     # THEN the warning is in the function's log (on Lambda, stderr goes to CloudWatch Logs), not on stderr
-    assert any("No application metrics to publish" in line for line in function.logs)
-    assert "No application metrics" not in capsys.readouterr().err
+    assert any("a warning the domain code raised" in line for line in function.logs)
+    assert "a warning the domain code raised" not in capsys.readouterr().err
+
+
+def test_the_read_function_logs_no_powertools_warning_on_any_call(stack):
+    # Issue 38.5: a read publishes no application metric, and Powertools warned "No application metrics to
+    # publish" on every call: noise in every read's log. Cold and warm, the log holds the read's line only.
+    event = load_event("functions/read_api.json")
+    function = stack.function("ReadApiFunction")
+    for _ in range(2):
+        payload, failed = stack.lambdas.invoke(function, event)
+        assert not failed and payload["statusCode"] == 200
+    assert [line for line in function.logs if "warn" in line.lower()] == []
 
 
 def test_an_unhandled_error_logs_its_traceback_and_the_payload_keeps_the_handlers_frames(stack):

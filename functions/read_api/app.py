@@ -15,7 +15,7 @@ POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: author
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
-metrics = Metrics()
+metrics = observe.cold_start_only(Metrics())  # API Gateway's own metrics count the reads, by route and status
 dynamodb = boto3.client("dynamodb")
 app = APIGatewayRestResolver(serializer=wire.dumps)  # numbers as JSON numbers with all 38 digits, never floats
 

@@ -3,6 +3,7 @@ outcome, by operation. Metric names live here only."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -41,3 +42,12 @@ def count(metrics, name: str, operation: str, value: int = 1) -> None:
 def record_outcome(tracer, metrics, change: dict[str, Any], result: dict[str, Any], hashed: bool = False) -> None:
     annotate(tracer, change["entityId"], result["version"], result["outcome"], hashed)
     count(metrics, METRIC_OF_OUTCOME[result["outcome"]], change["operation"])
+
+
+def cold_start_only(metrics):
+    """``metrics`` for a function that publishes no application metric, only its cold start (the read API:
+    API Gateway counts the reads). Powertools warns "No application metrics to publish" after every such
+    call, into every read's log; its Metrics documentation gives this filter for a function that expects
+    none (docs.powertools.aws.dev/lambda/python/latest/core/metrics/, "raise_on_empty_metrics")."""
+    warnings.filterwarnings("ignore", "No application metrics to publish")
+    return metrics

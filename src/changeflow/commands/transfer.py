@@ -83,13 +83,18 @@ def cmd_export(args) -> int:
     if bool(args.entity) == bool(args.all):
         raise UsageError("give an ENTITY or --all")
     client = targets.client_for(args)
-    written = exporter.export(client, [args.entity] if args.entity else None, Path(args.output),
+    to_stdout = args.output == "-"  # the lines on standard output: what is said about them goes to stderr
+    if to_stdout and args.json:
+        raise UsageError("--output - writes the lines to standard output: --json has nowhere to go")
+    written = exporter.export(client, [args.entity] if args.entity else None, None if to_stdout else Path(args.output),
                               Path(args.digest) if args.digest else None)
     if args.json:
         dump(written)
     else:
-        print(f"exported {written['versions']:,} versions of {written['entities']:,} entities to {args.output}"
-              + (f"; digest (root {written['root']}) to {args.digest}" if args.digest else ""))
+        print(f"exported {written['versions']:,} versions of {written['entities']:,} entities to "
+              f"{'standard output' if to_stdout else args.output}"
+              + (f"; digest (root {written['root']}) to {args.digest}" if args.digest else ""),
+              file=sys.stderr if to_stdout else sys.stdout)
     return OK
 
 
@@ -162,7 +167,8 @@ def add_export(command) -> None:
     add_remote_options(parser)
     parser.add_argument("entity", nargs="?", help="one entity id")
     parser.add_argument("--all", action="store_true", help="every entity")
-    parser.add_argument("--output", required=True, metavar="FILE", help="the JSON Lines file to write")
+    parser.add_argument("--output", required=True, metavar="FILE", help="the JSON Lines file to write (- for "
+                        "standard output)")
     parser.add_argument("--digest", metavar="FILE", help="also write the digest of what was exported")
     parser.set_defaults(func=cmd_export)
 

@@ -17,9 +17,10 @@ from changeflow_core import asof, items, model, principal, store, wire
 from changeflow_core.errors import NotFound as CoreNotFound
 from changeflow_core.errors import ValidationError
 
+from .. import report
 from ..audit import repair as audit_repair
 from ..audit import verify as audit_verify
-from ..client import TERMINAL, Changeflow
+from ..client import TERMINAL, Changeflow, shown_status
 
 PAGE = 50
 VERIFY_AT_ONCE = 200  # up to this many versions, an entity's page runs verify itself; above, a link does
@@ -27,10 +28,11 @@ MAX_SCANNED = 1000  # executions examined for one page of an entity filter
 
 
 def parse_json(text: Any) -> Any:
+    """JSON text parsed with its numbers exact (``wire.loads``); anything else as it is."""
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text)
+        return wire.loads(text)
     except ValueError:
         return text
 
@@ -50,17 +52,24 @@ def describe_principal(value: Any) -> str:
     return principal.describe(value if isinstance(value, dict) else None)
 
 
-def pretty(value: Any) -> str:
-    value = parse_json(value)
-    if isinstance(value, str):
+def pretty(value: Any, indent: str = "") -> str:
+    """JSON indented by two spaces a level, numbers as JSON numbers with every digit (a stored 303.3 is a
+    ``Decimal``: never shown as the string ``"303.3"``)."""
+    value = parse_json(value) if not indent else value
+    if isinstance(value, str) and not indent:
         return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    inner = indent + "  "
+    if isinstance(value, dict) and value:
+        fields = [f"{inner}{compact(str(k))}: {pretty(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(fields) + "\n" + indent + "}"
+    if isinstance(value, (list, tuple)) and value:
+        return "[\n" + ",\n".join(inner + pretty(v, inner) for v in value) + "\n" + indent + "]"
+    return compact(value)
 
 
 def compact(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    """JSON on one line, numbers as JSON numbers with every digit (``wire.dumps``)."""
+    return wire.dumps(value, default=str)
 
 
 def ms_date(ms: Any) -> str:
@@ -142,6 +151,7 @@ class Reader:
                     self._described[arn] = None
             return None
         description.pop("ResponseMetadata", None)
+        description["status"] = shown_status(description["status"], description.get("error"))  # UNKNOWN, not FAILED
         if description["status"] in TERMINAL:
             with self._lock:
                 if len(self._described) > 20_000:
@@ -228,12 +238,16 @@ class Reader:
                                               newest_first=True, limit=size + 1, start_key=start)
         views = [items.view(i) for i in found]
         shown = views[:size]
+        by = report.redacted_by(views)  # which version redacted which, as the redact versions record it
         rows = []
         for i, v in enumerate(shown):
             previous = views[i + 1] if i + 1 < len(views) else None
             if previous is not None and previous["version"] != v["version"] - 1:
                 previous = None  # a gap (expired or missing): no diff against an unrelated version
-            rows.append({"view": v, "previous": previous, "diff": diff(previous, v) if previous or v["version"] == 1 else None})
+            # a redacted version's content is gone: no diff from it or to it (it would show the data deleted)
+            comparable = not v.get("redacted") and not (previous or {}).get("redacted")
+            rows.append({"view": v, "previous": previous, "redacted_at": by.get(v["version"]),
+                         "diff": diff(previous, v) if comparable and (previous or v["version"] == 1) else None})
         more = len(views) > size  # the extra item exists: there is an older page
         return rows, (shown[-1]["version"] if more else None)
 

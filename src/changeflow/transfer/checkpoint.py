@@ -64,7 +64,9 @@ class Checkpoint:
             raise self._refuse(1, f"not a header ({{\"format\": \"{CHECKPOINT_FORMAT}\", ...}})")
         if header != self.header:
             differs = sorted(k for k in set(header) | set(self.header) if header.get(k) != self.header.get(k))
-            raise UsageError(f"{path} is the checkpoint of another import (its {', '.join(differs)} differ): "
+            named = " and ".join([", ".join(differs[:-1]), differs[-1]] if len(differs) > 1 else differs)
+            raise UsageError(f"{path} is the checkpoint of another import (its {named} "
+                             f"{'differ' if len(differs) > 1 else 'differs'}): "
                              "resume with the same source and options, or give another --checkpoint")
         for number, raw in enumerate(lines[1:], start=2):
             if not raw.strip():

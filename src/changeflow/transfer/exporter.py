@@ -19,7 +19,9 @@ holds what was exported. Memory: one entity's history at a time, plus the list o
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -58,14 +60,14 @@ def line_of(entity_id: str, item: dict[str, dict]) -> dict[str, Any]:
     return line
 
 
-def export(client: Changeflow, entity_ids: list[str] | None, output: Path,
+def export(client: Changeflow, entity_ids: list[str] | None, output: Path | None,
            digest_path: Path | None = None) -> dict[str, Any]:
-    """Write every version of ``entity_ids`` (every entity when None) to ``output``; with ``digest_path``,
-    the digest of the heads written. Returns the counts (and the digest's root)."""
+    """Write every version of ``entity_ids`` (every entity when None) to ``output`` (standard output when
+    None); with ``digest_path``, the digest of the heads written. Returns the counts (and the digest's root)."""
     ids = verify.entities(client) if entity_ids is None else entity_ids
     heads, versions = [], 0
     try:
-        with output.open("w", encoding="utf-8") as out:
+        with (output.open("w", encoding="utf-8") if output is not None else contextlib.nullcontext(sys.stdout)) as out:
             for entity_id in ids:
                 history = digests.raw_history(client, entity_id)
                 if not history and entity_ids is not None:
@@ -77,9 +79,11 @@ def export(client: Changeflow, entity_ids: list[str] | None, output: Path,
                     versions += 1
                 if history:
                     heads.append(chain.head(entity_id, max(history, key=lambda i: int(i[model.VERSION]["N"]))))
+    except BrokenPipeError:  # standard output's reader went away (| head): the command line stops quietly
+        raise
     except OSError as exc:
         raise UsageError(f"{output}: cannot write it ({exc.strerror or exc})") from exc
-    written: dict[str, Any] = {"format": EXPORT_FORMAT, "output": str(output), "entities": len(heads),
+    written: dict[str, Any] = {"format": EXPORT_FORMAT, "output": str(output or "-"), "entities": len(heads),
                                "versions": versions}
     if digest_path is not None:
         taken = digests.digest_of(client, heads)

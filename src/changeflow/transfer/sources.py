@@ -181,7 +181,7 @@ def read(spec: str, dynamodb=None, segments: int = 1) -> Iterator[Record | Bad]:
         try:
             parsed = wire.loads(line, unique_keys=True)  # numbers exact, no key twice
         except (json.JSONDecodeError, RecursionError) as exc:
-            yield Bad(where, line, f"not JSON: {exc}")
+            yield Bad(where, line, f"not JSON: {_json_error(exc)}")
             continue
         except ValueError as exc:  # a key twice
             yield Bad(where, line, str(exc))
@@ -202,6 +202,18 @@ def read(spec: str, dynamodb=None, segments: int = 1) -> Iterator[Record | Bad]:
             yield Bad(where, line, f"a record must be a JSON object, not {type(parsed).__name__}")
             continue
         yield Record(where, parsed)
+
+
+def _json_error(exc: ValueError) -> str:
+    """What is wrong with one line's JSON, placed in that line: json's own message counts lines and columns
+    of the text it was given, which read as the file's ("line 37: ... line 1 column 10 (char 9)", and "line 2
+    column 1" while the line kept its newline)."""
+    if isinstance(exc, json.JSONDecodeError):
+        text = exc.doc.splitlines()[0] if exc.doc.strip() else ""
+        if exc.lineno > 1 or exc.colno > len(text.rstrip()):
+            return f"{exc.msg} at the end of the line"
+        return f"{exc.msg} at column {exc.colno}"
+    return str(exc)
 
 
 def _scan(dynamodb, table: str, segments: int) -> Iterator[Record]:
