@@ -579,7 +579,7 @@ def test_logs_the_read_api_takes_each_requests_id_as_its_correlation_id(logged_s
 
 @pytest.fixture(scope="module")
 def template():
-    return Template(ROOT / "template.yaml")
+    return Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": "none"})  # a deploy must say (no default)
 
 
 def functions(template):
@@ -676,9 +676,9 @@ def client_error_filter(template) -> dict:
     return found[0]
 
 
-@pytest.mark.parametrize("topic", [None, ALARM_TOPIC], ids=["no-topic", "topic"])
+@pytest.mark.parametrize("topic", [None, ALARM_TOPIC], ids=["none", "topic"])
 def test_template_alarms_on_failed_executions_and_history_write_failures(topic):
-    template = Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": topic} if topic else {})
+    template = Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": topic or "none"})
     # failed executions: Step Functions' own metric, for this state machine, less the client's own errors
     failed = math_alarm_on(template, "AWS/States", "ExecutionsFailed")
     stat, = [q["MetricStat"] for q in failed["Metrics"] if q.get("MetricStat", {}).get("Metric", {}).get(
@@ -743,6 +743,13 @@ def execution_log_events():
             patch.setenv(key, value)
         for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
             patch.delenv(key, raising=False)
+        # under an AuthorizationPolicy, a direct StartExecution (its caller unknown) is denied
+        policy = json.dumps([{"principals": ["arn:*"], "entities": [""], "operations": ["put"]}])
+        with EmbeddedStack(ROOT, time_scale=0.0005, parameters={"AuthorizationPolicy": policy}) as stack:
+            cf = Changeflow.for_embedded(stack)
+            forbidden = cf.submit(put(T0, "denied", entity="x1"))
+            assert forbidden.error == "Forbidden"
+            forbidden_event = sfn_log_event(list(cf.history(forbidden.arn))[-1], forbidden.arn)
         with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
             cf = Changeflow.for_embedded(stack)
             succeeded = cf.submit(put(T0, "ok", entity="e1"))
@@ -756,10 +763,10 @@ def execution_log_events():
             assert (succeeded.status, conflict.error, history_failed.error) == ("SUCCEEDED", "VersionConflict",
                                                                                 "HistoryWriteFailed")
             assert (invalid.error, missing.error, lambda_outage.status) == ("ValidationError", "NotFound", "FAILED")
-            return {key: sfn_log_event(list(cf.history(run.arn))[-1], run.arn) for key, run in
-                    {"history_write_failed": history_failed, "version_conflict": conflict,
-                     "succeeded": succeeded, "validation_error": invalid, "not_found": missing,
-                     "lambda_outage": lambda_outage}.items()}
+            ended = {"history_write_failed": history_failed, "version_conflict": conflict, "succeeded": succeeded,
+                     "validation_error": invalid, "not_found": missing, "lambda_outage": lambda_outage}
+            return {"forbidden": forbidden_event,
+                    **{key: sfn_log_event(list(cf.history(run.arn))[-1], run.arn) for key, run in ended.items()}}
 
 
 _TERM = re.compile(r'\(\s*\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*=\s*"([^"*]*)"\s*\)')
@@ -826,7 +833,7 @@ def test_template_client_errors_page_no_one_and_every_system_failure_pages(templ
         return value >= alarm["Threshold"]
 
     events = execution_log_events
-    clients = [events[k] for k in ("validation_error", "not_found", "version_conflict")]
+    clients = [events[k] for k in ("validation_error", "not_found", "version_conflict", "forbidden")]
     systems = [events[k] for k in ("history_write_failed", "lambda_outage")]
     # THEN client errors, alone or together, never page; each system failure pages, among any client errors
     assert all(json_pattern_matches(pattern, e) for e in clients)

@@ -12,7 +12,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import authorization, model, observe, steps
+from changeflow_core import authorization, model, names, observe, steps
 from changeflow_core.decisions import ChangeIsStale
 from changeflow_core.errors import ValidationError, VersionConflict
 
@@ -33,6 +33,7 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     logger.append_keys(execution=event["execution"]["name"])
     try:
         change, content, attempt = steps.take(event, POLICY)  # Forbidden: the policy denies it, nothing written

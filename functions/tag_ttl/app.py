@@ -14,7 +14,7 @@ import time
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import observe, steps, store
+from changeflow_core import names, observe, steps, store
 
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 KEEP_VERSIONS = int(os.environ["HISTORY_RETENTION_VERSIONS"])
@@ -31,6 +31,7 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     logger.append_keys(execution=event["execution"]["name"])
     if "stale" in event:
         result = steps.stale_report(event["stale"])

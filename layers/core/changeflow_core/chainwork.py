@@ -21,7 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import chain, items, model, store
+from . import chain, items, model, names, store
 from .errors import HistoryConflict, NotFound, ValidationError
 from .validation import Change
 
@@ -52,7 +52,7 @@ def prepare(client, table: str, history_table: str, change: Change, item: dict[s
     """``(change with its chain record and effectiveAt, content)`` for a redact or an adopt, from the ``v0``
     item just read; ``NotFound`` or ``ValidationError`` (by name) when there is nothing it may do."""
     if latest is None:
-        raise NotFound(f"entity {change.entityId!r} does not exist")
+        raise NotFound(f"entity {names.shown(change.entityId)} does not exist")
     if change.operation == model.REDACT:
         record = _redaction(client, history_table, change, latest)
         carried = None if record[model.REDACTION]["version"] == latest["version"] else item
@@ -72,11 +72,11 @@ def prepare(client, table: str, history_table: str, change: Change, item: dict[s
 def _redaction(client, history_table: str, change: Change, latest: dict[str, Any]) -> dict[str, Any]:
     n = change.redactVersion
     if n > latest["version"]:
-        raise NotFound(f"entity {change.entityId!r} has no version {n} (it is at version {latest['version']})")
+        raise NotFound(f"entity {names.shown(change.entityId)} has no version {n} (it is at version {latest['version']})")
     target = _raw_version(client, history_table, change.entityId, n)
     expires = int(target[model.EXPIRES_AT]["N"]) if target is not None and model.EXPIRES_AT in target else None
     if target is None or items.is_expired({model.EXPIRES_AT: expires}):
-        raise NotFound(f"entity {change.entityId!r} has no version {n} (missing or expired)")
+        raise NotFound(f"entity {names.shown(change.entityId)} has no version {n} (missing or expired)")
     if target.get(model.DELETED, {}).get("BOOL"):
         raise ValidationError("redactVersion", f"version {n} is a deletion: it has no content to redact")
     if model.REDACTED in target:
@@ -90,7 +90,7 @@ def _adoption(client, history_table: str, change: Change, latest: dict[str, Any]
     for wire in history:
         if chain.format_of(wire) != chain.FORMAT_LEGACY:
             if model.ADOPTION in wire:
-                raise ValidationError("operation", f"entity {change.entityId!r} was adopted at version "
+                raise ValidationError("operation", f"entity {names.shown(change.entityId)} was adopted at version "
                                                    f"{wire[model.VERSION]['N']} already")
             break
         legacy.append(wire)
@@ -100,7 +100,7 @@ def _adoption(client, history_table: str, change: Change, latest: dict[str, Any]
                               "versions that have one: its chain attributes were removed (adopt binds only "
                               "versions written before the chain)")
     if not legacy:
-        raise ValidationError("operation", f"entity {change.entityId!r} has no versions written before the chain: "
+        raise ValidationError("operation", f"entity {names.shown(change.entityId)} has no versions written before the chain: "
                                            "nothing to adopt")
     numbers = [int(w[model.VERSION]["N"]) for w in legacy]
     if numbers != list(range(1, len(numbers) + 1)):
@@ -121,9 +121,9 @@ def redact(client, history_table: str, entity_id: str, record: dict[str, Any]) -
     if model.REDACTED in target:
         if chain.hash_text(target[model.REDACTED]["B"]) == record["contentHash"]:
             return "redacted already"
-        raise HistoryConflict(f"version {n} of {entity_id!r} was redacted, but not by this redaction")
+        raise HistoryConflict(f"version {n} of {names.shown(entity_id)} was redacted, but not by this redaction")
     if chain.content_hash(target) != record["contentHash"]:
-        raise HistoryConflict(f"version {n} of {entity_id!r} is not the version this redaction recorded")
+        raise HistoryConflict(f"version {n} of {names.shown(entity_id)} is not the version this redaction recorded")
     names = {"#chainHash": model.CHAIN_HASH, "#expiresAt": model.EXPIRES_AT}
     conditions, values = [], {}
     if model.CHAIN_HASH in target:
@@ -142,7 +142,7 @@ def redact(client, history_table: str, entity_id: str, record: dict[str, Any]) -
                         **({"ExpressionAttributeValues": values} if values else {}))
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-            raise RedactionRaced(f"version {n} of {entity_id!r} changed while it was redacted") from exc
+            raise RedactionRaced(f"version {n} of {names.shown(entity_id)} changed while it was redacted") from exc
         raise
     return "redacted"
 

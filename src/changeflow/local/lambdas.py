@@ -90,6 +90,7 @@ class Function:
     # the layers' code: packages found here are this function's own, even where the process imported
     # others of the same name (another release's layer)
     layer_dirs: tuple[Path, ...] = ()
+    runtime: str = ""  # the template's Runtime (the in-process service runs every handler on this Python)
 
     @property
     def qualified_arn(self) -> str:
