@@ -66,5 +66,5 @@ def lambda_handler(event, context):
     # A REST API delivers ``path`` as the client sent it (doc%2F1 stays one segment) and ``pathParameters``
     # decoded: routing the raw path keeps every id's segments apart.
     response = app.resolve(event, context)
-    logger.info("read", extra={"path": event["path"], "status": response["statusCode"]})
+    logger.debug("read", extra={"path": event["path"], "status": response["statusCode"]})
     return response
