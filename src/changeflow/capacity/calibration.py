@@ -20,10 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from changeflow.cost.bill import cost_per_million as bill
+from changeflow.cost.bill import simulated_cost
 from changeflow.cost.contention import contention
 from changeflow.cost.paths import measure_paths
-from changeflow.cost.prices import HANDLER_MS, PRICES
 
 from .quotas import Quota
 from .simulation import Platform, Simulation, aws, empirical, fixed, summary
@@ -172,23 +171,17 @@ def measure_logs(root: Path) -> dict[str, float]:
             "execution_bytes_per_caught_error": float(stale["execution_log_bytes"])}
 
 
-def cost_per_million(figures: dict[str, float], standard: bool, workflow: Workflow, logs: dict[str, float]) -> float:
+def cost_per_million(figures: dict[str, float], standard: bool, workflow: Workflow, logs: dict[str, float],
+                     rate: float) -> float:
     """Dollars per million applied changes from the simulated figures per applied change, with the cost
-    model's function: the logs from ``logs`` (``measure_logs``) per invocation and per conflict (each
-    conflict is one caught write); Express's duration charge on the simulated mean execution time (the
-    model assumes 0.1 s, which a contended key exceeds by far)."""
+    model's bill (``changeflow.cost.bill.simulated_cost``): the logs from ``logs`` (``measure_logs``) per
+    invocation and per conflict (each conflict is one caught write), X-Ray at the scenario's ``rate``, and
+    Express's duration the simulated mean execution time."""
     conflicts = max(0.0, figures["transitions_per_applied"] - workflow.transitions_per_applied) / \
         workflow.transitions_per_conflict
-    path = {"lambda_invocations": figures["invocations_per_applied"], "state_transitions":
-            figures["transitions_per_applied"], "read_units": figures["read_units_per_applied"],
-            "write_units": figures["write_units_per_applied"],
-            "function_log_bytes": figures["invocations_per_applied"] * logs["function_bytes_per_invocation"],
-            "execution_log_bytes": conflicts * logs["execution_bytes_per_caught_error"]}
-    dollars = bill(path, HANDLER_MS)
-    if standard:
-        return dollars["standard"]
-    extra = 0.0625 * max(0.0, figures["mean_s"] - 0.1) * PRICES["express_per_gb_second"] * 1e6
-    return dollars["express"] + extra
+    log_bytes = figures["invocations_per_applied"] * logs["function_bytes_per_invocation"] + \
+        conflicts * logs["execution_bytes_per_caught_error"]
+    return simulated_cost(figures, standard, log_bytes, rate)
 
 
 def predict(table: dict[str, Quota], workflow: Workflow, logs: dict[str, float], seeds: int = 2, k: int = 1000,
@@ -203,7 +196,7 @@ def predict(table: dict[str, Quota], workflow: Workflow, logs: dict[str, float],
         platform = aws(table, standard)
         hot = simulate_k(platform, workflow, k, seeds)
         rows.append({"scenario": f"K = {k:,} on one key", "platform": platform.name, **hot,
-                     "admitted_per_s": None, "cost": cost_per_million(hot, standard, workflow, logs)})
+                     "admitted_per_s": None, "cost": cost_per_million(hot, standard, workflow, logs, k)})
         runs = []
         for seed in range(1, seeds + 1):
             sim = Simulation(platform, workflow, seed=seed)
@@ -215,7 +208,7 @@ def predict(table: dict[str, Quota], workflow: Workflow, logs: dict[str, float],
             "lambda_throttles", "throttled_starts", "executions")}
         stream["admitted_per_s"] = (stream["executions"] - stream["throttled_starts"]) / (seconds - warmup)
         rows.append({"scenario": f"{rate:,.0f}/s over {entities:,} entities (s {warmup:g} to {seconds:g})",
-                     "platform": platform.name, **stream, "cost": cost_per_million(stream, standard, workflow, logs)})
+                     "platform": platform.name, **stream, "cost": cost_per_million(stream, standard, workflow, logs, rate)})
     return rows
 
 

@@ -115,12 +115,15 @@ class Platform:
 
 
 def aws(table: dict[str, Quota], standard: bool = True, **latencies: Dist) -> Platform:
-    """AWS with the quotas of ``table``. Latencies (assumed, not measured: see docs/capacity.md): a Standard
-    state transition 25 ms median (Express 10 ms), a warm Lambda invoke 15 ms, a handler's own work 3 ms, a
+    """AWS with the quotas of ``table``. Latencies (assumed, not measured: see docs/capacity.md; the cost
+    model bills durations on the same figures, ``changeflow.cost.prices.AWS_LATENCY``): a Standard state
+    transition 25 ms median (Express 10 ms), a warm Lambda invoke 15 ms, a handler's own work 3 ms, a
     DynamoDB request 5 ms median (p99 20 ms, "single-digit milliseconds"), a cold start 400 ms median."""
-    base = dict(transition=Dist(0.025, 0.08) if standard else Dist(0.010, 0.04), invoke=Dist(0.015, 0.05),
-                handler=Dist(0.003, 0.01), read=Dist(0.005, 0.02), write=Dist(0.005, 0.02),
-                cold_start=Dist(0.4, 1.0))
+    from changeflow.cost.prices import AWS_LATENCY as L
+
+    base = dict(transition=Dist(*L["standard_transition" if standard else "express_transition"]),
+                invoke=Dist(*L["invoke"]), handler=Dist(*L["handler"]), read=Dist(*L["dynamodb"]),
+                write=Dist(*L["dynamodb"]), cold_start=Dist(*L["cold_start"]))
     base.update(latencies)
     q = table
     start = q["sfn_standard_start" if standard else "sfn_express_start"]
