@@ -192,9 +192,14 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> None:
                         help="only the units, transitions, invocations, logs and bills (no timings: any load)")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="entity sizes in bytes (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=7, help="cold starts per handler (median)")
+    parser.add_argument("--bill-of", type=Path, metavar="JSON",
+                        help="print the bill per entry point from an earlier --json output (nothing measured)")
     parser.add_argument("--quick", action="store_true",
                         help="a small budget for the test of make cost: 1 KB, one cold start each, no build, no contention")
     args = parser.parse_args(argv)
+    if args.bill_of:
+        print(bill_report(json.loads(args.bill_of.read_text(encoding="utf-8"))).lstrip("\n"))
+        return
     if args.quick:
         args.sizes, args.rounds, args.no_build, args.contention = "1000", 1, True, ""
     root = root or project_root()
