@@ -46,5 +46,5 @@ def lambda_handler(event, context):
         raise
 
     observe.record_outcome(tracer, metrics, change, result, hashed=HASH_ENTITY_IDS)
-    logger.info("tombstone write", extra=result)
+    logger.debug("tombstone write", extra=result)
     return result

@@ -55,6 +55,6 @@ def lambda_handler(event, context):
         raise
     if "historyRepaired" in fetched:  # the version v0 held was missing from history: written from v0
         observe.count(metrics, observe.HISTORY_REPAIRED, change.operation)
-    logger.info("fetched", extra={"latestVersion": (fetched["latest"] or {}).get("version", 0),
-                                  "historyRepaired": fetched.get("historyRepaired")})
+    logger.debug("fetched", extra={"latestVersion": (fetched["latest"] or {}).get("version", 0),
+                                   "historyRepaired": fetched.get("historyRepaired")})
     return fetched

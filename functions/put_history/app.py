@@ -42,5 +42,5 @@ def lambda_handler(event, context):
     if result["history"] == "repaired":
         observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
 
-    logger.info("history put", extra={"version": written["version"], "history": result["history"]})
+    logger.debug("history put", extra={"version": written["version"], "history": result["history"]})
     return result

@@ -36,7 +36,7 @@ def lambda_handler(event, context):
     if "stale" in event:
         result = steps.stale_report(event["stale"])
         observe.count(metrics, observe.VERSIONS_EXPIRED, result["operation"], value=0)  # nothing written
-        logger.info("stale", extra=result)
+        logger.debug("stale", extra=result)
         return result
     logger.append_keys(entityId=observe.entity_ref(event["entityId"], HASH_ENTITY_IDS), changeId=event["changeId"])
     observe.annotate(tracer, event["entityId"], event["version"], hashed=HASH_ENTITY_IDS)
@@ -46,5 +46,5 @@ def lambda_handler(event, context):
     observe.count(metrics, observe.VERSIONS_EXPIRED, event["operation"], value=len(tagged))
 
     expires_at = tags[0][1] if tags else None
-    logger.info("retention", extra={"tagged": tagged, "expiresAt": expires_at})
+    logger.debug("retention", extra={"tagged": tagged, "expiresAt": expires_at})
     return {"tagged": tagged, "expiresAt": expires_at}

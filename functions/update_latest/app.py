@@ -44,5 +44,5 @@ def lambda_handler(event, context):
         raise
 
     observe.record_outcome(tracer, metrics, change, result, hashed=HASH_ENTITY_IDS)
-    logger.info("v0 write", extra=result)
+    logger.debug("v0 write", extra=result)
     return result

@@ -22,6 +22,7 @@ from botocore.config import Config
 from ..common.project import project_root
 from . import botocore_loader, deploy, moto_patches
 from .lambdas import Function, LambdaService
+from .logging_controls import LoggingControls
 from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
 from .runtime import LAMBDA_RUNTIMES
@@ -218,6 +219,8 @@ class EmbeddedStack:
     def _function_of(self, template: Template, root: Path, logical_id: str) -> Function:
         props = template.function_properties(logical_id)
         environment = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+        controls = LoggingControls.of(props)
+        environment.update(controls.environment())  # what Lambda sets for the LoggingConfig
         environment.update(self.function_env)
         environment.update(
             AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(props.get("MemorySize", 128)),
@@ -234,6 +237,7 @@ class EmbeddedStack:
             timeout_s=int(props.get("Timeout", 3)),
             layer_dirs=tuple(self._layer_dirs(template, root)),
             runtime=str(props.get("Runtime", "")),
+            controls=controls,
         )
 
     def _register_function(self, template: Template, root: Path, logical_id: str) -> Function:
