@@ -48,6 +48,7 @@ CHANGES = {
     ((), "SeparateHistoryTable", "true"): {"FetchLatestFunction", "PutHistoryFunction", "TagTtlFunction"},
     ((), "Runtime", "python3.12"): ALL,
     ((), "LogLevel", "DEBUG"): ALL,
+    ((), "FunctionSystemLogLevel", "INFO"): ALL,  # LoggingConfig, which a version snapshots
     # 0 to K: a window now expires versions, so the writers keep each version's predecessor hash too
     ((), "HistoryRetentionVersions", "5"): {"TagTtlFunction"} | WRITERS_OF_THE_CHAIN,
     ((), "HistoryRetentionDays", "30"): {"TagTtlFunction"} | WRITERS_OF_THE_CHAIN,
@@ -253,6 +254,7 @@ def _runtime(stack, cf, results, invoked):
         assert {_versioned(stack, arn).runtime for arn in invoked[name].values()} == {runtime}, name
 
 
+STARTING = {"HashEntityIds": {"LogLevel": "DEBUG"}}  # parameter -> what the stack starts with, if not the defaults
 OBSERVED = {  # parameter -> (new value, the change each execution makes, what shows the value it ran with)
     "AuthorizationPolicy": (DENY_ALL, "put", _authorization),
     "HashEntityIds": ("true", "put", _hash_entity_ids),
@@ -271,7 +273,8 @@ def test_a_parameter_deployed_mid_traffic_reaches_the_next_execution_and_not_the
     step it configures with the new value (on a new version), and the execution in flight ends on the
     versions it started with, with the old value."""
     value, change, observe_value = OBSERVED[name]
-    with EmbeddedStack(time_scale=0.01) as stack:
+    # the fetch step's summary line (which names the entity as the execution saw it) is a DEBUG line
+    with EmbeddedStack(parameters=STARTING.get(name), time_scale=0.01) as stack:
         cf = Changeflow.for_embedded(stack)
         requests = {}
         for i, execution in enumerate(("held", "after")):

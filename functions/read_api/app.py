@@ -66,6 +66,5 @@ def lambda_handler(event, context):
     # A REST API delivers ``path`` as the client sent it (doc%2F1 stays one segment) and ``pathParameters``
     # decoded: routing the raw path keeps every id's segments apart. Logged: the route with HashEntityIds.
     response = app.resolve(event, context)
-    path = event["resource" if HASH_ENTITY_IDS else "path"]
-    logger.debug("read", extra={"path": path, "status": response["statusCode"]})
+    logger.debug("read", extra={"path": observe.request_path(event, HASH_ENTITY_IDS), "status": response["statusCode"]})
     return response

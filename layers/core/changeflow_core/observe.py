@@ -56,3 +56,9 @@ def cold_start_only(metrics):
     none (docs.powertools.aws.dev/lambda/python/latest/core/metrics/, "raise_on_empty_metrics")."""
     warnings.filterwarnings("ignore", "No application metrics to publish")
     return metrics
+
+
+def request_path(event: dict[str, Any], hashed: bool = False) -> str:
+    """What a read's log line names: the raw path (the id in it, as the client sent it), or with
+    ``HashEntityIds`` the route (``/entities/{id}``), which names no entity."""
+    return event["resource" if hashed else "path"]
