@@ -3,16 +3,17 @@ the entity's latest state consistently (writing v0's version to history if its w
 moves v0 on makes sure history has it), and decide. A stale change ends here.
 
 Input: ``{"request": <changeflow_core.principal's envelope>, "execution": {"id", "name", "startTime"}, "writers"}``,
-or after a back-off ``{"change", "content", "attempt", "error", "execution": {"name"}, "writers"}``.
-Output: ``{"change", "latest", "content", "writer", "attempt"}``, and ``historyRepaired`` (the version written
-from ``v0``). Raises ``ValidationError``, ``Forbidden`` or ``NotFound`` (nothing is written by any later step),
-``ChangeIsStale`` (the report step returns the outcome), ``VersionConflict`` or ``LatestWriteFailed``."""
+or after a back-off ``{"change", "content", "attempt", "error", "tried", "execution": {"name"}, "writers"}``.
+Output: ``{"change", "latest", "content", "writer", "attempt", "tries"}``, and ``historyRepaired`` (the version
+written from ``v0``). Raises ``ValidationError``, ``Forbidden`` or ``NotFound`` (nothing is written by any later
+step), ``ChangeIsStale`` (the report step returns the outcome), ``VersionConflict``, ``LatestWriteFailed``, or
+``OutcomeUnknown`` (a write whose answer was lost may have landed, and nothing can tell: ``lostwrites``)."""
 
 import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import authorization, model, observe, steps
+from changeflow_core import authorization, lostwrites, model, observe, steps
 from changeflow_core.decisions import ChangeIsStale
 from changeflow_core.errors import ValidationError, VersionConflict
 
@@ -45,7 +46,7 @@ def lambda_handler(event, context):
 
     try:
         fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt,
-                              steps.writers_named(event, WRITERS))
+                              steps.writers_named(event, WRITERS), lost=lostwrites.lost(event))
     except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
         observe.record_outcome(tracer, metrics, stale.result, stale.result, hashed=HASH_ENTITY_IDS)
         raise

@@ -23,6 +23,15 @@ from . import logged, names
 # an execution has ended but the log lost its end. https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", logged.UNKNOWN}
 TERMINAL_EVENTS = logged.TERMINAL_EVENTS
+# The workflow's named error for an outcome it cannot know (a write whose answer was lost, and nothing left
+# to tell whether it landed: changeflow_core.lostwrites). Such an execution is shown UNKNOWN, never FAILED.
+OUTCOME_UNKNOWN = "OutcomeUnknown"
+
+
+def shown_status(status: str, error: str | None) -> str:
+    """The status a person is shown: Step Functions' own, but UNKNOWN for an execution that ended
+    ``OutcomeUnknown`` (Step Functions says FAILED: the workflow says it does not know)."""
+    return logged.UNKNOWN if status == "FAILED" and error == OUTCOME_UNKNOWN else status
 
 
 def named_errors(definition: dict) -> set[str]:
@@ -411,7 +420,7 @@ def _execution(description: dict[str, Any]) -> Execution:
     return Execution(
         name=description["name"],
         arn=description["executionArn"],
-        status=description["status"],
+        status=shown_status(description["status"], description.get("error")),
         input=parse(description.get("input")),
         output=parse(description.get("output")),
         error=description.get("error"),

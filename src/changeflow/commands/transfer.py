@@ -49,13 +49,14 @@ def cmd_import(args) -> int:
               "rejects": str(rejects.path)})
     else:
         print(f"import of {args.source}: {summary_text(summary)}")
-        if summary.counts["rejected"] or summary.counts["failed"]:
-            print(f"the records not applied, with why: {rejects.path}")
+        if summary.counts["rejected"] or summary.counts["failed"] or summary.counts["unknown"]:
+            print(f"the records not applied (or whose outcome is unknown: resume to send them again), with why: "
+                  f"{rejects.path}")
     if summary.stopped:
         print(f"stopped: nothing is half-done. Resume with the same command: the checkpoint {checkpoint_path} "
               "skips what is done", file=sys.stderr)
         return INTERRUPTED
-    return REJECTED if summary.counts["rejected"] or summary.counts["failed"] else OK
+    return REJECTED if summary.counts["rejected"] or summary.counts["failed"] or summary.counts["unknown"] else OK
 
 
 def cmd_export(args) -> int:
@@ -93,8 +94,8 @@ def add_import(command) -> None:
         "rejects file with their reason and the import goes on. Ctrl-C lets the changes in flight end, "
         "then stops (exit status 130) and says how to resume. docs/transfer.md",
         exit_help("0  every record applied (or duplicate, stale, or done by an earlier run)",
-                  "1  some records were rejected or failed: see the rejects file (a resumed run retries the "
-                  "failed ones)", EXIT_2, EXIT_3_REMOTE))
+                  "1  some records were rejected or failed, or their outcome is unknown (OutcomeUnknown): see "
+                  "the rejects file (a resumed run sends the failed and unknown ones again)", EXIT_2, EXIT_3_REMOTE))
     add_remote_options(parser)
     parser.add_argument("source", help="a .jsonl file, a DynamoDB export data file (.json.gz), or dynamodb://TABLE")
     parser.add_argument("--id-field", required=True, metavar="NAME", help="the field that holds each entity's id")

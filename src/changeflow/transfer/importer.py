@@ -34,6 +34,7 @@ from changeflow_core import chain, model, wire
 from changeflow_core.errors import ValidationError
 from changeflow_core.validation import validate_request
 
+from ..client.logged import UNKNOWN
 from ..common.errors import UsageError
 from . import outcomes
 from .rate import AdaptiveRate, TokenBucket
@@ -46,7 +47,7 @@ CHECKPOINT_FORMAT = "changeflow-import-checkpoint/1"
 # 4 state transitions (docs/workflow.md), so 300 starts a second fit both buckets there; elsewhere 125 do
 # (--rate 125). The start rate then adapts to throttling (AdaptiveRate).
 DEFAULT_RATE = 300.0
-OUTCOMES = ("applied", "duplicate", "stale", "rejected", "failed")
+OUTCOMES = ("applied", "duplicate", "stale", "rejected", "failed", "unknown")
 THROTTLED = {"ThrottlingException", "TooManyRequestsException", "ExecutionLimitExceeded", "ServiceUnavailable",
              "ProvisionedThroughputExceededException", "RequestLimitExceeded", "HTTP 429", "HTTP 503"}
 
@@ -324,6 +325,10 @@ class Importer:
             outcome = output.get("outcome") if output.get("outcome") in OUTCOMES else "applied"
             self.checkpoint.record(cid, entity, outcome, output.get("version"))
             self._count(outcome)
+        elif execution.status == UNKNOWN:  # OutcomeUnknown: a resumed run sends the same change id again
+            self.rejects.add(position, record, f"unknown outcome, not checkpointed (a resumed run sends the same "
+                                               f"change id again): {execution.cause}")
+            self._count("unknown")
         elif execution.error in self.named_errors or str(execution.error).startswith("HTTP 4"):
             reason = f"{execution.error}: {execution.cause}"
             self.checkpoint.record(cid, entity, "rejected", reason=reason)
