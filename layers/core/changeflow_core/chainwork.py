@@ -55,16 +55,20 @@ def prepare(client, table: str, history_table: str, change: Change, item: dict[s
         raise NotFound(f"entity {change.entityId!r} does not exist")
     if change.operation == model.REDACT:
         record = _redaction(client, history_table, change, latest)
-        carried = None if record[model.REDACTION]["version"] == latest["version"] else item
+        erased = record[model.REDACTION]
+        gone = erased["contentHash"] if latest["version"] in chain.redacted_versions(erased) else None
     else:
         closed = adoption_closed(client, table)
         if closed is not None:
             raise ValidationError("operation", f"adoption was closed at {closed.get('closedAt', {}).get('S')}: every "
                                   "entity was adopted then, so versions without a chain had it removed since")
-        record, carried = _adoption(client, history_table, change, latest), item
+        record, gone = _adoption(client, history_table, change, latest), None
+    gone = gone or chain.hash_text((item or {}).get(model.REDACTED))  # v0's content redacted already
     content = None
-    if not latest["deleted"] and carried is not None:
-        content = items.to_wire(items.content_of(carried))
+    if gone is not None:  # no copy of redacted content: its redacted form, the same hash (chain._born_redacted)
+        record[model.REDACTED] = gone
+    elif not latest["deleted"]:
+        content = items.to_wire(items.content_of(item))
     effective_at = latest["effectiveAt"]  # not a change of content: valid time does not move
     return dataclasses.replace(change, chainRecord=record, effectiveAt=effective_at), content
 
@@ -81,7 +85,29 @@ def _redaction(client, history_table: str, change: Change, latest: dict[str, Any
         raise ValidationError("redactVersion", f"version {n} is a deletion: it has no content to redact")
     if model.REDACTED in target:
         raise ValidationError("redactVersion", f"version {n} is redacted already")
-    return {model.REDACTION: chain.redaction_record(target)}
+    return {model.REDACTION: chain.redaction_record(target, _copies(client, history_table, change.entityId, target,
+                                                                     latest["version"]))}
+
+
+COPYING = (model.REDACT, model.ADOPT, model.ROLLBACK)  # the operations whose version copies another's content
+
+
+def _copies(client, history_table: str, entity_id: str, target: dict[str, dict], newest: int) -> list[dict]:
+    """The versions after ``target`` that hold its content as a copy: a redact or adopt version (which
+    carries the content of the version before it) or a rollback, holding exactly the same content. One
+    Query of the versions since (a redaction is rare; the versions a retention window let go are not read)."""
+    n, content = int(target[model.VERSION]["N"]), chain.content_hash(target)
+    if newest <= n:
+        return []
+    found, start = [], None
+    while True:
+        page, start = store.query_history(client, history_table, entity_id, newest_first=False, start_key=start,
+                                          consistent=True, raw=True, versions=(n + 1, newest))
+        found.extend(page)
+        if not start:
+            break
+    return [w for w in found if w.get(model.OPERATION, {}).get("S") in COPYING and model.REDACTED not in w
+            and not w.get(model.DELETED, {}).get("BOOL") and chain.content_hash(w) == content]
 
 
 def _adoption(client, history_table: str, change: Change, latest: dict[str, Any]) -> dict[str, Any]:
@@ -110,19 +136,27 @@ def _adoption(client, history_table: str, change: Change, latest: dict[str, Any]
 
 
 def redact(client, history_table: str, entity_id: str, record: dict[str, Any]) -> str:
-    """Replace history item ``record["version"]`` by its redacted form (``chain.redacted_form``), once:
-    ``redacted``, ``redacted already`` or ``gone`` (expired meanwhile). Idempotent, so the history step's
-    retries and ``changeflow repair`` may run it again; ``HistoryConflict`` if the item there is not the one
-    the redaction recorded. A conditional put: a concurrent expiry tag fails it and a retry runs again."""
-    n = int(record["version"])
+    """Replace each history item the redaction erases (the version it names and its copies) by its redacted
+    form: ``redacted`` if it removed content now, else ``redacted already`` or ``gone``."""
+    done = [_redact_one(client, history_table, entity_id, k, record["contentHash"])
+            for k in sorted(chain.redacted_versions(record))]
+    return "redacted" if "redacted" in done else done[0]
+
+
+def _redact_one(client, history_table: str, entity_id: str, n: int, kept: str) -> str:
+    """Replace history item ``n`` by its redacted form (``chain.redacted_form``), once: ``redacted``,
+    ``redacted already`` or ``gone`` (expired meanwhile). Idempotent, so the history step's retries and
+    ``changeflow repair`` may run it again; ``HistoryConflict`` if the item there is not the one the
+    redaction recorded (``kept``: the hash of its content). A conditional put: a concurrent expiry tag fails it
+    and a retry runs again."""
     target = _raw_version(client, history_table, entity_id, n)
     if target is None:
         return "gone"
     if model.REDACTED in target:
-        if chain.hash_text(target[model.REDACTED]["B"]) == record["contentHash"]:
+        if chain.hash_text(target[model.REDACTED]["B"]) == kept:
             return "redacted already"
         raise HistoryConflict(f"version {n} of {entity_id!r} was redacted, but not by this redaction")
-    if chain.content_hash(target) != record["contentHash"]:
+    if chain.content_hash(target) != kept:
         raise HistoryConflict(f"version {n} of {entity_id!r} is not the version this redaction recorded")
     names = {"#chainHash": model.CHAIN_HASH, "#expiresAt": model.EXPIRES_AT}
     conditions, values = [], {}

@@ -127,6 +127,9 @@ def patch_content(item: dict | None, change: Change) -> dict:
     if item is None or item.get(model.DELETED):
         state = "was deleted" if item is not None else "does not exist"
         raise NotFound(f"the entity {state}: a patch changes a live entity (create it with a put)")
+    if item.get(model.REDACTED) is not None:  # issue 32.8: no current content to patch
+        raise NotFound("the entity's current content was redacted: a patch changes content it no longer has "
+                       "(give it content again with a put)")
     values = items.patched(item, change)
     items.check_item_size_of_values(change, values)
     return items.to_wire(values)
