@@ -22,6 +22,7 @@ HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 UPDATE, TOMBSTONE = os.environ["UPDATE_LATEST_FUNCTION_ARN"], os.environ["DELETE_TOMBSTONE_FUNCTION_ARN"]
 WRITERS = {model.PUT: UPDATE, model.DELETE: TOMBSTONE}  # for a direct invoke: steps.writers_named names the rest
 POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
+ADOPTION_CLOSED = os.environ.get("CHAIN_ADOPTION_CLOSED") == "true"  # ChainAdoptionClosed: adopt refused
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
@@ -46,7 +47,8 @@ def lambda_handler(event, context):
 
     try:
         fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt,
-                              steps.writers_named(event, WRITERS), lost=lostwrites.lost(event))
+                              steps.writers_named(event, WRITERS), lost=lostwrites.lost(event),
+                              adoption_closed=ADOPTION_CLOSED)
     except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
         observe.record_outcome(tracer, metrics, stale.result, stale.result, hashed=HASH_ENTITY_IDS)
         raise

@@ -66,7 +66,7 @@ from . import principal as principals
 PREV_HASH = model.PREV_HASH
 CHAIN_HASH = model.CHAIN_HASH
 REDACTED, REDACTION, ADOPTION = model.REDACTED, model.REDACTION, model.ADOPTION
-NOT_HASHED = frozenset({model.PK, model.SK, model.EXPIRES_AT, PREV_HASH, CHAIN_HASH})
+NOT_HASHED = frozenset({model.PK, model.SK, model.EXPIRES_AT, PREV_HASH, CHAIN_HASH, model.ADOPTED_PREV})
 # Format 2's metadata: what the model owns, but for a patch's record (content: it holds the values set)
 METADATA = model.RESERVED - NOT_HASHED - {model.PATCH_RECORD, REDACTED}
 GENESIS_TAG = b"changeflow/chain/v1/genesis\x00"
@@ -270,13 +270,23 @@ def redaction_of(wire_item: dict[str, dict] | None) -> dict[str, Any] | None:
     return _record(wire_item, REDACTION)
 
 
-def adoption_hash(entity_id: str, legacy: Iterable[dict[str, dict]]) -> str:
-    """The format-2 chain recomputed from the genesis value over versions written before the chain:
-    what an adopt version records, binding them once."""
-    prev = genesis(entity_id)
+def adoption_hash(entity_id: str, legacy: Iterable[dict[str, dict]], start: str | None = None) -> str:
+    """The format-2 chain recomputed from the genesis value (or ``start``: an anchor) over versions written
+    before the chain: what an adopt version records, binding them once."""
+    prev = start or genesis(entity_id)
     for item in sorted(legacy, key=_version):
         prev = link_v2(prev, item)
     return prev
+
+
+def adoption_anchors(entity_id: str, legacy: Iterable[dict[str, dict]]) -> dict[int, str]:
+    """Each adopted version's anchor: the recomputed chain's hash before it (the genesis value before version
+    1), which lets the versions after an expired one be recomputed (issue 32.10)."""
+    anchors, prev = {}, genesis(entity_id)
+    for item in sorted(legacy, key=_version):
+        anchors[_version(item)] = prev
+        prev = link_v2(prev, item)
+    return anchors
 
 
 def _record(wire_item: dict[str, dict] | None, name: str) -> dict[str, Any] | None:
@@ -364,6 +374,7 @@ def audit_chain(entity_id: str, history: Iterable[dict[str, dict]], latest: dict
         newest[_version(latest)] = latest  # its history put still pending
     records = [newest[v] for v in sorted(newest) if ADOPTION in newest[v] or REDACTION in newest[v]]
     _check_adoption(entity_id, legacy, ordered, records, anchored, audit)
+    audit.problems.extend(stripped_operations(legacy))
     _check_redactions(ordered, records, audit)
     return audit
 
@@ -434,6 +445,15 @@ def _link_holds(prev: str, item: dict[str, dict], stored: str) -> bool:
     return link(prev, item) == stored
 
 
+def stripped_operations(legacy: list[dict[str, dict]]) -> list[str]:
+    """A version of the chain's own operations (adopt, redact) is never written without the chain: one
+    among the versions without chain attributes had them removed (issue 32.9: an adoption stripped, so as
+    to adopt the entity again)."""
+    return [f"version {_version(i)}: an {_text(i, model.OPERATION)} version without chain attributes: its chain "
+            "was removed (the chain's own operations are never written without it)"
+            for i in legacy if _text(i, model.OPERATION) in model.CHAIN_OPERATIONS]
+
+
 def _check_adoption(entity_id: str, legacy: list, ordered: list, records: list, anchored: bool,
                     audit: ChainAudit) -> None:
     adopts = [(_version(r), _record(r, ADOPTION)) for r in records if ADOPTION in r]
@@ -454,13 +474,32 @@ def _check_adoption(entity_id: str, legacy: list, ordered: list, records: list, 
         audit.problems.append(f"version {first}: version {m} adopted versions 1..{record['versions']}, but "
                               f"{_span(first, last)} carry no chain hash")
     elif first > 1:
-        audit.notes.append(f"{_span(first, last)}: adopted at version {m}; the oldest expired, so they are no "
-                           "longer recomputed")
+        _check_anchored_adoption(legacy, m, record, audit)
     elif adoption_hash(entity_id, legacy) != record["chainHash"]:
         audit.problems.append(f"version {first}: {_span(first, last)}, adopted at version {m}, changed since "
                               "(their recomputed chain differs from the one the adopt version recorded)")
     else:
         audit.notes.append(f"{_span(first, last)} (written before the chain) adopted at version {m}")
+
+
+def _check_anchored_adoption(legacy: list, m: int, record: dict, audit: ChainAudit) -> None:
+    """Adopted versions whose oldest expired: recomputed from the anchor of the oldest kept (an adoption
+    that recorded ``anchors``); one made before anchors existed is only noted."""
+    first, last = _version(legacy[0]), _version(legacy[-1])
+    anchor = _hash_of(legacy[0].get(model.ADOPTED_PREV))
+    if not record.get("anchors"):
+        audit.notes.append(f"{_span(first, last)}: adopted at version {m}; the oldest expired, so they are no "
+                           "longer recomputed (an adoption made before anchors were recorded)")
+    elif anchor is None:
+        audit.problems.append(f"version {first}: adopted at version {m}, which anchored every version it bound, "
+                              "but it has no anchor (removed), so it cannot be recomputed")
+    elif adoption_hash("", legacy, start=anchor) != record["chainHash"]:
+        audit.problems.append(f"version {first}: {_span(first, last)}, adopted at version {m}, changed since "
+                              "(their chain recomputed from the oldest kept one's anchor differs from the one the "
+                              "adopt version recorded)")
+    else:
+        audit.notes.append(f"{_span(first, last)} (written before the chain) adopted at version {m}; recomputed "
+                           f"from version {first}'s anchor (the oldest expired)")
 
 
 def _check_redactions(ordered: list, records: list, audit: ChainAudit) -> None:

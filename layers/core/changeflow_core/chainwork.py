@@ -48,9 +48,10 @@ def adoption_closed(client, table: str) -> dict[str, dict] | None:
 
 
 def prepare(client, table: str, history_table: str, change: Change, item: dict[str, Any] | None,
-            latest: dict[str, Any] | None) -> tuple[Change, dict | None]:
+            latest: dict[str, Any] | None, closed_by_stack: bool = False) -> tuple[Change, dict | None]:
     """``(change with its chain record and effectiveAt, content)`` for a redact or an adopt, from the ``v0``
-    item just read; ``NotFound`` or ``ValidationError`` (by name) when there is nothing it may do."""
+    item just read; ``NotFound`` or ``ValidationError`` (by name) when there is nothing it may do (an adopt
+    on a stack deployed with ``ChainAdoptionClosed``, or after ``adopt --all --close``)."""
     if latest is None:
         raise NotFound(f"entity {change.entityId!r} does not exist")
     if change.operation == model.REDACT:
@@ -58,6 +59,9 @@ def prepare(client, table: str, history_table: str, change: Change, item: dict[s
         erased = record[model.REDACTION]
         gone = erased["contentHash"] if latest["version"] in chain.redacted_versions(erased) else None
     else:
+        if closed_by_stack:
+            raise ValidationError("operation", "adoption is closed for this stack (ChainAdoptionClosed=true): every "
+                                  "entity was adopted, so versions without a chain had it removed since")
         closed = adoption_closed(client, table)
         if closed is not None:
             raise ValidationError("operation", f"adoption was closed at {closed.get('closedAt', {}).get('S')}: every "
@@ -120,6 +124,9 @@ def _adoption(client, history_table: str, change: Change, latest: dict[str, Any]
                                                    f"{wire[model.VERSION]['N']} already")
             break
         legacy.append(wire)
+    relabelled = chain.stripped_operations(legacy)
+    if relabelled:
+        raise ValidationError("operation", f"{relabelled[0]}: adopt binds only versions written before the chain")
     stripped = [w for w in history[len(legacy):] if chain.format_of(w) == chain.FORMAT_LEGACY]
     if stripped:
         raise ValidationError("operation", f"version {stripped[0][model.VERSION]['N']} has no chain hash but follows "
@@ -132,7 +139,43 @@ def _adoption(client, history_table: str, change: Change, latest: dict[str, Any]
     if numbers != list(range(1, len(numbers) + 1)):
         raise ValidationError("operation", f"versions written before the chain are not 1..{numbers[-1]} "
                                            "(some are missing or expired): they cannot be bound")
-    return {model.ADOPTION: {"versions": numbers[-1], "chainHash": chain.adoption_hash(change.entityId, legacy)}}
+    # anchors: the history step writes each bound version's anchor (anchor_adopted), so that the versions kept
+    # are still recomputed once a retention window expires the oldest (issue 32.10)
+    return {model.ADOPTION: {"versions": numbers[-1], "chainHash": chain.adoption_hash(change.entityId, legacy),
+                             "anchors": 1}}
+
+
+def anchor_adopted(client, history_table: str, entity_id: str, record: dict[str, Any]) -> int:
+    """Write each version an adoption bound its anchor (``model.ADOPTED_PREV``: the recomputed chain's hash
+    before it), once the adopt version is in history: how many it wrote now. Idempotent (the history step's
+    retries); a version gone meanwhile (expired) is skipped. ``HistoryConflict`` if the versions no longer
+    recompute to the hash the adoption recorded (changed since it read them)."""
+    legacy = [w for w in _history(client, history_table, entity_id) if int(w[model.VERSION]["N"]) <= record["versions"]]
+    if not legacy or int(legacy[0][model.VERSION]["N"]) != 1:
+        return 0  # the oldest expired before the step ran: nothing to recompute the anchors from
+    if chain.adoption_hash(entity_id, legacy) != record["chainHash"]:
+        raise HistoryConflict(f"the versions of {entity_id!r} adopted at 1..{record['versions']} changed since")
+    written = 0
+    for version, anchor in chain.adoption_anchors(entity_id, legacy).items():
+        written += _anchor_one(client, history_table, entity_id, version, anchor)
+    return written
+
+
+def _anchor_one(client, history_table: str, entity_id: str, version: int, anchor: str) -> int:
+    try:
+        client.update_item(
+            TableName=history_table, Key={model.PK: {"S": entity_id}, model.SK: {"S": model.history_sk(version)}},
+            UpdateExpression="SET #anchor = :anchor",
+            # an item still there, written before the chain, not anchored already (or anchored the same)
+            ConditionExpression="attribute_exists(#pk) AND attribute_not_exists(#chainHash) AND "
+                                "(attribute_not_exists(#anchor) OR #anchor = :anchor)",
+            ExpressionAttributeNames={"#pk": model.PK, "#chainHash": model.CHAIN_HASH, "#anchor": model.ADOPTED_PREV},
+            ExpressionAttributeValues={":anchor": {"B": bytes.fromhex(anchor)}})
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            return 0
+        raise
+    return 1
 
 
 def redact(client, history_table: str, entity_id: str, record: dict[str, Any]) -> str:

@@ -82,12 +82,14 @@ def writers_named(event: dict[str, Any], defaults: dict[str, str]) -> dict[str, 
 
 
 def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,
-          writers: dict[str, str], lost: dict[str, Any] | None = None) -> dict[str, Any]:
+          writers: dict[str, str], lost: dict[str, Any] | None = None,
+          adoption_closed: bool = False) -> dict[str, Any]:
     """Read ``v0`` consistently (making sure history holds the version it holds: ``store.read_latest``),
     and a rollback's source version, and decide. A stale change ends here (``ChangeIsStale``); the result
     names the function that writes ``v0`` for this operation (the state machine calls it by that name) and
     the version it tries to write (``tries``). ``lost``: the write before this read may have landed
-    (``lostwrites``): settled first, from the data, or ``OutcomeUnknown``.
+    (``lostwrites``): settled first, from the data, or ``OutcomeUnknown``. ``adoption_closed``: the stack's
+    ChainAdoptionClosed (an adopt is refused).
     Every state of the attempt must be able to carry the result (``carried.check``), or nothing is
     written: a ``ValidationError`` names the field that takes the room."""
     item, latest, helped = store.read_latest(client, table, history_table, change.entityId)
@@ -109,7 +111,7 @@ def fetch(client, table: str, history_table: str, change: Change, content: dict 
         content = patch_content(item, change) if outcome == WRITE else None
     writer = writers[change.operation]
     if change.operation in model.CHAIN_OPERATIONS and outcome != model.DUPLICATE:  # on every attempt, like a patch
-        change, content = chainwork.prepare(client, table, history_table, change, item, latest)
+        change, content = chainwork.prepare(client, table, history_table, change, item, latest, adoption_closed)
         outcome, version = decide(change, latest)
         writer = writers[model.DELETE] if latest["deleted"] else writer  # a deleted entity stays a tombstone
     result = {"change": change.to_json(), "latest": latest, "content": content, "writer": writer,
@@ -205,6 +207,8 @@ def record_history(client, table: str, history_table: str, state: dict[str, Any]
             outcome = model.APPLIED
     if (change.chainRecord or {}).get(model.REDACTION):  # after version m is in history: it authorises this
         chainwork.redact(client, history_table, change.entityId, change.chainRecord[model.REDACTION])
+    if (change.chainRecord or {}).get(model.ADOPTION):  # and anchors the versions an adoption bound
+        chainwork.anchor_adopted(client, history_table, change.entityId, change.chainRecord[model.ADOPTION])
     return {**report(change, outcome, written["version"]), "history": history}
 
 
