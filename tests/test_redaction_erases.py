@@ -223,3 +223,17 @@ def test_a_copy_passed_off_as_redacted_by_a_later_record_is_caught(cf):
     problems = verify(cf, ENTITY).problems
     assert "version 1: its content was removed without a redaction version" in problems, problems
     assert "version 2: its content was removed without a redaction version" in problems, problems
+
+
+def test_a_digest_taken_before_a_redaction_with_copies_still_proves_the_stack_and_its_versions(cf):
+    from changeflow.audit import digests, proofs
+
+    cf.submit(put(T0, "c1", ssn=SECRET[0]))
+    cf.submit(put(T0 + 1, "c2", ssn=SECRET[1]))
+    cf.submit(redact(1, "r1"))
+    taken = digests.digest(cf, [ENTITY])
+    cf.submit(redact(2, "r2"))  # erases version 2 and its copy, version 3, after the digest
+    assert digests.verify_since(cf, taken) == {}
+    # the copy is proven by its content's hash, which the digest committed to; the proof holds no content
+    proof = proofs.prove(cf, ENTITY, 3, taken)
+    assert SECRET[1] not in json.dumps(proof) and proofs.verify_proof(proof, taken)["version"] == 3
