@@ -326,3 +326,23 @@ def test_a_bad_contention_list_is_one_line_and_status_2(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["capacity", "--model-only", "--contention", "10,many"]) == 2
     assert "--contention '10,many': give whole numbers" in capsys.readouterr().err
+
+
+# --- the prediction runs (issue 38: make capacity crashed in it, and no test ran it) ----------------------
+def test_the_prediction_prices_every_row_with_the_logs_it_is_given(flow):
+    # GIVEN the logs a change writes (per invocation, per caught error) and the same without any
+    logs = {"function_bytes_per_invocation": 1273.0, "execution_bytes_per_caught_error": 1884.0}
+    quiet = {"function_bytes_per_invocation": 0.0, "execution_bytes_per_caught_error": 0.0}
+    small = dict(seeds=1, k=20, rate=200, entities=1000, seconds=1.0, warmup=0.5)
+    # WHEN the prediction runs on a small budget (the make capacity code path, not its figures)
+    rows = calibration.predict(quotas(), flow, logs, **small)
+    bare = calibration.predict(quotas(), flow, quiet, **small)
+    # THEN every scenario has a price on both workflow types, and the logs are in it: $0.50 per GB of the
+    # invocations' bytes, and of the caught errors' (a conflict is one caught write) on the hot key
+    assert [(r["scenario"].split(" ")[0], r["platform"]) for r in rows] == [
+        ("K", "AWS Standard"), ("200/s", "AWS Standard"), ("K", "AWS Express"), ("200/s", "AWS Express")]
+    for row, without in zip(rows, bare):
+        conflicts = (row["transitions_per_applied"] - flow.transitions_per_applied) / flow.transitions_per_conflict
+        logged = row["invocations_per_applied"] * 1273.0 + max(0.0, conflicts) * 1884.0
+        assert row["cost"] - without["cost"] == pytest.approx(logged / 1e9 * 0.50 * 1e6, rel=1e-6)
+        assert row["cost"] > 0

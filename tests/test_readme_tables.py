@@ -1,22 +1,19 @@
-"""The documentation's measured tables come from the benchmarks' output (benchmarks/readme_tables.py): one
+"""The documentation's measured tables come from the benchmarks' output (``changeflow.cost.pages``, run by
+benchmarks/readme_tables.py): one
 page (the README or a page of docs/) has a marked block for each, and what the generator renders from a
 benchmark's JSON is a table with that page's columns, dated, that replaces only its own block."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 
 import pytest
 
+from changeflow.cost import pages as readme_tables
 from conftest import ROOT
 
-spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "benchmarks" / "readme_tables.py")
-readme_tables = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(readme_tables)
-
-TEXTS = {page: page.read_text(encoding="utf-8") for page in readme_tables.pages()}
+TEXTS = {page: page.read_text(encoding="utf-8") for page in readme_tables.pages(ROOT)}
 WHERE = readme_tables.page_of_each_block(TEXTS)
 # every measured block, wherever it lives (the generator's tests below work on one text holding them all)
 README = "\n\n".join(TEXTS[page] for page in sorted(set(WHERE.values())))
@@ -141,14 +138,14 @@ def test_the_generator_writes_each_block_into_the_page_that_holds_it_and_nowhere
     result.write_text(json.dumps({**bench_output(), "measured_on": "2026-11-23"}))
     before = {page: page.read_text() for page in (costs, other)}
     # WHEN the bench block is regenerated over the three pages
-    assert readme_tables.main([str(result), "--page", str(costs), "--page", str(bench), "--page", str(other)]) == 0
+    assert readme_tables.main([str(result), "--page", str(costs), "--page", str(bench), "--page", str(other)], root=ROOT) == 0
     # THEN only the page holding it changed, and it holds the new, dated table
     assert {page: page.read_text() for page in (costs, other)} == before
     assert readme_tables.blocks_in(bench.read_text())["embedded-vs-direct"].startswith("Measured on 2026-11-23")
     # AND a block on two pages is refused by name
     other.write_text(bench.read_text())
     with pytest.raises(ValueError, match="embedded-vs-direct is in both"):
-        readme_tables.main([str(result), "--page", str(bench), "--page", str(other)])
+        readme_tables.main([str(result), "--page", str(bench), "--page", str(other)], root=ROOT)
 
 
 def test_a_table_with_a_missing_cell_does_not_parse():

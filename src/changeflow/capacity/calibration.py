@@ -7,18 +7,23 @@
 3. ``calibrate``: the simulation on the embedded platform (one process, the measured latencies, real
    back-off waits) beside those rows, with the ratio of each figure.
 4. ``predict``: AWS at K = 1,000 writers on one key and at 10⁴ changes/s over 10⁶ entities, Standard and
-   Express, with the cost per million changes from ``benchmarks/cost.py``'s prices and cost function.
+   Express, with the cost per million changes from the cost model (``changeflow.cost``), the logs a change
+   writes measured with it (``measure_logs``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+from changeflow.cost.bill import cost_per_million as bill
+from changeflow.cost.contention import contention
+from changeflow.cost.paths import measure_paths
+from changeflow.cost.prices import HANDLER_MS, PRICES
 
 from .quotas import Quota
 from .simulation import Platform, Simulation, aws, empirical, fixed, summary
@@ -113,13 +118,13 @@ def measured_contention(cost_page: Path) -> dict[int, dict[str, Any]]:
     return rows
 
 
-def measure_contention(cost, root: Path, ks: tuple[int, ...]) -> dict[int, dict[str, Any]]:
-    """``make cost``'s contention run (``benchmarks/cost.py``'s ``contention``: K writers to one entity, one
+def measure_contention(root: Path, ks: tuple[int, ...]) -> dict[int, dict[str, Any]]:
+    """``make cost``'s contention run (``changeflow.cost.contention``: K writers to one entity, one
     effectiveAt, real back-off timing) at each K, now: rows in ``measured_contention``'s shape."""
     day = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = {}
     for k in ks:
-        row = cost.contention(k, 1.0, root, label="today")
+        row = contention(k, 1.0, root, label="today")
         rows[k] = {"transitions_per_applied": row["transitions_per_applied"],
                    "version_conflicts": float(row["version_conflicts"]), "p50_s": row["p50_s"], "p99_s": row["p99_s"],
                    "applied": float(row["applied"]), "measured_on": f"{day}, this run"}
@@ -156,29 +161,37 @@ def calibrate(platform: Platform, workflow: Workflow, measured: dict[int, dict[s
     return rows
 
 
-def cost_module(root: Path):
-    """``benchmarks/cost.py``: its PRICES, LAMBDA_MEMORY_GB, HANDLER_MS and cost_per_million."""
-    spec = importlib.util.spec_from_file_location("changeflow_cost_benchmark", root / "benchmarks" / "cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def measure_logs(root: Path) -> dict[str, float]:
+    """The logs a change writes at the default settings, measured with the cost model's paths at 1 KB:
+    the functions' bytes per Lambda invocation (an update's, Lambda's own lines included) and the execution
+    log's bytes per caught error (a stale change's: at ERROR the execution log keeps the caught failure of
+    a Task, as it keeps a conflicting write's)."""
+    paths = measure_paths(1000, root=root)
+    update, stale = paths["update"], paths["stale"]
+    return {"function_bytes_per_invocation": update["function_log_bytes"] / update["lambda_invocations"],
+            "execution_bytes_per_caught_error": float(stale["execution_log_bytes"])}
 
 
-def cost_per_million(cost, figures: dict[str, float], standard: bool) -> float:
-    """Dollars per million applied changes from the simulated figures per applied change, with
-    benchmarks/cost.py's function; Express's duration charge on the simulated mean execution time (the
-    benchmark assumes 0.1 s, which a contended key exceeds by far)."""
+def cost_per_million(figures: dict[str, float], standard: bool, workflow: Workflow, logs: dict[str, float]) -> float:
+    """Dollars per million applied changes from the simulated figures per applied change, with the cost
+    model's function: the logs from ``logs`` (``measure_logs``) per invocation and per conflict (each
+    conflict is one caught write); Express's duration charge on the simulated mean execution time (the
+    model assumes 0.1 s, which a contended key exceeds by far)."""
+    conflicts = max(0.0, figures["transitions_per_applied"] - workflow.transitions_per_applied) / \
+        workflow.transitions_per_conflict
     path = {"lambda_invocations": figures["invocations_per_applied"], "state_transitions":
             figures["transitions_per_applied"], "read_units": figures["read_units_per_applied"],
-            "write_units": figures["write_units_per_applied"]}
-    dollars = cost.cost_per_million(path, cost.HANDLER_MS)
+            "write_units": figures["write_units_per_applied"],
+            "function_log_bytes": figures["invocations_per_applied"] * logs["function_bytes_per_invocation"],
+            "execution_log_bytes": conflicts * logs["execution_bytes_per_caught_error"]}
+    dollars = bill(path, HANDLER_MS)
     if standard:
         return dollars["standard"]
-    extra = 0.0625 * max(0.0, figures["mean_s"] - 0.1) * cost.PRICES["express_per_gb_second"] * 1e6
+    extra = 0.0625 * max(0.0, figures["mean_s"] - 0.1) * PRICES["express_per_gb_second"] * 1e6
     return dollars["express"] + extra
 
 
-def predict(table: dict[str, Quota], workflow: Workflow, cost, seeds: int = 2, k: int = 1000,
+def predict(table: dict[str, Quota], workflow: Workflow, logs: dict[str, float], seeds: int = 2, k: int = 1000,
             rate: float = 10_000, entities: int = 1_000_000, seconds: float = 4.0,
             warmup: float = 2.0) -> list[dict[str, Any]]:
     """AWS, Standard and Express: ``k`` writers on one key, and a Poisson stream of ``rate`` changes/s over
@@ -190,7 +203,7 @@ def predict(table: dict[str, Quota], workflow: Workflow, cost, seeds: int = 2, k
         platform = aws(table, standard)
         hot = simulate_k(platform, workflow, k, seeds)
         rows.append({"scenario": f"K = {k:,} on one key", "platform": platform.name, **hot,
-                     "admitted_per_s": None, "cost": cost_per_million(cost, hot, standard)})
+                     "admitted_per_s": None, "cost": cost_per_million(hot, standard, workflow, logs)})
         runs = []
         for seed in range(1, seeds + 1):
             sim = Simulation(platform, workflow, seed=seed)
@@ -202,7 +215,7 @@ def predict(table: dict[str, Quota], workflow: Workflow, cost, seeds: int = 2, k
             "lambda_throttles", "throttled_starts", "executions")}
         stream["admitted_per_s"] = (stream["executions"] - stream["throttled_starts"]) / (seconds - warmup)
         rows.append({"scenario": f"{rate:,.0f}/s over {entities:,} entities (s {warmup:g} to {seconds:g})",
-                     "platform": platform.name, **stream, "cost": cost_per_million(cost, stream, standard)})
+                     "platform": platform.name, **stream, "cost": cost_per_million(stream, standard, workflow, logs)})
     return rows
 
 

@@ -30,16 +30,18 @@ def build(root: Path, simulate: bool = True, seeds: int = 3, measured_latencies:
         progress("fitting the embedded stack's scheduling to the measured contention rows...")
         fitted = calibration.fit(platform, workflow, measured, seeds)
         rows = calibration.calibrate(replace(platform, **fitted), workflow, measured, seeds)
-        cost = calibration.cost_module(root)
         if contention:
-            progress(f"measuring contention now (benchmarks/cost.py's run, K = {', '.join(map(str, contention))})...")
-            today_rows = calibration.measure_contention(cost, root, contention)
+            progress(f"measuring contention now (the cost model's run, K = {', '.join(map(str, contention))})...")
+            today_rows = calibration.measure_contention(root, contention)
             rows += calibration.calibrate(replace(platform, **fitted), workflow, today_rows, seeds, contention)
         progress("predicting AWS: K = 1,000 on one key, 10,000/s over 1,000,000 entities...")
-        predictions = calibration.predict(q, workflow, cost, seeds=2)
+        progress("measuring the logs a change writes (the cost model's paths at 1 KB)...")
+        logs = calibration.measure_logs(root)
+        predictions = calibration.predict(q, workflow, logs, seeds=2)
         blocks["capacity-calibration"] = tables.calibration_block(rows, latencies, fitted, day)
         blocks["capacity-predictions"] = tables.predictions_block(predictions, day)
-        figures = {"embedded_latencies": latencies, "fit": fitted, "calibration": rows, "predictions": predictions}
+        figures = {"embedded_latencies": latencies, "fit": fitted, "calibration": rows, "logs": logs,
+                   "predictions": predictions}
     return {"blocks": blocks, "figures": figures}
 
 

@@ -437,7 +437,7 @@ class Simulation:
 
 def summary(results: list[Result], since: float = 0.0) -> dict[str, Any]:
     """Per applied change (the benchmark's way: totals over every execution / applied), outcomes, and times
-    to outcome of the executions that started (p50 and p99 picked as benchmarks/cost.py picks them);
+    to outcome of the executions that started (p50 and p99 picked as changeflow.cost.contention picks them);
     ``since``: only executions started at or after that time (a warm-up left out)."""
     results = [r for r in results if r.started_at >= since]
     started = [r for r in results if r.outcome != "ThrottledStart"]
