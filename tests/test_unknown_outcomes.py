@@ -294,7 +294,7 @@ def test_an_import_counts_an_unknown_outcome_apart_and_a_resumed_run_sends_it_ag
         first = Importer(start, wait, plan, Checkpoint(checkpoint, {"source": "s"}), Rejects(rejects),
                          concurrency=1).run(records([row]))
     assert first.counts["unknown"] == 1 and first.counts["failed"] == first.counts["rejected"] == 0, first.to_json()
-    assert first.counts["applied"] == 0 and "unknown outcome" in rejects.read_text()
+    assert first.counts["applied"] == 0 and "unknown, not checkpointed" in rejects.read_text()
     # a resumed run sends the same change id again: the data answers it (applied by the first run)
     resumed = Importer(start, wait, plan, Checkpoint(checkpoint, {"source": "s"}), Rejects(None),
                        concurrency=1).run(records([row]))
