@@ -25,21 +25,10 @@ from changeflow.client import Changeflow
 from changeflow.local.lambdas import LambdaServiceError, fault_hook
 from changeflow.local.moto_patches.stepfunctions.clock import Holds
 from conftest import LOGGED
+from test_lost_versions import T0, WRITERS  # the same times and writers as issue 26.2's tests
+from test_lost_versions import request as change  # (operation, change id, at, entity, **fields)
 
-T0 = 1_767_225_600_000
-WRITERS = ("UpdateLatestFunction", "DeleteTombstoneFunction")
 PAST_THE_WINDOW = 17  # one more writer than the change ids v0 remembers (model.RECENT_CHANGE_IDS)
-
-
-def change(operation, change_id, at, entity="doc#1", **fields):
-    body = {"entityId": entity, "operation": operation, "effectiveAt": at, "changeId": change_id}
-    if operation == "put":
-        body["attributes"] = fields or {"by": change_id}
-    elif operation == "patch":
-        body["set"] = fields or {"by": change_id}
-    elif operation == "rollback":
-        body["toVersion"] = fields.get("toVersion", 1)
-    return body
 
 
 class LostAnswer:

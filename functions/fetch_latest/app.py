@@ -1,13 +1,12 @@
-"""Step 1, fetch-latest: validate the change request (or, after a back-off, take it from the state), read
-the entity's latest state consistently (writing v0's version to history if its writer never did: whoever
-moves v0 on makes sure history has it), and decide. A stale change ends here.
+"""Step 1, fetch-latest: validate the change request (or, after a back-off, take it from the state and settle
+whether the write before landed: ``lostwrites``), read the entity's latest state consistently (writing v0's
+version to history if its writer never did), and decide. A stale change ends here.
 
 Input: ``{"request": <changeflow_core.principal's envelope>, "execution": {"id", "name", "startTime"}, "writers"}``,
 or after a back-off ``{"change", "content", "attempt", "error", "tried", "execution": {"name"}, "writers"}``.
-Output: ``{"change", "latest", "content", "writer", "attempt", "tries"}``, and ``historyRepaired`` (the version
-written from ``v0``). Raises ``ValidationError``, ``Forbidden`` or ``NotFound`` (nothing is written by any later
-step), ``ChangeIsStale`` (the report step returns the outcome), ``VersionConflict``, ``LatestWriteFailed``, or
-``OutcomeUnknown`` (a write whose answer was lost may have landed, and nothing can tell: ``lostwrites``)."""
+Output: ``{"change", "latest", "content", "writer", "attempt", "tries"}``, and ``historyRepaired``. Raises
+``ValidationError``, ``Forbidden`` or ``NotFound`` (nothing is written), ``ChangeIsStale`` (the report step returns
+the outcome), ``VersionConflict``, ``LatestWriteFailed`` or ``OutcomeUnknown`` (nothing can tell)."""
 
 import os
 
@@ -47,8 +46,7 @@ def lambda_handler(event, context):
 
     try:
         fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt,
-                              steps.writers_named(event, WRITERS), lost=lostwrites.lost(event),
-                              adoption_closed=ADOPTION_CLOSED)
+                              steps.writers_named(event, WRITERS), lostwrites.lost(event), ADOPTION_CLOSED)
     except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
         observe.record_outcome(tracer, metrics, stale.result, stale.result, hashed=HASH_ENTITY_IDS)
         raise

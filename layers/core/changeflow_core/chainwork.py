@@ -26,11 +26,12 @@ from .errors import HistoryConflict, NotFound, ValidationError
 from .validation import Change
 
 
-def _history(client, history_table: str, entity_id: str) -> list[dict[str, dict]]:
+def _history(client, history_table: str, entity_id: str,
+             versions: tuple[int, int] | None = None) -> list[dict[str, dict]]:
     found, start = [], None
     while True:
         page, start = store.query_history(client, history_table, entity_id, newest_first=False, start_key=start,
-                                          consistent=True, raw=True)
+                                          consistent=True, raw=True, versions=versions)
         found.extend(page)
         if not start:
             return found
@@ -99,17 +100,11 @@ COPYING = (model.REDACT, model.ADOPT, model.ROLLBACK)  # the operations whose ve
 def _copies(client, history_table: str, entity_id: str, target: dict[str, dict], newest: int) -> list[dict]:
     """The versions after ``target`` that hold its content as a copy: a redact or adopt version (which
     carries the content of the version before it) or a rollback, holding exactly the same content. One
-    Query of the versions since (a redaction is rare; the versions a retention window let go are not read)."""
+    Query of the versions since (a redaction is rare)."""
     n, content = int(target[model.VERSION]["N"]), chain.content_hash(target)
     if newest <= n:
         return []
-    found, start = [], None
-    while True:
-        page, start = store.query_history(client, history_table, entity_id, newest_first=False, start_key=start,
-                                          consistent=True, raw=True, versions=(n + 1, newest))
-        found.extend(page)
-        if not start:
-            break
+    found = _history(client, history_table, entity_id, versions=(n + 1, newest))
     return [w for w in found if w.get(model.OPERATION, {}).get("S") in COPYING and model.REDACTED not in w
             and not w.get(model.DELETED, {}).get("BOOL") and chain.content_hash(w) == content]
 
