@@ -213,8 +213,8 @@ def test_a_changed_back_off_in_the_asl_shows_in_the_tables(tmp_path):
 
     def slower(d):
         drawn = d["States"]["Draw a back-off"]["Parameters"]
-        drawn["waitSeconds.$"] = drawn["waitSeconds.$"].replace("States.Array(2, 2, 3, 5, 9, 17, 33, 33, 33, 33, 33)",
-                                                                "States.Array(3, 3, 5, 9, 17, 33, 65, 65, 65, 65, 65)")
+        drawn["waitSeconds.$"] = drawn["waitSeconds.$"].replace("States.Array(2, 2, 3, 5, 9, 17, 33, 33, 33, 33, 33, 33)",
+                                                                "States.Array(3, 3, 5, 9, 17, 33, 65, 65, 65, 65, 65, 65)")
     after = tables.model_blocks(ROOT, asl=edited_asl(tmp_path, slower))
     assert "| 1, 2, 4, 8, 16, 32, 32, 32, 32 |" in before["capacity-workflow"]
     assert "| 2, 4, 8, 16, 32, 64, 64, 64, 64 |" in after["capacity-workflow"]

@@ -48,7 +48,8 @@ CHANGES = {
     ((), "SeparateHistoryTable", "true"): {"FetchLatestFunction", "PutHistoryFunction", "TagTtlFunction"},
     ((), "Runtime", "python3.12"): ALL,
     ((), "LogLevel", "DEBUG"): ALL,
-    ((), "FunctionSystemLogLevel", "INFO"): ALL,  # LoggingConfig, which a version snapshots
+    ((), "FunctionSystemLogLevel", "INFO"): ALL,
+    ((), "ChainAdoptionClosed", "true"): {"FetchLatestFunction"},  # LoggingConfig, which a version snapshots
     # 0 to K: a window now expires versions, so the writers keep each version's predecessor hash too
     ((), "HistoryRetentionVersions", "5"): {"TagTtlFunction"} | WRITERS_OF_THE_CHAIN,
     ((), "HistoryRetentionDays", "30"): {"TagTtlFunction"} | WRITERS_OF_THE_CHAIN,
