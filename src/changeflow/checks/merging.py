@@ -238,7 +238,8 @@ WORKFLOWS = {"Standard": {}, "Express": {"WorkflowType": "EXPRESS", "StateMachin
 TIME_SCALE = 1.0
 
 
-def rows(ks: tuple[int, ...] = (10, 50), seeds: int = 1) -> list[Tally]:
+def rows(ks: tuple[int, ...] = (10, 50), seeds: int = 1, workflows: tuple[str, ...] = tuple(WORKFLOWS),
+         time_scale: float = TIME_SCALE) -> list[Tally]:
     """Three rows: patches of different fields (every one must land) through direct starts, the API and
     EventBridge on Standard and Express; overlapping fields and patches mixed with puts and deletes through
     direct starts and the API, a tenth of the executions hit by a fault. Each case on a stack of its own
@@ -248,18 +249,20 @@ def rows(ks: tuple[int, ...] = (10, 50), seeds: int = 1) -> list[Tally]:
     overlapping = Tally("1d. merge by field: overlapping fields, with faults (direct, API; Standard, Express)")
     mixed = Tally("1e. merge by field: patches mixed with puts and deletes, with faults (direct, API; "
                   "Standard, Express)")
-    for workflow in WORKFLOWS:
+    for workflow in workflows:
         for seed in range(seeds):
             for k in ks:
                 for path in ("direct", "api", "events"):
-                    served_case(workflow, path, k, "different", seed, different)
+                    served_case(workflow, path, k, "different", seed, different, time_scale=time_scale)
                 for path in ("direct", "api"):
                     for mode, tally in (("overlapping", overlapping), ("mixed", mixed)):
-                        served_case(workflow, path, k, mode, seed, tally, faults=max(1, k // 10))
+                        served_case(workflow, path, k, mode, seed, tally, faults=max(1, k // 10),
+                                    time_scale=time_scale)
     return [different, overlapping, mixed]
 
 
-def served_case(workflow: str, path: str, k: int, mode: str, seed: int, tally: Tally, faults: int = 0) -> None:
+def served_case(workflow: str, path: str, k: int, mode: str, seed: int, tally: Tally, faults: int = 0,
+                time_scale: float = TIME_SCALE) -> None:
     """One case on its own ``changeflow serve`` (``WORKFLOWS[workflow]``), its line on stderr as it ends."""
     import sys
     import time
@@ -268,7 +271,7 @@ def served_case(workflow: str, path: str, k: int, mode: str, seed: int, tally: T
     from ..local.server import EmbeddedServer
 
     started, before = time.perf_counter(), len(tally.violations)
-    with EmbeddedServer(port=0, time_scale=TIME_SCALE, parameters=WORKFLOWS[workflow]) as server:
+    with EmbeddedServer(port=0, time_scale=time_scale, parameters=WORKFLOWS[workflow]) as server:
         cf = Changeflow.for_embedded(server.stack)  # in this process: waits on the executions' ends, no polling
         submit = {"direct": submit_direct, "events": submit_events,
                   "api": partial(submit_api, api=f"{server.url}/{server.routes[0].stage}")}[path]
