@@ -41,6 +41,11 @@ DIGEST_SHARD = "digestShard"
 DIGEST_SHARDS = 16
 CHANGES_INDEX = "ChangesIndex"
 
+# Issue 32.10: under a retention window, an adoption anchors each version it bound (the hash of the chain
+# recomputed over the versions before it, as prevHash anchors a chained version), so the versions kept are
+# still recomputed once the oldest expire. Written after the fact, like expiresAt: not hashed (chain.NOT_HASHED).
+ADOPTED_PREV = "chainAdoptedPrev"
+
 # How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt.
 # Bounded, so v0 and the state stay small; past it, a resend keeps its first receipt as its default
 # effectiveAt, so it is stale at worst (docs/identity.md, the resend window).
@@ -52,8 +57,16 @@ RESERVED = frozenset(
         EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH, PATCH_RECORD,
         REDACTED, REDACTION, ADOPTION,
         DIGEST_SHARD,  # issue 35
+        ADOPTED_PREV,  # issue 32.10
     }
 )
+
+# Field clocks (issue 34, changeflow_core.clocks): each top-level field's effective time, so concurrent patches
+# merge by field. Stored as deltas below the version's effectiveAt (ms), omitted where they say nothing; reserved,
+# so the chain seals them as metadata.
+FIELD_CLOCKS = "fieldClocks"  # {field: effectiveAt - its time} for the fields a patch wrote whose time is not the base
+FIELD_CLOCK_BASE = "fieldClockBase"  # effectiveAt - the time of every other field (the last put, rollback or delete)
+RESERVED = RESERVED | {FIELD_CLOCKS, FIELD_CLOCK_BASE}
 
 PUT, PATCH, DELETE, ROLLBACK = "put", "patch", "delete", "rollback"
 REDACT, ADOPT = "redact", "adopt"  # the chain's own operations: content removed, legacy versions bound

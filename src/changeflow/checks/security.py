@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .security_skips import (CFN_LINT, CHECKOV, CONTROL_TOWER, PROJECT_GUARD,  # noqa: F401 - the tools' names
-                             READ_API_PERMISSIONS, SAM_VALIDATE, SERVERLESS, SKIPPED, Skip)
+from .security_skips import (CFN_LINT, CHECKOV, CONTROL_TOWER, PINNED_ROLES_AND_ALIASES,  # noqa: F401 - names
+                             PROJECT_GUARD, READ_API_PERMISSIONS, SAM_VALIDATE, SERVERLESS, SKIPPED, Skip)
 
 # The Control Tower rule folders for the services in the template (IAM's is
 # identityandaccessmanagement; CloudWatch Logs and alarms are both in cloudwatch; EventBridge has none).
