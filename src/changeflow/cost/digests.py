@@ -38,6 +38,7 @@ RETENTION_MONTHS = 84  # DigestRetentionDays' default, seven years
 STANDARD_MONTHS = 3  # the bucket's lifecycle moves them to Glacier Instant Retrieval after 90 days
 MEMORY_GB = 2.0  # the function's MemorySize (2048: a million heads rebuilt from a checkpoint peak at ~1.6 GB)
 AVERAGE_DELTAS = 11  # a steady digest reads the checkpoint and, on average, 11 digests after it (24 a day)
+# (the in-process measurement reads the checkpoint and the head: the 11 are added from the measured parse time)
 T0 = 1_767_225_600_000
 # A change's cost leaves the scheduled digest out (it runs on its own, priced per digest here): the stacks
 # that measure changes keep the schedule from firing during the measurement.
@@ -99,6 +100,7 @@ def measure(entities: int, changed_share: float = 0.01) -> dict[str, Any]:
             assert not failed, payload
             payload["wall_seconds"] = time.perf_counter() - began
             payload["seconds"] = time.process_time() - cpu  # CPU: the machine is shared; Lambda's vCPU is not
+            # (the in-process moto's CPU included: an upper bound of the requests' part)
             puts = [(p["Key"], _size(p["Body"])) for s, op, p, _ in digest.api_calls if op == "PutObject"]
             payload["bytes_put"] = sum(size for _, size in puts)
             payload["checkpoint_bytes"] = sum(size for key, size in puts if "/heads/" in key)
@@ -107,22 +109,35 @@ def measure(entities: int, changed_share: float = 0.01) -> dict[str, Any]:
         first = run()
         first["read_units"] = _units(table_bytes, first["requests"].get("Scan", 0))
         moved = names[:: max(1, int(1 / changed_share))]
-        _write(cf.dynamodb, cf.table, [_item(e, 2, T0 + 10 ** 9 + i, True) for i, e in enumerate(moved)])
+
+        def change_them(hour: int) -> None:  # 1% of the entities, recorded now: what the next digest reads
+            now_ms = int(time.time() * 1000)
+            _write(cf.dynamodb, cf.table, [_item(e, 1 + hour, now_ms + i, True) for i, e in enumerate(moved)])
+
         original = digestformat.CHECKPOINT_EVERY
         digestformat.CHECKPOINT_EVERY = 2  # the changes digest writes a checkpoint, the next reads it back
         try:
+            change_them(1)
             changes = run()
             changes["read_units"] = _units(len(moved) * index_bytes_per_entity, changes["requests"].get("Query", 0))
-            # then 1% more each hour, and the digest that reads the checkpoint and 11 digests after it: the
-            # average of a day (a checkpoint every 24 digests)
             digestformat.CHECKPOINT_EVERY = 10 ** 9
-            for hour in range(1, AVERAGE_DELTAS + 1):
-                _write(cf.dynamodb, cf.table, [_item(e, 2 + hour, T0 + 10 ** 9 + hour * 10 ** 6 + i, True)
-                                               for i, e in enumerate(moved)])
-                steady = run()
+            change_them(2)
+            steady = run()
             steady["read_units"] = _units(len(moved) * index_bytes_per_entity, steady["requests"].get("Query", 0))
         finally:
             digestformat.CHECKPOINT_EVERY = original
+        # a steady digest reads, on average, 11 digests after the checkpoint besides: each one GET and its
+        # heads parsed (1% of them), measured on the changes digest's own document
+        delta = [p for s, op, p, _ in digest.api_calls if op == "PutObject"]
+        body = stack.client("s3").get_object(Bucket=cf.outputs["DigestLocation"].split("/")[2],
+                                             Key=changes["key"])["Body"].read()
+        began = time.process_time()
+        digestformat.check(json.loads(body))
+        parse = time.process_time() - began
+        steady["requests"]["GetObject"] = steady["requests"].get("GetObject", 0) + AVERAGE_DELTAS
+        steady["seconds"] += AVERAGE_DELTAS * parse
+        steady["delta_parse_seconds"] = parse
+        del delta
     return {"entities": entities, "changed": len(moved), "seed_seconds": seed_seconds, "table_bytes": table_bytes,
             "index_bytes_per_entity": index_bytes_per_entity, "first": first, "changes": changes,
             "from_checkpoint": steady}
@@ -198,8 +213,8 @@ def index_dollars_per_million_changes() -> float:
 def _own_seconds(work: dict[str, Any], run: str) -> float:
     """The function's own work in a run, as ``measure_compute`` timed it at that size."""
     own = work["seconds"]
-    if run == "changes":
-        return own["changes_applied"] + own["checkpoint_written"]
+    if run == "changes":  # rebuilt from the full digest before it, and a checkpoint written after
+        return own["checkpoint_parsed"] + own["tree_rebuilt"] + own["changes_applied"] + own["checkpoint_written"]
     if run == "from_checkpoint":  # and the digests after the checkpoint, each 1% of the heads
         return (own["checkpoint_parsed"] * (1 + AVERAGE_DELTAS / 100) + own["tree_rebuilt"]
                 + own["changes_applied"] * (1 + AVERAGE_DELTAS))
