@@ -125,6 +125,9 @@ def test_a_stack_left_alone_writes_chained_digests_into_a_compliance_locked_buck
     code, out = verified(stack, capsys)
     assert code == 0, out
     assert "the chain holds and the table matches every head it committed" in out
+    assert cli.main(["verify", "--digests", stack.location, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["ok"] is True and summary["digests"] >= 3 and summary["entities"] == 2 and summary["findings"] == []
 
 
 def test_a_digest_binds_its_time_table_state_machine_format_and_predecessor(quiet):
