@@ -292,7 +292,7 @@ def take(s3, dynamodb, bucket_name: str, prefix: str, stack: Stack, clock_ms: Ca
             heads, calls = changed_since(dynamodb, stack.table, since, pool)
             requests["Query"] = calls
             kind = digestformat.CHANGES
-            changed = [h for h in _newest(heads) if tree.get(h["entityId"]) != h]
+            changed = [h for h in _newest(heads) if _moves(tree.get(h["entityId"]), h)]
     changed = _newest(changed)
     for entry in changed:
         tree.put(entry["entityId"], entry["version"], entry["chainHash"])
@@ -308,6 +308,15 @@ def take(s3, dynamodb, bucket_name: str, prefix: str, stack: Stack, clock_ms: Ca
         checkpoint = digestformat.checkpoint_key_of(prefix, document)
         bucket.put_new(checkpoint, digestformat.dumps(digestformat.make_checkpoint(document, tree.entries())))
     return Taken(document, key, checkpoint, dict(requests))
+
+
+def _moves(known: dict[str, Any] | None, head: dict[str, Any]) -> bool:
+    """Whether a head read from the index changes what the tree holds: a later version, or the same version
+    with another hash (an altered ``v0``: committed, for the verifier to name). An earlier version is an
+    eventually consistent read behind the one a digest already took: never taken back."""
+    if known is None:
+        return True
+    return head["version"] > known["version"] or (head["version"] == known["version"] and head != known)
 
 
 def _newest(heads: list[dict[str, Any]]) -> list[dict[str, Any]]:
