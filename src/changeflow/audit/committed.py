@@ -9,7 +9,8 @@ For each entity the digests name, its history is read once, and
   last digest that committed the original chain and the first that committed the rewritten one: the rewrite
   happened between the two (``HistoryRewritten``);
 - from the newest head committed to today, every version and link must hold, as ``verify --since-digest``
-  checks it (``digests.since_head_in``: versions gone, a chain broken, v0 altered).
+  checks it (``digests.since_head_in``: versions gone, a chain broken, v0 altered), and the entity as
+  ``verify`` checks it (v0 against history, the ratchet, the patches, the retention window's expiries).
 
 A later digest extends an earlier one exactly when every head of the earlier one is an ancestor of the
 later one's in the entity's hash chain: with the chain recomputed from the table and each committed hash
@@ -26,6 +27,7 @@ from changeflow_core import model
 from .digestchain import Chain, Commitment
 from .digests import numbered, raw_history, raw_latest, since_head_in
 from .retention import retention_window
+from .verify import verify
 
 
 def _hashes(raw: list[dict[str, dict]], latest: dict[str, dict] | None) -> dict[int, str | None]:
@@ -77,6 +79,7 @@ def audit(client, chain: Chain, now_s: float | None = None, entities: set[str] |
         newest = commitments[-1]
         found.extend(p for p in since_head_in(entity_id, raw, latest, newest.version, newest.chain_hash, window, now_s)
                      if not (finding and "no longer has the hash the digest recorded" in p))
+        found.extend(p for p in verify(client, entity_id, now_s).problems if p not in found)  # and as verify sees it
         if found:
             problems[entity_id] = found
     return problems
