@@ -130,6 +130,25 @@ def test_a_stack_left_alone_writes_chained_digests_into_a_compliance_locked_buck
     assert summary["ok"] is True and summary["digests"] >= 3 and summary["entities"] == 2 and summary["findings"] == []
 
 
+def test_a_bucket_of_another_account_takes_the_digests_and_the_stack_creates_none(make_stack, monkeypatch, capsys):
+    # DigestBucketArn: the auditor's bucket (created and locked by its owner); the stack makes no bucket of its own
+    stack = Stack(make_stack(DigestBucketArn="arn:aws:s3:::auditor-digests", **QUIET), monkeypatch)
+    assert stack.bucket == "auditor-digests" and stack.embedded.outputs["DigestRetentionDays"] == "0"
+    assert [b["Name"] for b in stack.s3.list_buckets()["Buckets"]] == []
+    stack.s3.create_bucket(Bucket="auditor-digests", ObjectLockEnabledForBucket=True)
+    stack.s3.put_object_lock_configuration(Bucket="auditor-digests", ObjectLockConfiguration={
+        "ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Years": 10}}})
+    statements = stack.embedded.template.function_properties("DigestFunction")["Policies"][0]["Statement"]
+    assert {s.get("Sid"): s["Resource"] for s in statements if s.get("Sid")} == {
+        "ListTheDigests": "arn:aws:s3:::auditor-digests",
+        "ReadAndPutDigests": "arn:aws:s3:::auditor-digests/changeflow/digests/*"}
+    stack.cf.submit(put("a", 1))
+    stack.take()
+    stack.take()
+    code, out = verified(stack, capsys)
+    assert code == 0 and "2 in the chain" in out, out
+
+
 def test_a_digest_binds_its_time_table_state_machine_format_and_predecessor(quiet):
     first, second = (d["document"] for d in with_three_digests(quiet)[:2])
     assert second["previous"] == first["hash"] == digestformat.digest_hash(first)

@@ -148,14 +148,13 @@ class Expected:
     @classmethod
     def of(cls, client) -> "Expected":
         outputs = client.outputs or {}
-        own = str(outputs.get("DigestLocation", "")).startswith("s3://") and outputs.get("DigestRetentionDays")
+        days = int(outputs.get("DigestRetentionDays") or 0)  # 0: a bucket of another account, its own retention
         rate = _RATE.fullmatch(str(outputs.get("DigestSchedule", "")))
         period = None
         if rate:
             unit = {"minute": 60, "hour": 3600, "day": 86400}[rate.group(2).rstrip("s")]
             period = datetime.timedelta(seconds=int(rate.group(1)) * unit)
-        return cls(client.table, client.history_table, client.state_machine_arn,
-                   int(outputs["DigestRetentionDays"]) if own else None, period)
+        return cls(client.table, client.history_table, client.state_machine_arn, days or None, period)
 
 
 def _versions(s3, bucket: str, prefix: str) -> tuple[dict[str, list[dict]], list[dict]]:
