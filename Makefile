@@ -164,6 +164,7 @@ ifdef QUICK
 COST_FLAGS := --quick
 ARCHIVE_FLAGS := --changes 3
 ASOF_FLAGS := --sizes 10
+DIGESTS_FLAGS := --sizes 200 --compute 200,2000
 CAPACITY_FLAGS := --quick
 RELIABILITY_FLAGS := --quick
 EMBEDDED_VS_DIRECT_FLAGS := --entities 2
@@ -177,6 +178,7 @@ else
 COST_FLAGS :=
 ARCHIVE_FLAGS :=
 ASOF_FLAGS :=
+DIGESTS_FLAGS :=
 CAPACITY_FLAGS := --contention 10,50
 RELIABILITY_FLAGS := --examples 100
 endif
@@ -207,6 +209,7 @@ cost: $(STAMP)
 	$(BIN)/python benchmarks/cost.py --bill-of build/bench/cost.json
 	$(BIN)/python benchmarks/archive.py $(ARCHIVE_FLAGS)
 	$(BIN)/python benchmarks/asof.py $(ASOF_FLAGS)
+	$(BIN)/python benchmarks/digests.py $(DIGESTS_FLAGS)
 
 # Where changeflow stops on AWS (issue 25): every quota cited, the first wall for Standard and Express at
 # 10², 10³ and 10⁴ changes/s and for one hot entity, the simulation calibrated against make cost's contention
