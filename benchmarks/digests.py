@@ -27,8 +27,9 @@ def main() -> None:
     result = digests.report(sizes, compute)
     result["sizes"] = sizes
     digests.write(Path(args.output), result)
-    for row in result["rows"]:
-        print(json.dumps(row, default=str))
+    print(digests.markdown(result))
+    for work in compute:
+        print(json.dumps(work))
     print(f"the changes index: ${result['index_usd_per_million_changes']:.2f} per million changes")
 
 

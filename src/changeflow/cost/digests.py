@@ -276,3 +276,25 @@ def report(sizes: list[dict[str, Any]], compute: list[dict[str, Any]]) -> dict[s
 def write(path: Path, result: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """docs/cost.md's table of a run: per size and digest, CPU seconds, requests, read units and dollars."""
+    names = {"first": "first (Scan: a rescan)", "changes": "changes (+ checkpoint)",
+             "from_checkpoint": "steady (checkpoint + 11)"}
+    lines = ["| entities | digest | CPU s | requests | read units | bytes written | $ per digest |",
+             "|---:|---|---:|---|---:|---:|---:|"]
+    for row in result["rows"]:
+        if row["run"] == "per month, hourly":
+            continue
+        requests = ", ".join(f"{k} {v}" for k, v in sorted(row["requests"].items()))
+        lines.append(f"| {row['entities']:,}{' (projected)' if row['projected'] else ''} | {names[row['run']]} | "
+                     f"{row['seconds']:.2f} | {requests} | {row['read_units']:,.1f} | {int(row['bytes_put']):,} | "
+                     f"{row['usd']['total']:.6f} |")
+    lines += ["", "| entities | $ a month, hourly digests | $ a month, rescanning the table every hour | ratio |",
+              "|---:|---:|---:|---:|"]
+    for row in result["rows"]:
+        if row["run"] == "per month, hourly":
+            lines.append(f"| {row['entities']:,} | {row['usd_incremental']:.2f} | {row['usd_rescanning']:.2f} | "
+                         f"{row['ratio']:.1f}x |")
+    return "\n".join(lines)
