@@ -120,7 +120,11 @@ def dumps(document: dict[str, Any]) -> bytes:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    """A value from a file, quoted short enough for one line (a number read by ``wire.loads`` as it was written)."""
+    try:
+        text = repr(getattr(value, "text", value))
+    except ValueError:  # an int past Python's 4,300-digit conversion limit
+        text = f"a number of {value.bit_length()} bits"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -134,7 +138,7 @@ def _count(document: dict, name: str, low: int) -> int:
 def check_heads(heads: Any, where: str = "entities") -> list[dict[str, Any]]:
     """Heads read from outside, each checked: ``{entityId, version, chainHash}``, an id the workflow accepts,
     a version of the history key's range, a SHA-256 in lowercase hex (or null: written before the chain),
-    no entity twice."""
+    no entity twice. The one check of a digest's heads, of either format (``audit.digests.check_digest``)."""
     if not isinstance(heads, list):
         raise DigestInvalid(f"{where} is {_shown(heads)}, not a list")
     seen: set[str] = set()
@@ -151,9 +155,9 @@ def check_heads(heads: Any, where: str = "entities") -> list[dict[str, Any]]:
             raise DigestInvalid(f"{at}.version is {_shown(version)}, not a version number (1 to {model.MAX_VERSION})")
         if head["chainHash"] is not None and not (isinstance(head["chainHash"], str)
                                                   and _HEX64.fullmatch(head["chainHash"])):
-            raise DigestInvalid(f"{at}.chainHash is {_shown(head['chainHash'])}, not a SHA-256 in lowercase hex")
+            raise DigestInvalid(f"{at}.chainHash is {_shown(head['chainHash'])}, not a SHA-256 hash in hex")
         if entity_id in seen:
-            raise DigestInvalid(f"{at}.entityId {_shown(entity_id)} is in it twice")
+            raise DigestInvalid(f"{at}.entityId {_shown(entity_id)} is in the digest twice")
         seen.add(entity_id)
     return heads
 
