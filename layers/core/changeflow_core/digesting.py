@@ -212,49 +212,44 @@ def _head_of(wire_item: dict[str, dict]) -> dict[str, Any] | None:
         return None
 
 
+def _heads_read(read: Callable[..., dict], pool: ThreadPoolExecutor, requests: list[dict]) -> tuple[list[dict], int]:
+    """The heads of every item that ``read`` (a Query or a Scan) returns for each of ``requests``, every page,
+    the requests in parallel; and how many calls that took."""
+    def pages(kwargs: dict) -> tuple[list[dict], int]:
+        heads, calls = [], 0
+        while True:
+            page = read(**kwargs)
+            calls += 1
+            heads.extend(h for h in map(_head_of, page.get("Items", [])) if h is not None)
+            if "LastEvaluatedKey" not in page:
+                return heads, calls
+            kwargs = {**kwargs, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+    results = list(pool.map(pages, requests))
+    return [h for heads, _ in results for h in heads], sum(calls for _, calls in results)
+
+
 def changed_since(dynamodb, table: str, since_ms: int, pool: ThreadPoolExecutor) -> tuple[list[dict], int]:
     """The heads of every ``v0`` recorded after ``since_ms``, from the changes index: one Query per shard
     (paged), in parallel. Returns the heads and the number of Query requests."""
-    def shard(number: int) -> tuple[list[dict], int]:
-        heads, requests, kwargs = [], 0, {
-            "TableName": table, "IndexName": model.CHANGES_INDEX,
-            "KeyConditionExpression": "#shard = :shard AND #recorded > :since",
-            "ExpressionAttributeNames": {"#shard": model.DIGEST_SHARD, "#recorded": model.RECORDED_AT},
-            "ExpressionAttributeValues": {":shard": {"N": str(number)}, ":since": {"N": str(since_ms)}},
-        }
-        while True:
-            page = dynamodb.query(**kwargs)
-            requests += 1
-            heads.extend(h for h in map(_head_of, page.get("Items", [])) if h is not None)
-            if "LastEvaluatedKey" not in page:
-                return heads, requests
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    results = list(pool.map(shard, range(model.DIGEST_SHARDS)))
-    return [h for heads, _ in results for h in heads], sum(r for _, r in results)
+    return _heads_read(dynamodb.query, pool, [{
+        "TableName": table, "IndexName": model.CHANGES_INDEX,
+        "KeyConditionExpression": "#shard = :shard AND #recorded > :since",
+        "ExpressionAttributeNames": {"#shard": model.DIGEST_SHARD, "#recorded": model.RECORDED_AT},
+        "ExpressionAttributeValues": {":shard": {"N": str(shard)}, ":since": {"N": str(since_ms)}},
+    } for shard in range(model.DIGEST_SHARDS)])
 
 
 def every_latest(dynamodb, table: str, pool: ThreadPoolExecutor) -> tuple[list[dict], int]:
     """The head of every ``v0`` in the table: a parallel Scan (the first digest, and a restart)."""
-    def segment(number: int) -> tuple[list[dict], int]:
-        heads, requests, kwargs = [], 0, {
-            "TableName": table, "Segment": number, "TotalSegments": SCAN_SEGMENTS,
-            "FilterExpression": "#sk = :latest",
-            "ProjectionExpression": "#pk, #version, #chainHash",
-            "ExpressionAttributeNames": {"#pk": model.PK, "#sk": model.SK, "#version": model.VERSION,
-                                         "#chainHash": model.CHAIN_HASH},
-            "ExpressionAttributeValues": {":latest": {"S": model.LATEST_SK}},
-        }
-        while True:
-            page = dynamodb.scan(**kwargs)
-            requests += 1
-            heads.extend(h for h in map(_head_of, page.get("Items", [])) if h is not None)
-            if "LastEvaluatedKey" not in page:
-                return heads, requests
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    results = list(pool.map(segment, range(SCAN_SEGMENTS)))
-    return [h for heads, _ in results for h in heads], sum(r for _, r in results)
+    return _heads_read(dynamodb.scan, pool, [{
+        "TableName": table, "Segment": segment, "TotalSegments": SCAN_SEGMENTS,
+        "FilterExpression": "#sk = :latest",
+        "ProjectionExpression": "#pk, #version, #chainHash",
+        "ExpressionAttributeNames": {"#pk": model.PK, "#sk": model.SK, "#version": model.VERSION,
+                                     "#chainHash": model.CHAIN_HASH},
+        "ExpressionAttributeValues": {":latest": {"S": model.LATEST_SK}},
+    } for segment in range(SCAN_SEGMENTS)])
 
 
 @dataclass
