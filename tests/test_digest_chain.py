@@ -199,6 +199,30 @@ def test_a_head_read_behind_the_last_digest_is_never_taken_back(quiet, capsys):
     assert code == 1 and "HeadWentBack" not in out and "a: " in out, out
 
 
+def test_two_runs_at_once_write_one_digest(quiet, monkeypatch):
+    # a retry while a slow run still works: the second sees the first's digest of its sequence and stops quietly
+    quiet.cf.submit(put("a", 1))
+    quiet.take()
+    real_take = digesting.take
+
+    def slow_take(*args, **kwargs):  # another run writes digest 2 between this run's listing and its put
+        real_list = digesting.Bucket.listing
+
+        def listing(self):
+            found = real_list(self)
+            digesting.Bucket.listing = real_list
+            assert real_take(*args, **kwargs).digest["sequence"] == 2
+            return found
+
+        digesting.Bucket.listing = listing
+        return real_take(*args, **kwargs)
+
+    monkeypatch.setattr(digesting, "take", slow_take)
+    payload = quiet.take()
+    assert "another run took it" in payload["skipped"]
+    assert [d["document"]["sequence"] for d in quiet.digests()] == [1, 2]
+
+
 def test_the_function_rebuilds_its_heads_from_the_newest_checkpoint(quiet, monkeypatch):
     monkeypatch.setattr(digestformat, "CHECKPOINT_EVERY", 2)
     quiet.cf.submit(put("a", 1))

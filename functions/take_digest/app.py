@@ -33,7 +33,12 @@ STACK = digesting.Stack(TABLE_NAME, HISTORY_TABLE_NAME, STATE_MACHINE_ARN)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
     logger.append_keys(scheduledTime=event.get("scheduledTime"), schedule=event.get("schedule"))
-    taken = digesting.take(s3, dynamodb, DIGEST_BUCKET, DIGEST_PREFIX, STACK, digesting.clock_ms)
+    try:
+        taken = digesting.take(s3, dynamodb, DIGEST_BUCKET, DIGEST_PREFIX, STACK, digesting.clock_ms)
+    except digesting.DigestKeyTaken as exc:  # two runs at once: the other one's digest stands
+        logger.warning("digest skipped", extra={"reason": str(exc)})
+        metrics.add_metric(name="DigestsSkipped", unit=MetricUnit.Count, value=1)
+        return {"skipped": str(exc)}
     digest = taken.digest
     tracer.put_annotation("sequence", digest["sequence"])
     metrics.add_metric(name="DigestsTaken", unit=MetricUnit.Count, value=1)

@@ -81,8 +81,13 @@ def epoch_ms_of(text: str) -> int:
     return validation.epoch_ms(text)
 
 
+def sequence_prefix(prefix: str, sequence: int) -> str:
+    """What every key of a sequence's digests starts with (one, or a fork's several)."""
+    return f"{prefix}{sequence:0{KEY_DIGITS}d}-"
+
+
 def key_of(prefix: str, document: dict[str, Any]) -> str:
-    return f"{prefix}{document['sequence']:0{KEY_DIGITS}d}-{document['hash'][:16]}.json"
+    return f"{sequence_prefix(prefix, document['sequence'])}{document['hash'][:16]}.json"
 
 
 def checkpoint_prefix(prefix: str) -> str:

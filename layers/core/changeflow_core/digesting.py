@@ -37,7 +37,8 @@ SCAN_SEGMENTS = 16
 
 
 class DigestKeyTaken(Exception):
-    """Someone else wrote the next digest's key first (``If-None-Match`` failed): nothing was written."""
+    """Another run wrote this run's digest first (its sequence is in the bucket, or its key): nothing was
+    written."""
 
 
 @dataclass
@@ -296,6 +297,9 @@ def take(s3, dynamodb, bucket_name: str, prefix: str, stack: Stack, clock_ms: Ca
         sequence, kind, taken_ms, stack.table, stack.history_table, stack.state_machine_arn,
         None if head is None else head["hash"], since, taken_ms, len(tree), tree.root(), changed,
         restart if head is not None else None)
+    taken_by = _taken(bucket, stack, sequence)
+    if taken_by:
+        raise DigestKeyTaken(f"digest {sequence} is in the bucket already ({taken_by}): another run took it")
     key = digestformat.key_of(prefix, document)
     bucket.put_new(key, digestformat.dumps(document))
     checkpoint = None
@@ -303,6 +307,21 @@ def take(s3, dynamodb, bucket_name: str, prefix: str, stack: Stack, clock_ms: Ca
         checkpoint = digestformat.checkpoint_key_of(prefix, document)
         bucket.put_new(checkpoint, digestformat.dumps(digestformat.make_checkpoint(document, tree.entries())))
     return Taken(document, key, checkpoint, dict(requests))
+
+
+def _taken(bucket: Bucket, stack: Stack, sequence: int) -> str | None:
+    """The key of a digest of ``sequence`` that another run wrote since this one listed the bucket (two runs at
+    once: a retry while a slow run still works). Whatever else is at such a key (not a digest of this stack, as
+    written) does not stop this run: ``verify --digests`` names it."""
+    bucket._count("ListObjectVersions")
+    listed = bucket.s3.list_object_versions(Bucket=bucket.bucket, Prefix=digestformat.sequence_prefix(bucket.prefix,
+                                                                                                    sequence))
+    for version in listed.get("Versions", []):
+        named = digestformat.parse_key(bucket.prefix, version["Key"])
+        stored = Stored(version["Key"], version["VersionId"], version["LastModified"], named[1] if named else "")
+        if named and _usable(bucket, stored, stack, sequence) is not None:
+            return version["Key"]
+    return None
 
 
 def _moves(known: dict[str, Any] | None, head: dict[str, Any]) -> bool:
