@@ -70,6 +70,9 @@ class Template:
     overrides: dict[str, str] = field(default_factory=dict)
     # SAM AutoPublishAlias: the version each function's deploy published (logical id -> "N"; "1" when absent)
     versions: dict[str, str] = field(default_factory=dict)
+    # What AWS assigns when it creates a resource, once the stack has created it: (logical id, attribute) ->
+    # value, e.g. a table's StreamArn (its label is the creation time)
+    attributes: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -165,6 +168,8 @@ class Template:
             "AWS::SNS::Topic": prefix.format("sns") + name,
             "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{name}",
             "AWS::CloudWatch::Alarm": prefix.format("cloudwatch") + f"alarm:{name}",
+            "AWS::Kinesis::Stream": prefix.format("kinesis") + f"stream/{name}",
+            "AWS::Pipes::Pipe": prefix.format("pipes") + f"pipe/{name}",
         }
         if kind not in arns:
             raise TemplateError(f"no ARN known for {logical_id} ({kind})")
@@ -182,8 +187,13 @@ class Template:
     def get_att(self, logical_id: str, attribute: str) -> Any:
         if logical_id not in self.resources:
             raise TemplateError(f"!GetAtt {logical_id}.{attribute}: no such resource")
+        if (logical_id, attribute) in self.attributes:
+            return self.attributes[(logical_id, attribute)]
         if attribute == "Arn":
             return self.arn(logical_id)
+        if attribute == "StreamArn" and self.resources[logical_id]["Type"] == "AWS::DynamoDB::Table":
+            # a table's stream (StreamSpecification): the label is the time the stream was created, known once it is
+            return f"{self.arn(logical_id)}/stream/(created with the table)"
         if attribute in ("Name", "QueueName"):
             return self.physical_name(logical_id)
         if attribute == "QueueUrl":
