@@ -68,6 +68,41 @@ class Follower:
             self._fill(entity, following, version - 1)
         self._take(entity, item, origin)
 
+    def take_event(self, event: dict[str, Any], origin: str = "bus") -> None:
+        """A ``VersionRecorded`` event as the pipe published it (the bus's ``detail``, a Kinesis record's data):
+        checked through its ``chainForm``, taken once, in order; versions it skips are read from history."""
+        entity, version = event["entityId"], int(event["version"])
+        if not self.wanted(entity):
+            return
+        head = self.heads.get(entity)
+        if head is None:
+            head = self._start(entity, version)
+            if head is not None:
+                self.heads[entity] = head
+        if head is not None and version <= head.version:
+            self.tally.duplicates += 1
+            return
+        following = head.version + 1 if head is not None else 1
+        if version > following:
+            self._fill(entity, following, version - 1)
+        before = self.heads.get(entity)
+        form = event.get("chainForm")
+        new, notes = feed.check_next(entity, before, form, version, event.get("chainHash"))
+        if before is not None and before.chain_hash and event.get("prevHash") not in (None, before.chain_hash):
+            raise ChainBreak(entity, version, f"version {version}: does not follow version {version - 1} (its "
+                                              "prevHash is not that version's hash: a version was removed, "
+                                              "swapped or inserted)")
+        if form is not None and event.get("content") is not None and chain.content_hash(event["content"]) != \
+                event.get("contentHash"):
+            raise ChainBreak(entity, version, f"version {version}: its content is not the content the chain holds "
+                                              "(contentHash differs)")
+        self.heads[entity] = new
+        self.tally.notes.extend(f"{entity}: {note}" for note in notes)
+        self._remember(entity, new.version, new.chain_hash)
+        self.tally.taken.setdefault(origin, 0)
+        self.tally.taken[origin] += 1
+        self.emit(event, origin)
+
     def take_record(self, record: dict[str, Any]) -> None:
         """A record of the table's stream: history items written, rewritten or deleted (v0 is not the feed)."""
         keys = (record.get("dynamodb") or {}).get("Keys") or {}
