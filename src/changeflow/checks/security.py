@@ -83,13 +83,14 @@ SKIPPED: tuple[Skip, ...] = (
     Skip(CHECKOV, "CKV_AWS_120", ("ChangeApiStage",), "API Gateway caching: reads must return the latest "
          "version (a cache would serve stale versions) and POST /changes must never be cached; caching also "
          "bills by the hour."),
-    Skip(CHECKOV, "CKV_AWS_27", ("ChangeEventsDeadLetterQueue",), "The dead-letter queue is encrypted with "
-         "SSE-SQS (SqsManagedSseEnabled), which the check does not recognise; EventBridge cannot deliver to a "
-         "queue encrypted with the AWS-managed aws/sqs KMS key."),
-    Skip(SERVERLESS, "ES6000", ("ChangeEventsDeadLetterQueue",), "The queue is itself the dead-letter queue "
-         "(of the EventBridge rule's target); the rule only recognises dead-letter queues of other SQS queues."),
-    Skip(CONTROL_TOWER, "CT.SQS.PR.1", ("ChangeEventsDeadLetterQueue",), "The same finding as ES6000: the queue "
-         "is the EventBridge target's dead-letter queue (RedriveAllowPolicy denyAll), not a work queue."),
+    Skip(CHECKOV, "CKV_AWS_27", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "The dead-letter queues "
+         "are encrypted with SSE-SQS (SqsManagedSseEnabled), which the check does not recognise; EventBridge cannot "
+         "deliver to a queue encrypted with the AWS-managed aws/sqs KMS key."),
+    Skip(SERVERLESS, "ES6000", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "Each queue is itself a "
+         "dead-letter queue (of the EventBridge rule's target; of the feed's pipe, issue 36); the rule only "
+         "recognises dead-letter queues of other SQS queues."),
+    Skip(CONTROL_TOWER, "CT.SQS.PR.1", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "The same finding "
+         "as ES6000: each queue is a dead-letter queue (RedriveAllowPolicy denyAll), not a work queue."),
     Skip(CONTROL_TOWER, "CT.LAMBDA.PR.2", READ_API_PERMISSIONS, "Not public: SAM's permissions for the read "
          "routes, and SubmitChangeApiPermission for POST /changes, name the API Gateway principal with a SourceArn "
          "on this API, built with Fn::Sub, which the rule does not resolve (it accepts only a literal, Ref or GetAtt)."),
