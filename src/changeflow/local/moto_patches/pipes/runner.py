@@ -221,7 +221,6 @@ class PipeRunner:
             raise TargetFailed(f"{len(events)} events for a target that takes {TARGET_BATCH.get(kind, 10)} a batch")
         put = self._put_events if kind == "events" else self._put_records
         taken = Deliveries.hook(self.pipe.name, events, put) if Deliveries.hook else put(events)
-        self.stats["events delivered"] += sum(taken)
         if all(taken):
             return []
         if len(taken) == len(records):
@@ -244,7 +243,7 @@ class PipeRunner:
                     **({"Resources": params["Resources"]} if params.get("Resources") else {})} for e in events]
         self.stats["target requests"] += 1
         answer = self.events.put_events(Entries=entries)
-        return [not entry.get("ErrorCode") for entry in answer["Entries"]]
+        return self._taken([not entry.get("ErrorCode") for entry in answer["Entries"]])
 
     def _put_records(self, events: list) -> list[bool]:
         params = (self.pipe.target_parameters or {}).get("KinesisStreamParameters") or {}
@@ -252,7 +251,11 @@ class PipeRunner:
                    for e in events]
         self.stats["target requests"] += 1
         answer = self.kinesis.put_records(StreamARN=self.pipe.target, Records=records)
-        return [not record.get("ErrorCode") for record in answer["Records"]]
+        return self._taken([not record.get("ErrorCode") for record in answer["Records"]])
+
+    def _taken(self, taken: list[bool]) -> list[bool]:
+        self.stats["events delivered"] += sum(taken)  # what the target took, whether or not its answer arrives
+        return taken
 
     def _dead_letter(self, shard: str, records: list[dict[str, Any]], error: BaseException | None) -> None:
         """The batch's place in the stream (not its records), as a stream source's failure record describes it."""
