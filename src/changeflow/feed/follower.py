@@ -43,8 +43,13 @@ class Follower:
     to follow (one, or all); ``emit`` gets each event taken, in order per entity."""
 
     def __init__(self, client, emit: Emit, heads: dict[str, Head] | None = None,
-                 wanted: Callable[[str], bool] = lambda entity: True, since: int | None = None):
+                 wanted: Callable[[str], bool] = lambda entity: True, since: int | None = None,
+                 anchor_first: bool = False):
+        """``anchor_first``: an entity first met past version 1 starts there, anchored on the hash history
+        holds for the version before (a view of what is recorded now, such as the console's), instead of
+        filling from version 1."""
         self.client, self.emit, self.wanted, self.since = client, emit, wanted, since
+        self.anchor_first = anchor_first
         self.heads: dict[str, Head] = dict(heads or {})
         self.tally = Tally()
         self.seen: OrderedDict[tuple[str, int], str | None] = OrderedDict()
@@ -162,6 +167,8 @@ class Follower:
         if self.since is not None:
             first = self._first_since(entity)
             return self._anchor_before(entity, first) if first and first > 1 else None
+        if self.anchor_first and version > 1:
+            return self._anchor_before(entity, version)
         if version == 1 or not self.client.history_expires:
             return None  # from version 1: anything missing before this one is filled, or reported missing
         page, _ = store.query_history(self.client.dynamodb, self.client.history_table, entity, newest_first=False,
