@@ -23,6 +23,7 @@ from pathlib import Path
 
 from changeflow.common.project import project_root
 
+from . import feed
 from .bill import cost_per_million
 from .contention import TODAY_ENDS, contention, contention_elsewhere, main_root, print_contention, variant_root
 from .paths import PATHS, measure_paths, principal_share
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> None:
         return
     report["cold_start"] = cold_starts(root=root)
     report["init_billed"] = init_billed(report["cold_start"])
+    report["feed"] = feed.measure_all(root)  # issue 36: the change feed per million versions
     price_paths()
     if not args.no_build:
         report["package_bytes"] = package_sizes(root)
@@ -163,6 +165,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> None:
         print(json.dumps(report, indent=2, default=str))
         return
     print(units_report(report))
+    print("\n" + feed.report(report["feed"]))
     cold = report["cold_start"]
     print(f"\nCold start (median of 7, fresh interpreter): bare boto3 + DynamoDB client "
           f"{cold['bare_boto3_dynamodb_client'] * 1000:.0f} ms")
