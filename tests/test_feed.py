@@ -438,3 +438,38 @@ def test_tail_refuses_what_makes_no_sense(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(["tail", ENTITY, "--from-version", "2", "--since", "2026-01-01T00:00:00Z"])
     assert exited.value.code == 2
+
+
+@pytest.mark.enable_socket
+def test_changeflow_tail_killed_with_sigkill_resumes_from_its_checkpoint(tmp_path):
+    """The real command against `changeflow serve`, killed mid-stream (no chance to save anything) and run again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from changeflow.local.server import EmbeddedServer
+
+    checkpoint = tmp_path / "tail.json"
+    with EmbeddedServer(port=0, time_scale=0.001) as server:
+        cf = Changeflow.for_embedded(server.stack)
+        for n in (1, 2, 3):
+            cf.submit(put(ENTITY, n))
+        env = {**os.environ, "CHANGEFLOW_ENDPOINT_URL": server.url}
+        command = [sys.executable, "-m", "changeflow", "tail", "--all", "--json", "--checkpoint", str(checkpoint)]
+        first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+        printed = [json.loads(first.stdout.readline()) for _ in range(3)]  # history
+        for n in (4, 5, 6):
+            cf.submit(put(ENTITY, n))
+        while printed[-1]["version"] < 5:
+            printed.append(json.loads(first.stdout.readline()))
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(30)
+        for n in (7, 8):
+            cf.submit(put(ENTITY, n))
+        second = subprocess.run(command + ["--idle-exit", "1"], capture_output=True, env=env, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    again = [json.loads(line) for line in second.stdout.splitlines()]
+    seen = [(e["entityId"], e["version"]) for e in printed + again]
+    assert [v for _, v in dict.fromkeys(seen)] == list(range(1, 9))  # each version, in order, once kept
+    assert again[-1]["version"] == 8 and len(seen) - len(set(seen)) <= 10
