@@ -21,17 +21,17 @@ from urllib.error import URLError
 from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError,
                                  NoRegionError)
 
-from .commands import audit, capacity, chainops, feed, local, reads, run, submit, transfer
+from .commands import audit, capacity, chainops, deadletters, feed, local, reads, run, submit, transfer
 from .commands.options import EXIT_DEFAULT
 from .common.errors import FAILED, REJECTED, USAGE, NotFound, ToolFailure, UsageError
 from .local.template import TemplateError
 
 # Every command, in the order --help lists them: each group adds its own, with its help and exit statuses.
 COMMANDS = [run.add_run, run.add_demo, local.add_serve, local.add_local, submit.add_submit, reads.add_versions,
-            reads.add_history, reads.add_executions, reads.add_api, audit.add_verify, audit.add_digest, audit.add_proof,
-            audit.add_verify_proof, audit.add_repair, chainops.add_redact, chainops.add_adopt, feed.add_tail,
-            transfer.add_import, transfer.add_export, transfer.add_verify_export, local.add_console,
-            capacity.add_capacity]
+            reads.add_history, reads.add_executions, reads.add_api, deadletters.add_dead_letters, audit.add_verify,
+            audit.add_digest, audit.add_proof, audit.add_verify_proof, audit.add_repair, chainops.add_redact,
+            chainops.add_adopt, feed.add_tail, transfer.add_import, transfer.add_export, transfer.add_verify_export,
+            local.add_console, capacity.add_capacity]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -35,7 +35,7 @@ import re
 from functools import lru_cache
 from typing import Any, Callable
 
-from . import model, principal as principals
+from . import model, names, principal as principals
 from .errors import ChangeflowError
 
 READ = "read"
@@ -116,6 +116,6 @@ def check(policy: list[dict[str, Any]] | None, principal: dict[str, Any] | None,
     if not isinstance(entity_id, str) or (operation not in OPERATIONS and operation not in model.OPERATIONS):
         return
     if not allowed(policy, principal, entity_id, operation):
-        raise Forbidden(f"{principals.describe(principal)} may not {operation} entity {entity_id!r} "
+        raise Forbidden(f"{principals.describe(principal)} may not {operation} entity {names.shown(entity_id)} "
                         "under the stack's AuthorizationPolicy")
 

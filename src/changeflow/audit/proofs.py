@@ -395,8 +395,9 @@ def prove(client: Changeflow, entity_id: str, version: int, digest_document: Any
         raise ProofRejected("VersionGone", f"version {missing[0]} of {entity_id!r} is not in the table (deleted, "
                             "or expired under the retention window): the chain to the digest cannot be shown")
     chained = [stored[v] for v in range(version, head + 1)]
-    covered = {int(Decimal(i[chain.REDACTION]["M"]["version"]["N"])) for i in chained if chain.REDACTION in i}
-    emptied = [v for v in range(version, head + 1) if chain.REDACTED in stored[v] and v not in covered]
+    covered = {v for i in chained if chain.REDACTION in i for v in chain.redacted_versions(chain.redaction_of(i))}
+    emptied = [v for v in range(version, head + 1) if chain.REDACTED in stored[v] and v not in covered
+               and stored[v].get(model.OPERATION, {}).get("S") not in model.CHAIN_OPERATIONS]  # born without it
     if emptied:
         raise ProofRejected("RedactedAfterDigest", f"version {emptied[0]} of {entity_id!r} holds no content (redacted "
                             f"after the digest taken {digest['takenAt']}, or removed): the digest does not cover "

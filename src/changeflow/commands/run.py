@@ -117,7 +117,8 @@ def add_run(command) -> None:
                       "1  a change was rejected: FAILED with one of the workflow's named errors (ValidationError, "
                       "NotFound, VersionConflict, ...), or " + TOO_LARGE + " and never started (REFUSED)",
                       EXIT_2 + "; an unknown --history name",
-                      "3  an execution ended with an error the workflow does not name, TIMED_OUT or ABORTED"))
+                      "3  an execution ended with an error the workflow does not name, TIMED_OUT or ABORTED, or its "
+                      "outcome is UNKNOWN (OutcomeUnknown: send the same change id again)"))
     run.add_argument("files", nargs="+", metavar="FILE", help="JSON file: one change request, or an array of them")
     run.add_argument("--json", action="store_true",
                      help="print one JSON document {executions, entities[, histories]} instead of the report")

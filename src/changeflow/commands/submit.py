@@ -23,7 +23,8 @@ def add_submit(command) -> None:
                          " and never started (REFUSED), or POST /changes answered 4xx (REJECTED)",
                          EXIT_2,
                          EXIT_3_REMOTE + "; an execution ended with an error the workflow does not name, TIMED_OUT "
-                         "or ABORTED, or was still running after --timeout"))
+                         "or ABORTED, or was still running after --timeout; or its outcome is UNKNOWN (OutcomeUnknown: "
+                         "a write whose answer was lost may have landed; send the same change id again)"))
     add_remote_options(submit)
     submit.add_argument("files", nargs="+", metavar="FILE", help="JSON file: one change request, or an array of them")
     submit.add_argument("--timeout", type=SECONDS, default=300.0, metavar="SECONDS",

@@ -22,6 +22,7 @@ from .. import report
 from ..audit import repair as audit_repair
 from ..audit import verify as audit_verify
 from ..client import TERMINAL, Changeflow, shown_status
+from ..client.logged import UNKNOWN
 from ..feed.follower import Follower
 from ..feed.stream import Positions, StreamReader, stream_arn
 
@@ -216,14 +217,15 @@ class Reader:
     def list_executions(self, status: str = "", entity: str = "", since: datetime | None = None,
                         until: datetime | None = None, token: str | None = None) -> tuple[list[dict], str | None, int]:
         """One page of executions, newest first: ``(rows, next token, executions examined)``. Status is
-        ListExecutions' own ``statusFilter``; entity and time are checked on each execution (time first,
-        from the listing; the entity from the execution's input)."""
+        ListExecutions' own ``statusFilter`` (UNKNOWN: the FAILED ones that ended ``OutcomeUnknown``, which
+        FAILED leaves out); entity and time are checked on each execution (time first, from the listing; the
+        entity from the execution's input)."""
         rows: list[dict] = []
         examined = 0
         while True:
             kwargs: dict[str, Any] = {"stateMachineArn": self.client.state_machine_arn, "maxResults": 100}
             if status:
-                kwargs["statusFilter"] = status
+                kwargs["statusFilter"] = "FAILED" if status == UNKNOWN else status
             if token:
                 kwargs["nextToken"] = token
             page = self.client.sfn.list_executions(**kwargs)
@@ -237,11 +239,12 @@ class Reader:
                 description = self.describe(summary["executionArn"]) or {}
                 request = change_request(description.get("input"))
                 entity_id = request.get("entityId") if isinstance(request, dict) else None
-                if entity and entity_id != entity:
+                shown = shown_status(summary["status"], description.get("error"))
+                if entity and entity_id != entity or status and shown != status:
                     continue
                 output = parse_json(description.get("output"))
                 rows.append({
-                    "name": summary["name"], "arn": summary["executionArn"], "status": summary["status"],
+                    "name": summary["name"], "arn": summary["executionArn"], "status": shown,
                     "start": start, "stop": summary.get("stopDate"),
                     "entity": entity_id, "operation": request.get("operation") if isinstance(request, dict) else None,
                     "outcome": output.get("outcome") if isinstance(output, dict) else None,

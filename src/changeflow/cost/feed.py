@@ -1,18 +1,7 @@
 """What the change feed costs per million versions (issue 36): the pipe, its enrichment and its target, measured
 on the embedded stack (the stream records and events the pipe really handled, their sizes, the enrichment's
-invocations and reads, the target's requests) and priced at us-east-1 list prices.
-
-Prices, us-east-1, read through the project's stored copies of the pricing pages on 2026-11-25 (the figures a
-reader should check against the live pages before relying on them):
-
-- EventBridge Pipes: $0.40 per million requests, a request being each 64 KB chunk of a source event's payload
-  that passes the filter (filtered-out events are not billed): https://aws.amazon.com/eventbridge/pricing/
-- EventBridge custom events on a bus: $1.00 per million, each 64 KB chunk of an entry an event (same page).
-- Kinesis Data Streams, on-demand: $0.04 per stream-hour, $0.08 per GB written (each record rounded up to 1 KB),
-  $0.04 per GB read: https://aws.amazon.com/kinesis/data-streams/pricing/
-- DynamoDB Streams: $0.02 per 100,000 read request units, one a GetRecords call (free for Lambda triggers; the
-  page exempts no other reader): https://aws.amazon.com/dynamodb/pricing/on-demand/
-- Lambda and DynamoDB reads: ``prices.PRICES``.
+invocations and reads, the target's requests) and priced at the us-east-1 list prices of ``prices`` (Pipes,
+EventBridge, Kinesis on demand, DynamoDB Streams, Lambda and DynamoDB reads, each with its page there).
 
     .venv/bin/python -m changeflow.cost.feed [--json]
 """
@@ -26,19 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .prices import HANDLER_MS, LAMBDA_MEMORY_GB, PRICES
+from .prices import AWS_LATENCY, LAMBDA_MEMORY_GB, PRICES
 
-FEED_PRICES = {  # USD, us-east-1
-    "pipes_per_request": 0.40 / 1e6,  # per 64 KB chunk of a source event that passes the filter
-    "events_per_event": 1.00 / 1e6,  # custom events put on a bus, per 64 KB chunk
-    "kinesis_stream_hour": 0.04,  # on-demand, per stream
-    "kinesis_per_gb_in": 0.08,  # records rounded up to 1 KB
-    "kinesis_per_gb_out": 0.04,
-    "streams_per_read_request": 0.02 / 1e5,  # a GetRecords call
-}
-CHUNK = 64 * 1024
+CHUNK = PRICES["eventbridge_chunk_bytes"]  # Pipes and EventBridge both bill 64 KB chunks
 HOURS_A_MONTH = 730
 VERSIONS = 40  # versions written per measurement: one entity in turn, then four at once
+# the enrichment's billed duration on AWS: its handler and one BatchGetItem (the capacity model's latencies)
+ENRICH_SECONDS = AWS_LATENCY["handler"][0] + AWS_LATENCY["dynamodb"][0]
 
 
 def _chunks(size: int) -> int:
@@ -113,17 +96,17 @@ def per_million(measured: dict[str, Any]) -> dict[str, float]:
     ``monthly``)."""
     n = measured["versions"]
     per = lambda count: count / n * 1e6  # noqa: E731 - per million versions
-    pipes = per(n) * _chunks(measured["source_record_bytes"]) * FEED_PRICES["pipes_per_request"]
+    pipes = per(n) * _chunks(measured["source_record_bytes"]) * PRICES["pipes_per_request"]
     lambda_cost = per(measured["enrichment_invocations"]) * (
-        PRICES["lambda_per_request"] + LAMBDA_MEMORY_GB * HANDLER_MS / 1000 * PRICES["lambda_per_gb_second"])
+        PRICES["lambda_per_request"] + LAMBDA_MEMORY_GB * ENRICH_SECONDS * PRICES["lambda_per_gb_second"])
     reads = per(measured["predecessor_reads"]) * PRICES["dynamodb_per_rru"]  # 1 RRU: a strongly consistent item
-    stream = per(measured["get_records_calls"]) * FEED_PRICES["streams_per_read_request"]
-    bus = per(n) * _chunks(int(measured["event_bytes_mean"])) * FEED_PRICES["events_per_event"]
+    stream = per(measured["get_records_calls"]) * PRICES["streams_per_read_request"]
+    bus = per(n) * _chunks(int(measured["event_bytes_mean"])) * PRICES["eventbridge_per_event"]
     kinesis_gb = per(n) * math.ceil(measured["event_bytes_mean"] / 1024) * 1024 / 1e9
-    kinesis = kinesis_gb * FEED_PRICES["kinesis_per_gb_in"]
+    kinesis = kinesis_gb * PRICES["kinesis_per_gb_in"]
     common = pipes + lambda_cost + reads + stream
     return {"pipes": pipes, "enrichment": lambda_cost, "predecessor_reads": reads, "stream_reads": stream,
-            "bus": bus, "kinesis_in": kinesis, "kinesis_out_per_reader": kinesis_gb * FEED_PRICES["kinesis_per_gb_out"],
+            "bus": bus, "kinesis_in": kinesis, "kinesis_out_per_reader": kinesis_gb * PRICES["kinesis_per_gb_out"],
             "total_bus": common + bus, "total_kinesis": common + kinesis}
 
 
@@ -133,8 +116,8 @@ IDLE_POLLS_A_SECOND = 4  # a shard's reader polls it about 4 times a second (Lam
 def monthly() -> dict[str, float]:
     """What does not grow with versions: an on-demand Kinesis stream's hours, and a reader's polls of each
     stream shard when nothing is written (if Pipes' reads are billed as stream read requests)."""
-    return {"kinesis_stream": HOURS_A_MONTH * FEED_PRICES["kinesis_stream_hour"],
-            "idle_polls_per_shard": IDLE_POLLS_A_SECOND * 3600 * HOURS_A_MONTH * FEED_PRICES["streams_per_read_request"]}
+    return {"kinesis_stream": HOURS_A_MONTH * PRICES["kinesis_stream_hour"],
+            "idle_polls_per_shard": IDLE_POLLS_A_SECOND * 3600 * HOURS_A_MONTH * PRICES["streams_per_read_request"]}
 
 
 def report(rows: list[dict[str, Any]]) -> str:
@@ -159,9 +142,10 @@ def report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def measure_all(root: Path | None = None) -> list[dict[str, Any]]:
+def measure_all(root: Path | None = None, quick: bool = False) -> list[dict[str, Any]]:
+    """The three rows of docs/cost.md's table (``quick``: the first alone, the same code path)."""
     rows = []
-    for content_bytes, feed_content in ((1000, "none"), (1000, "full"), (100_000, "full")):
+    for content_bytes, feed_content in ((1000, "none"), (1000, "full"), (100_000, "full"))[:1 if quick else 3]:
         measured = measure(content_bytes, feed_content, root)
         rows.append({"measured": measured, "per_million": per_million(measured)})
     return rows
@@ -172,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = measure_all()
-    print(json.dumps({"prices": FEED_PRICES, "rows": rows, "monthly": monthly()}, indent=2) if args.json else report(rows))
+    print(json.dumps({"rows": rows, "monthly": monthly()}, indent=2) if args.json else report(rows))
 
 
 if __name__ == "__main__":

@@ -274,7 +274,9 @@ class Importer:
             self.checkpoint.record(cid, entity, outcome, output.get("version"))
             self._count(outcome)
             return True
-        if execution.error in self.named_errors or str(execution.error).startswith("HTTP 4"):
+        # OutcomeUnknown is one of the workflow's named errors, but not a rejection: it may have been applied
+        if execution.error != UNKNOWN and (execution.error in self.named_errors
+                                           or str(execution.error).startswith("HTTP 4")):
             reason = f"{execution.error}: {execution.cause}"
             self.checkpoint.record(cid, entity, "rejected", reason=reason)
             self.rejects.add(position, record, reason)
