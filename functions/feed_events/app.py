@@ -32,5 +32,5 @@ def lambda_handler(event, context):
     known = feed.read_hashes(dynamodb, HISTORY_TABLE_NAME, feed.previous_keys(items))
     published = feed.events(items, known, FEED_CONTENT)
     metrics.add_metric(name=observe.VERSIONS_PUBLISHED, unit=MetricUnit.Count, value=len(published))
-    logger.info("batch", extra={"records": len(event), "events": len(published), "predecessorsRead": len(known)})
+    logger.debug("batch", extra={"records": len(event), "events": len(published), "predecessorsRead": len(known)})
     return published
