@@ -248,6 +248,15 @@ class EmbeddedStack:
                     kwargs[optional] = props[optional]
             pipes.create_pipe(**kwargs)
 
+    def stop_pipes(self) -> None:
+        """StopPipe on the template's pipes: for a measurement of the workflow alone. On AWS the feed's pipe and
+        its enrichment run beside the workflow; here they would share this process and its invoke lock with it
+        (``changeflow.cost.feed`` measures and prices the feed on its own)."""
+        pipes = self._client("pipes")
+        for logical_id, spec in self.template.of_type("AWS::Pipes::Pipe").items():
+            pipes.stop_pipe(Name=self.template.resolve(spec["Properties"]).get("Name")
+                            or self.template.physical_name(logical_id))
+
     def _register_functions(self) -> None:
         for logical_id in self.template.of_type("AWS::Serverless::Function"):
             self._register_function(self.template, self.root, logical_id)
