@@ -42,6 +42,9 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+from moto.core.exceptions import JsonRESTError
+
+from ..core.locking import API_LOCK
 from ..originals import ORIGINALS
 from ..stepfunctions.clock import Clock
 
@@ -85,8 +88,12 @@ class PipeRunner:
     def _run(self) -> None:
         import boto3
 
+        from moto.dynamodbstreams.models import dynamodbstreams_backends
+
         region = self.pipe.region_name
-        self.streams = boto3.client("dynamodbstreams", region_name=region)
+        # the source is read from moto's streams backend under the request lock: what GetRecords answers, without
+        # a client's serialization (the pipe reads on every write; the targets are called as clients call them)
+        self.streams = dynamodbstreams_backends[self.pipe.account_id][region]
         self.events = boto3.client("events", region_name=region)
         self.kinesis = boto3.client("kinesis", region_name=region)
         self.sqs = boto3.client("sqs", region_name=region)
@@ -94,7 +101,8 @@ class PipeRunner:
         self.lambdas.meta.events.register_first("before-call.lambda.Invoke",
                                                 lambda **kwargs: ORIGINALS["invoke"][0](**kwargs))
         try:
-            shards = self.streams.describe_stream(StreamArn=self.pipe.source)["StreamDescription"]["Shards"]
+            with API_LOCK:
+                shards = self.streams.describe_stream(self.pipe.source)["Shards"]
         except Exception:  # noqa: BLE001 - a source that is gone: the pipe has nothing to read
             return
         cursors = {s["ShardId"]: self._iterator(s["ShardId"], self._source().get("StartingPosition", "LATEST"))
@@ -138,9 +146,9 @@ class PipeRunner:
         return (self.pipe.source_parameters or {}).get("DynamoDBStreamParameters") or {}
 
     def _iterator(self, shard: str, kind: str, sequence: str | None = None) -> str:
-        kwargs = {"SequenceNumber": sequence} if sequence else {}
-        return self.streams.get_shard_iterator(StreamArn=self.pipe.source, ShardId=shard, ShardIteratorType=kind,
-                                               **kwargs)["ShardIterator"]
+        with API_LOCK:
+            return self.streams.get_shard_iterator(self.pipe.source, shard, kind,
+                                                   int(sequence) if sequence else None).arn
 
     def _batch_size(self) -> int:
         return int(self._source().get("BatchSize", 100))
@@ -157,8 +165,11 @@ class PipeRunner:
         if room <= 0:
             return False
         try:
-            answer = self.streams.get_records(ShardIterator=cursors[shard], Limit=min(room, 1000))
-        except self.streams.exceptions.TrimmedDataAccessException:
+            with API_LOCK:
+                answer = self.streams.get_records(cursors[shard], min(room, 1000))
+        except JsonRESTError as exc:
+            if exc.error_type != "TrimmedDataAccessException":
+                raise
             self.stats["records trimmed before they were read"] += 1
             cursors[shard] = self._iterator(shard, "TRIM_HORIZON")
             return True
