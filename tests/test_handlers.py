@@ -43,7 +43,8 @@ def test_event_payloads_drive_the_steps_in_workflow_order(lambda_module, context
 
     history = lambda_module("put_history").lambda_handler(load_event("functions/put_history.json"), context)
     assert history == {"entityId": "user#1001", "operation": "put", "outcome": "applied", "version": 1,
-                       "changeId": "example-put-1", "effectiveAt": 1767225600000, "history": "written"}
+                       "changeId": "example-put-1", "effectiveAt": 1767225600000, "superseded": [],
+                       "history": "written"}
 
     tombstone = lambda_module("delete_tombstone").lambda_handler(load_event("functions/delete_tombstone.json"), context)
     assert tombstone["outcome"] == "applied" and tombstone["version"] == 2
@@ -72,7 +73,8 @@ def test_fetch_handler_ends_a_stale_change_with_its_outcome(lambda_module, conte
     with pytest.raises(ChangeIsStale) as raised:
         lambda_module("fetch_latest").lambda_handler(event, context)
     assert json.loads(str(raised.value)) == {"entityId": "user#1001", "operation": "put", "outcome": "stale",
-                                             "version": 1, "changeId": "older", "effectiveAt": 1767225599999}
+                                             "version": 1, "changeId": "older", "effectiveAt": 1767225599999,
+                                             "superseded": []}
     # and the report step turns it back into the output, as the state machine passes it
     cause = {"errorMessage": str(raised.value), "errorType": "ChangeIsStale"}
     report = {"stale": cause, "execution": {"name": "e-1"}}

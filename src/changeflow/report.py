@@ -77,7 +77,8 @@ def _time(ms: Any) -> str:
 
 
 def patch_summary(record: dict[str, Any] | None) -> str:
-    """What a patch changed, in one line: ``set {"status":"approved"}; remove draftNote``."""
+    """What a patch changed, in one line: ``set {"status":"approved"}; remove draftNote``, and the fields a
+    newer change had written, which it did not apply: ``; superseded status`` (issue 34)."""
     if not record:
         return ""
     parts = []
@@ -85,6 +86,8 @@ def patch_summary(record: dict[str, Any] | None) -> str:
         parts.append("set " + wire.dumps(record["set"], compact=True))
     if record.get("remove"):
         parts.append("remove " + ", ".join(record["remove"]))
+    if record.get("superseded"):
+        parts.append("superseded " + ", ".join(record["superseded"]))
     return "; ".join(parts)
 
 
