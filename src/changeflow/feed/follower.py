@@ -58,41 +58,18 @@ class Follower:
     def take_item(self, item: dict[str, dict], origin: str) -> None:
         """A history item (DynamoDB JSON), from history or a stream record's new image."""
         entity, version = item[model.PK]["S"], _version(item)
-        if not self.wanted(entity):
-            return
-        head = self.heads.get(entity)
-        if head is None:
-            head = self._start(entity, version)
-            if head is not None:
-                self.heads[entity] = head
-        if head is not None and version <= head.version:
-            self.tally.duplicates += 1
-            return
-        following = head.version + 1 if head is not None else 1
-        if version > following:
-            self._fill(entity, following, version - 1)
-        self._take(entity, item, origin)
+        if self._due(entity, version):
+            self._take(entity, item, origin)
 
     def take_event(self, event: dict[str, Any], origin: str = "bus") -> None:
         """A ``VersionRecorded`` event as the pipe published it (the bus's ``detail``, a Kinesis record's data):
         checked through its ``chainForm``, taken once, in order; versions it skips are read from history."""
         entity, version = event["entityId"], int(event["version"])
-        if not self.wanted(entity):
+        if not self._due(entity, version):
             return
-        head = self.heads.get(entity)
-        if head is None:
-            head = self._start(entity, version)
-            if head is not None:
-                self.heads[entity] = head
-        if head is not None and version <= head.version:
-            self.tally.duplicates += 1
-            return
-        following = head.version + 1 if head is not None else 1
-        if version > following:
-            self._fill(entity, following, version - 1)
         before = self.heads.get(entity)
         form = event.get("chainForm")
-        new, notes = feed.check_next(entity, before, form, version, event.get("chainHash"))
+        head, notes = feed.check_next(entity, before, form, version, event.get("chainHash"))
         if before is not None and before.chain_hash and event.get("prevHash") not in (None, before.chain_hash):
             raise ChainBreak(entity, version, f"version {version}: does not follow version {version - 1} (its "
                                               "prevHash is not that version's hash: a version was removed, "
@@ -101,12 +78,25 @@ class Follower:
                 event.get("contentHash"):
             raise ChainBreak(entity, version, f"version {version}: its content is not the content the chain holds "
                                               "(contentHash differs)")
-        self.heads[entity] = new
-        self.tally.notes.extend(f"{entity}: {note}" for note in notes)
-        self._remember(entity, new.version, new.chain_hash)
-        self.tally.taken.setdefault(origin, 0)
-        self.tally.taken[origin] += 1
-        self.emit(event, origin)
+        self._accept(entity, head, notes, event, origin)
+
+    def _due(self, entity: str, version: int) -> bool:
+        """Whether ``version`` of ``entity`` is to be taken now: an entity followed, not a repeat. Versions before
+        it that have not arrived are read from history and taken first."""
+        if not self.wanted(entity):
+            return False
+        head = self.heads.get(entity)
+        if head is None:
+            head = self._start(entity, version)
+            if head is not None:
+                self.heads[entity] = head
+        if head is not None and version <= head.version:
+            self.tally.duplicates += 1
+            return False
+        following = head.version + 1 if head is not None else 1
+        if version > following:
+            self._fill(entity, following, version - 1)
+        return True
 
     def take_record(self, record: dict[str, Any]) -> None:
         """A record of the table's stream: history items written, rewritten or deleted (v0 is not the feed)."""
@@ -132,13 +122,18 @@ class Follower:
     def _take(self, entity: str, item: dict[str, dict], origin: str) -> None:
         before = self.heads.get(entity)
         head, notes = feed.check_next(entity, before, item)
+        event = feed.version_event(item, before.chain_hash if before is not None else chain.genesis(entity))
+        self._accept(entity, head, notes, event, origin)
+
+    def _accept(self, entity: str, head: Head, notes: list[str], event: dict[str, Any], origin: str) -> None:
+        """A version checked: the entity's new head, and the event emitted (unless recorded before ``since``:
+        checked, since it anchors what follows, but not asked for)."""
         self.heads[entity] = head
         self.tally.notes.extend(f"{entity}: {note}" for note in notes)
         self._remember(entity, head.version, head.chain_hash)
-        event = feed.version_event(item, before.chain_hash if before is not None else chain.genesis(entity))
-        if self.since is not None and (event["recordedAt"] or 0) < self.since:
-            return  # checked (it anchors what follows) but recorded before --since
-        self.tally.taken[origin] += 1
+        if self.since is not None and (event.get("recordedAt") or 0) < self.since:
+            return
+        self.tally.taken[origin] = self.tally.taken.get(origin, 0) + 1
         self.emit(event, origin)
 
     def _fill(self, entity: str, first: int, last: int) -> None:
