@@ -284,16 +284,6 @@ def check_next(entity_id: str, head: Head | None, form: dict[str, dict] | None, 
     return Head(version, chain_hash), notes
 
 
-def anchored_head(form: dict[str, dict], prev_hash: str | None) -> Head | None:
-    """Where a consumer starts past version 1 (``--from-version``, ``--since``, a retention window that
-    expired the oldest): the head just before ``form``, from the hash of the version before it
-    (``prev_hash``: read from history, or the item's own ``prevHash``). None for version 1."""
-    version = _number(form.get(model.VERSION))
-    if version == 1:
-        return None
-    return Head(version - 1, chain.stored_prev(form) or prev_hash)
-
-
 # --- what the enrichment reads ------------------------------------------------------------------------------
 BATCH_GET_KEYS = 100  # BatchGetItem: at most 100 keys a request
 
