@@ -20,7 +20,7 @@ import boto3
 from botocore.config import Config
 
 from ..common.project import project_root
-from . import botocore_loader, deploy, moto_patches
+from . import botocore_loader, buckets, deploy, moto_patches, schedules
 from .lambdas import Function, LambdaService
 from .moto_patches.dynamodbstreams.retention import StreamClock
 from .moto_patches.pipes import runner as pipe_runner
@@ -262,72 +262,10 @@ class EmbeddedStack:
                             or self.template.physical_name(logical_id))
 
     def _create_buckets(self) -> None:
-        """S3 buckets with their Object Lock (and its default retention), versioning, encryption, public
-        access block and ownership, and their bucket policies."""
-        s3 = self._client("s3")
-        for logical_id, spec in self.template.of_type("AWS::S3::Bucket").items():
-            props = self.template.resolve(spec.get("Properties", {}))
-            name = self.template.physical_name(logical_id)
-            s3.create_bucket(Bucket=name, ObjectLockEnabledForBucket=bool(props.get("ObjectLockEnabled")),
-                             **({} if self.region == "us-east-1" else
-                                {"CreateBucketConfiguration": {"LocationConstraint": self.region}}))
-            if props.get("VersioningConfiguration"):
-                s3.put_bucket_versioning(Bucket=name, VersioningConfiguration=props["VersioningConfiguration"])
-            lock = props.get("ObjectLockConfiguration")
-            if lock:
-                rule = lock.get("Rule", {}).get("DefaultRetention")
-                config = {"ObjectLockEnabled": lock.get("ObjectLockEnabled", "Enabled")}
-                if rule:
-                    retention = {"Mode": rule["Mode"], **{k: int(rule[k]) for k in ("Days", "Years") if k in rule}}
-                    config["Rule"] = {"DefaultRetention": retention}
-                s3.put_object_lock_configuration(Bucket=name, ObjectLockConfiguration=config)
-            if props.get("BucketEncryption"):
-                s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration={
-                    "Rules": [{"ApplyServerSideEncryptionByDefault": rule["ServerSideEncryptionByDefault"]}
-                              for rule in props["BucketEncryption"]["ServerSideEncryptionConfiguration"]]})
-            if props.get("PublicAccessBlockConfiguration"):
-                s3.put_public_access_block(Bucket=name,
-                                           PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"])
-            if props.get("LifecycleConfiguration"):
-                rules = [{"ID": r.get("Id", ""), "Status": r["Status"], "Filter": {"Prefix": r.get("Prefix", "")},
-                          **({"Transitions": [{"Days": t["TransitionInDays"], "StorageClass": t["StorageClass"]}
-                                              for t in r["Transitions"]]} if "Transitions" in r else {}),
-                          **({"AbortIncompleteMultipartUpload": r["AbortIncompleteMultipartUpload"]}
-                             if "AbortIncompleteMultipartUpload" in r else {})}
-                         for r in props["LifecycleConfiguration"]["Rules"]]
-                s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": rules})
-            if props.get("OwnershipControls"):
-                s3.put_bucket_ownership_controls(Bucket=name, OwnershipControls=props["OwnershipControls"])
-        for spec in self.template.of_type("AWS::S3::BucketPolicy").values():
-            props = self.template.resolve(spec["Properties"])
-            s3.put_bucket_policy(Bucket=props["Bucket"], Policy=json.dumps(props["PolicyDocument"]))
+        buckets.create(self.template, self._client("s3"))
 
     def _create_schedules(self) -> None:
-        """EventBridge Scheduler schedules: SAM ``ScheduleV2`` events of functions and state machines, and
-        ``AWS::Scheduler::Schedule`` resources (moto_patches.scheduler.runs runs them on the stack's time scale)."""
-        scheduler = self._client("scheduler")
-        schedules = []
-        for kind in ("AWS::Serverless::Function", "AWS::Serverless::StateMachine"):
-            for logical_id, spec in self.template.of_type(kind).items():
-                for event_id, event in spec.get("Properties", {}).get("Events", {}).items():
-                    if event["Type"] != "ScheduleV2":
-                        continue
-                    props = self.template.resolve(event["Properties"])
-                    target = {"Arn": self.template.arn(logical_id),
-                              "RoleArn": f"arn:aws:iam::{self.template.ref('AWS::AccountId')}:role/{logical_id}{event_id}Role"}
-                    for key in ("Input", "RetryPolicy", "DeadLetterConfig"):
-                        if key in props:
-                            target[key] = props[key]
-                    schedules.append((props.get("Name") or f"{self.template.stack_name}-{logical_id}{event_id}",
-                                      props, target))
-        for logical_id, spec in self.template.of_type("AWS::Scheduler::Schedule").items():
-            props = self.template.resolve(spec["Properties"])
-            schedules.append((props.get("Name") or self.template.physical_name(logical_id), props, props["Target"]))
-        for name, props, target in schedules:
-            optional = {key: props[key] for key in ("State", "StartDate", "EndDate", "ScheduleExpressionTimezone",
-                                                    "GroupName", "Description") if key in props}
-            scheduler.create_schedule(Name=name[:64], ScheduleExpression=props["ScheduleExpression"], Target=target,
-                                      FlexibleTimeWindow=props.get("FlexibleTimeWindow", {"Mode": "OFF"}), **optional)
+        schedules.create(self.template, self._client("scheduler"))
 
     def _register_functions(self) -> None:
         for logical_id in self.template.of_type("AWS::Serverless::Function"):
@@ -455,10 +393,8 @@ class EmbeddedStack:
         return wait_for_termination(execution_arn, timeout)
 
     def scheduled_functions(self) -> set[str]:
-        """The functions a schedule runs (their own ``ScheduleV2`` events): they run between changes, on the
-        stack's time scale, and no change invokes them."""
-        return {logical_id for logical_id, spec in self.template.of_type("AWS::Serverless::Function").items()
-                if any(e.get("Type") == "ScheduleV2" for e in spec.get("Properties", {}).get("Events", {}).values())}
+        """The functions a schedule runs: they run between changes, on the stack's time scale."""
+        return schedules.scheduled_functions(self.template)
 
     def function(self, logical_id: str) -> Function:
         return next(f for f in self.lambdas.functions.values() if f.logical_id == logical_id)
