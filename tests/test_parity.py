@@ -729,7 +729,12 @@ def test_a_pipe_retries_a_failing_batch_then_dead_letters_it_and_moves_on(stack,
         while injector.injected["failure before the write"] < 11 and time.monotonic() < deadline:
             time.sleep(0.05)
     queue = stack.outputs["FeedDeadLetterQueueUrl"]
-    [dead] = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0).get("Messages", [])
+    dead_letters = []  # the runner sends the batch after its last failure: wait for it (another invocation, the
+    deadline = time.monotonic() + 30  # scheduled digest's, may take the in-process Lambda service's turn first)
+    while not dead_letters and time.monotonic() < deadline:
+        dead_letters = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0).get("Messages", [])
+        time.sleep(0.02)
+    [dead] = dead_letters
     batch = json.loads(dead["Body"])
     assert batch["context"]["condition"] == "RetryAttemptsExhausted" and batch["DDBStreamBatchInfo"]["batchSize"] == 1
     from changeflow.local.moto_patches.pipes import runner
