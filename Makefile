@@ -115,11 +115,11 @@ test:
 	$(call locked,setup) $(MAKE) --no-print-directory setup
 	$(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
 
-# The inner loop (under a minute): the unit tests (validation, the hash chain, the handlers on plain moto,
+# The inner loop (under a minute): the unit tests (validation, the hash chain and the digests' tree, the handlers on plain moto,
 # the layout's rules, the documentation's tables, the second interpreter's comparison) in one process, in a random
 # order. Then the suite of what you changed, e.g. `.venv/bin/pytest tests/test_workflow.py`.
 QUICK_TESTS := tests/test_validation.py tests/test_chain.py tests/test_handlers.py tests/test_architecture.py \
-	tests/test_readme_tables.py tests/test_diffasl.py
+	tests/test_readme_tables.py tests/test_diffasl.py tests/test_digest_tree.py
 test-quick: $(STAMP)
 	$(BIN)/pytest --random-order -q $(QUICK_TESTS)
 
