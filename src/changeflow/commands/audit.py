@@ -287,7 +287,8 @@ def add_digest(command) -> None:
                      "Print a digest: per entity, its head version and that version's chain hash; with --all, a "
                      "Merkle root over every entity's head and the time it was taken. Keep it outside the account "
                      "(another account, an S3 bucket with Object Lock); `changeflow verify --since-digest FILE` "
-                     "later proves that nothing recorded before it has changed.",
+                     "later proves that nothing recorded before it has changed. The stack also takes its own, "
+                     "chained, every hour, into a compliance-locked bucket: `changeflow verify --digests S3URL`.",
                      exit_help("0  the digest was printed or written", "1  no such entity", EXIT_2, EXIT_3_REMOTE))
     add_remote_options(digest)
     which = digest.add_mutually_exclusive_group(required=True)
