@@ -124,7 +124,7 @@ def dumps(document: dict[str, Any]) -> bytes:
     return (json.dumps(document, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A value from a file, quoted short enough for one line (a number read by ``wire.loads`` as it was written)."""
     try:
         text = repr(getattr(value, "text", value))
@@ -136,7 +136,7 @@ def _shown(value: Any) -> str:
 def _count(document: dict, name: str, low: int) -> int:
     value = document.get(name)
     if type(value) is not int or value < low:
-        raise DigestInvalid(f"{name} is {_shown(value)}, not an integer of at least {low}")
+        raise DigestInvalid(f"{name} is {shown(value)}, not an integer of at least {low}")
     return value
 
 
@@ -145,24 +145,24 @@ def check_heads(heads: Any, where: str = "entities") -> list[dict[str, Any]]:
     a version of the history key's range, a SHA-256 in lowercase hex (or null: written before the chain),
     no entity twice. The one check of a digest's heads, of either format (``audit.digests.check_digest``)."""
     if not isinstance(heads, list):
-        raise DigestInvalid(f"{where} is {_shown(heads)}, not a list")
+        raise DigestInvalid(f"{where} is {shown(heads)}, not a list")
     seen: set[str] = set()
     for position, head in enumerate(heads):
         at = f"{where}[{position}]"
         if not isinstance(head, dict) or set(head) != {"entityId", "version", "chainHash"}:
-            raise DigestInvalid(f"{at} is {_shown(head)}, not {{entityId, version, chainHash}}")
+            raise DigestInvalid(f"{at} is {shown(head)}, not {{entityId, version, chainHash}}")
         try:
             entity_id = validation.check_entity_id(head["entityId"])
         except validation.ValidationError as exc:
-            raise DigestInvalid(f"{at}.entityId is {_shown(head['entityId'])}: {exc}") from None
+            raise DigestInvalid(f"{at}.entityId is {shown(head['entityId'])}: {exc}") from None
         version = head["version"]
         if type(version) is not int or not 1 <= version <= model.MAX_VERSION:
-            raise DigestInvalid(f"{at}.version is {_shown(version)}, not a version number (1 to {model.MAX_VERSION})")
+            raise DigestInvalid(f"{at}.version is {shown(version)}, not a version number (1 to {model.MAX_VERSION})")
         if head["chainHash"] is not None and not (isinstance(head["chainHash"], str)
                                                   and _HEX64.fullmatch(head["chainHash"])):
-            raise DigestInvalid(f"{at}.chainHash is {_shown(head['chainHash'])}, not a SHA-256 hash in hex")
+            raise DigestInvalid(f"{at}.chainHash is {shown(head['chainHash'])}, not a SHA-256 hash in hex")
         if entity_id in seen:
-            raise DigestInvalid(f"{at}.entityId {_shown(entity_id)} is in the digest twice")
+            raise DigestInvalid(f"{at}.entityId {shown(entity_id)} is in the digest twice")
         seen.add(entity_id)
     return heads
 
@@ -173,31 +173,31 @@ def check(document: Any) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise DigestInvalid("not a JSON object")
     if document.get("format") != FORMAT:
-        raise DigestInvalid(f"format is {_shown(document.get('format'))}, not {FORMAT!r}")
+        raise DigestInvalid(f"format is {shown(document.get('format'))}, not {FORMAT!r}")
     missing, extra = REQUIRED - set(document), set(document) - FIELDS
     if missing or extra:
         raise DigestInvalid(f"fields {sorted(missing)} missing" if missing else f"fields {sorted(extra)} unknown")
     _count(document, "sequence", 1)
     if document["kind"] not in (CHANGES, FULL):
-        raise DigestInvalid(f"kind is {_shown(document['kind'])}, not {CHANGES!r} or {FULL!r}")
+        raise DigestInvalid(f"kind is {shown(document['kind'])}, not {CHANGES!r} or {FULL!r}")
     if not (isinstance(document["takenAt"], str) and _TAKEN_AT.fullmatch(document["takenAt"])):
-        raise DigestInvalid(f"takenAt is {_shown(document['takenAt'])}, not a time such as 2026-11-25T21:00:03.412Z")
+        raise DigestInvalid(f"takenAt is {shown(document['takenAt'])}, not a time such as 2026-11-25T21:00:03.412Z")
     for name in ("table", "historyTable", "stateMachineArn"):
         if not (isinstance(document[name], str) and document[name] and document[name].isprintable()):
-            raise DigestInvalid(f"{name} is {_shown(document[name])}, not a name")
+            raise DigestInvalid(f"{name} is {shown(document[name])}, not a name")
     for name in ("previous", "root", "hash"):
         value = document[name]
         if not (isinstance(value, str) and _HEX64.fullmatch(value)) and not (name == "previous" and value is None):
-            raise DigestInvalid(f"{name} is {_shown(value)}, not a SHA-256 in lowercase hex")
+            raise DigestInvalid(f"{name} is {shown(value)}, not a SHA-256 in lowercase hex")
     if (document["previous"] is None) != (document["sequence"] == 1):
-        raise DigestInvalid(f"previous is {_shown(document['previous'])} at sequence {document['sequence']} "
+        raise DigestInvalid(f"previous is {shown(document['previous'])} at sequence {document['sequence']} "
                             "(null at sequence 1 only)")
     if document["changesSince"] is not None:
         _count(document, "changesSince", 0)
     _count(document, "changesUpTo", 0)
     _count(document, "count", 0)
     if "restart" in document and not (isinstance(document["restart"], str) and document["restart"].isprintable()):
-        raise DigestInvalid(f"restart is {_shown(document['restart'])}, not one line of text")
+        raise DigestInvalid(f"restart is {shown(document['restart'])}, not one line of text")
     check_heads(document["entities"])
     return document
 

@@ -14,6 +14,8 @@ from changeflow_core import chain, digestformat, model
 from ..client import Changeflow
 from .retention import retention_window, unexplained_absences
 
+_shown = digestformat.shown  # a value from a file, quoted short enough for one line
+
 
 def raw_history(client: Changeflow, entity_id: str) -> list[dict[str, dict]]:
     """Every history item of an entity in DynamoDB's wire format (numbers exactly as stored), oldest first."""
@@ -174,15 +176,6 @@ def parse_digest(document: Any) -> dict[str, Any]:
 def root_holds(parsed: dict[str, Any]) -> bool:
     """Whether a checked digest's root is the Merkle root of its heads (false: the file was altered)."""
     return chain.merkle_root(parsed["entities"]) == parsed["root"]
-
-
-def _shown(value: Any) -> str:
-    """A value from a file, quoted short enough for one line."""
-    try:
-        text = repr(getattr(value, "text", value))
-    except ValueError:  # an int past Python's 4,300-digit conversion limit
-        text = f"a number of {value.bit_length()} bits"
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def verify_since(client: Changeflow, taken: dict[str, Any], now_s: float | None = None) -> dict[str, list[str]]:
