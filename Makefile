@@ -115,11 +115,11 @@ test:
 	$(call locked,setup) $(MAKE) --no-print-directory setup
 	$(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
 
-# The inner loop (under a minute): the unit tests (validation, the hash chain, the handlers on plain moto,
+# The inner loop (under a minute): the unit tests (validation, the hash chain and the digests' tree, the handlers on plain moto,
 # the layout's rules, the documentation's tables, the second interpreter's comparison) in one process, in a random
 # order. Then the suite of what you changed, e.g. `.venv/bin/pytest tests/test_workflow.py`.
 QUICK_TESTS := tests/test_validation.py tests/test_chain.py tests/test_handlers.py tests/test_architecture.py \
-	tests/test_readme_tables.py tests/test_diffasl.py
+	tests/test_readme_tables.py tests/test_diffasl.py tests/test_digest_tree.py
 test-quick: $(STAMP)
 	$(BIN)/pytest --random-order -q $(QUICK_TESTS)
 
@@ -164,6 +164,7 @@ ifdef QUICK
 COST_FLAGS := --quick
 ARCHIVE_FLAGS := --changes 3
 ASOF_FLAGS := --sizes 10
+DIGESTS_FLAGS := --sizes 200 --compute 200,2000
 CAPACITY_FLAGS := --quick
 RELIABILITY_FLAGS := --quick
 EMBEDDED_VS_DIRECT_FLAGS := --entities 2
@@ -177,6 +178,7 @@ else
 COST_FLAGS :=
 ARCHIVE_FLAGS :=
 ASOF_FLAGS :=
+DIGESTS_FLAGS :=
 CAPACITY_FLAGS := --contention 10,50
 RELIABILITY_FLAGS := --examples 100
 endif
@@ -207,6 +209,7 @@ cost: $(STAMP)
 	$(BIN)/python benchmarks/cost.py --bill-of build/bench/cost.json
 	$(BIN)/python benchmarks/archive.py $(ARCHIVE_FLAGS)
 	$(BIN)/python benchmarks/asof.py $(ASOF_FLAGS)
+	$(BIN)/python benchmarks/digests.py $(DIGESTS_FLAGS)
 
 # Where changeflow stops on AWS (issue 25): every quota cited, the first wall for Standard and Express at
 # 10², 10³ and 10⁴ changes/s and for one hot entity, the simulation calibrated against make cost's contention

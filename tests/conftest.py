@@ -150,6 +150,7 @@ def tables():
                 KeySchema=props["KeySchema"],
                 AttributeDefinitions=props["AttributeDefinitions"],
                 BillingMode=props["BillingMode"],
+                **{k: props[k] for k in ("GlobalSecondaryIndexes",) if k in props},  # the changes index (issue 35)
             )
         yield client, template.physical_name("ChangeTable")
 

@@ -130,7 +130,8 @@ def _tables(template: Template) -> list[dict]:
     for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
         props = template.resolve(spec["Properties"])
         tables.append({"TableName": template.physical_name(logical_id), "KeySchema": props["KeySchema"],
-                       "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"]})
+                       "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"],
+                       **{k: props[k] for k in ("GlobalSecondaryIndexes",) if k in props}})
     return tables
 
 

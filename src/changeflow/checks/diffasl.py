@@ -140,7 +140,9 @@ class Run:
 
 
 def _invocations(stack) -> dict[str, int]:
-    return {f.logical_id: f.invocations for f in stack.lambdas.functions.values()}
+    """Each function's invocations, but a scheduled one's (the digest: it runs on its own, between changes)."""
+    return {f.logical_id: f.invocations for f in stack.lambdas.functions.values()
+            if f.logical_id not in stack.scheduled_functions()}
 
 
 def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
