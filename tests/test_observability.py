@@ -130,8 +130,7 @@ def _tables(template: Template) -> list[dict]:
     for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
         props = template.resolve(spec["Properties"])
         tables.append({"TableName": template.physical_name(logical_id), "KeySchema": props["KeySchema"],
-                       "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"],
-                       **{k: props[k] for k in ("GlobalSecondaryIndexes",) if k in props}})
+                       "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"]})
     return tables
 
 
@@ -605,7 +604,9 @@ def test_at_the_default_levels_a_change_logs_its_metrics_and_nothing_else(stack,
     # AND the metrics are all there: the change received and applied, each counted once, by operation
     assert counted(lines["FetchLatestFunction"], "ChangesReceived") == [("put", 1)]
     assert counted(lines["UpdateLatestFunction"], "ChangesApplied") == [("put", 1)]
-    assert set(lines) == {"FetchLatestFunction", "UpdateLatestFunction"}  # a first history put retried nothing
+    # (a first history put retried nothing; the change feed's function, which publishes the version after the
+    # workflow, sends its own EMF document: issue 36)
+    assert set(lines) - {"FeedEventsFunction"} == {"FetchLatestFunction", "UpdateLatestFunction"}
 
 
 def test_lambdas_own_lines_and_the_step_summaries_come_back_at_the_levels_that_send_them(make_stack):
