@@ -13,7 +13,9 @@
   version or an entity removed or added".
 - ``verify-proof`` refuses a proof altered in any bit.
 
-Before the edit, the same commands must pass (no false alarm): an audit that cries wolf is no audit."""
+"Naming it": a problem names a version the edit touched, or its neighbour (a version stripped of its chain
+is found where the next version no longer follows it). Before the edit, the same commands must pass (no
+false alarm): an audit that cries wolf is no audit."""
 
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def _accepted(world: World, edit: Edit, command: str, code: str, result: Result,
                         f"{result.crashed[-300:]}", edit.entity)
     elif result.status == 0:
         world.violation("audit", code, f"{command} exited 0 after the insider's {what}", edit.entity)
-    elif named is not None and edit.versions and not (named & set(edit.versions)):
+    elif named is not None and edit.versions and not (named & {n + d for n in edit.versions for d in (-1, 0, 1)}):
         world.violation("audit", "audit.edit-not-named", f"{command} refused the insider's {what} without "
                         f"naming a version it touched (it named {sorted(named)})", edit.entity)
 

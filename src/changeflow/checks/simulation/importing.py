@@ -25,22 +25,26 @@ from .plan import T0
 from .world import Result, World
 from .writes import policy
 
-QUIET = 0.15  # the importer's threads start executions on their own: a choice waits until none did for this long
+# All at once, the importer's threads start the executions on their own: a choice waits until none was
+# created for this long (one at a time, the oldest goes first and nothing needs to wait)
+QUIET = 1.0
 RESUMES = 3  # a run that left failed records is resumed, as its summary tells the user, at most this often
 
 
 def _source(world: World, op: dict[str, Any]) -> Path:
     path = world.workdir / f"{op['name']}.jsonl"
     lines = []
+    at = "" if op["fixed"] else f', "at": {T0}'  # every field a record needs but the odd one
     for entry in op["records"]:
         if "record" in entry:
             lines.append(json.dumps(entry["record"]).encode("utf-8"))
         elif "deep" in entry:
             depth = entry["deep"]
-            lines.append(('{"id": %s, "deep": ' % json.dumps(entry["id"]) + '{"n": ' * depth + "1" + "}" * depth
-                          + "}").encode("utf-8"))
-        elif "latin1" in entry:
-            lines.append(('{"id": %s, "name": "%s"}' % (json.dumps(entry["id"]), entry["latin1"])).encode("latin-1"))
+            lines.append(('{"id": %s%s, "deep": ' % (json.dumps(entry["id"]), at) + '{"n": ' * depth + "1"
+                          + "}" * depth + "}").encode("utf-8"))
+        elif "latin1" in entry:  # the same text, in Latin-1: not UTF-8
+            lines.append(('{"id": %s%s, "name": "%s"}' % (json.dumps(entry["id"]), at, entry["latin1"]))
+                         .encode("latin-1"))
     path.write_bytes(b"\n".join(lines) + b"\n")
     return path
 
@@ -53,11 +57,12 @@ def _args(world: World, op: dict[str, Any], source: Path, checkpoint: Path) -> l
 
 
 def _run(world: World, args: list[Any], kill_after: int | None = None) -> Result:
+    quiet = 0.0 if world.scheduler.policy.oldest_first else QUIET
     """The command, its executions scheduled; ``kill_after``: Ctrl-C once that many of them have ended
     (SIGINT to this, the main, thread, as a terminal sends it)."""
     main = threading.main_thread()
     if kill_after is None or threading.current_thread() is not main:
-        with world.scheduler.external(QUIET):
+        with world.scheduler.external(quiet):
             return world.cli(*args)
     ended, armed = [0], [True]
 
@@ -73,7 +78,7 @@ def _run(world: World, args: list[Any], kill_after: int | None = None) -> Result
     previous = signal.signal(signal.SIGINT, interrupted)
     world.scheduler.on_end.append(on_end)
     try:
-        with world.scheduler.external(QUIET):
+        with world.scheduler.external(quiet):
             result = world.cli(*args)
     finally:
         armed[0] = False
@@ -84,6 +89,9 @@ def _run(world: World, args: list[Any], kill_after: int | None = None) -> Result
 
 def run_import(world: World, op: dict[str, Any]) -> None:
     world.scheduler.policy = policy(op)
+    # one record at a time: each execution runs to its end before the next (which the importer starts only
+    # once it has seen the last one applied); all at once: the adversary interleaves them
+    world.scheduler.policy.oldest_first = op["concurrency"] == 1
     source = _source(world, op)
     checkpoint = world.workdir / f"{op['name']}.checkpoint"
     odd = {"deep": any("deep" in e for e in op["records"]), "latin1": any("latin1" in e for e in op["records"])}

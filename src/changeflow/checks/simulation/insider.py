@@ -122,7 +122,7 @@ def table_tactic(world: World, tactic: str, entity: str, rng: random.Random, ver
             return None
         at = min(at, len(items) - 2)
         one, two = items[at], items[at + 1]
-        keys = (model.PK, model.SK)
+        keys = (model.PK, model.SK, model.VERSION)  # each keeps its number: their contents trade places
         _put(world, {**{k: one[k] for k in keys}, **{k: x for k, x in two.items() if k not in keys}})
         _put(world, {**{k: two[k] for k in keys}, **{k: x for k, x in one.items() if k not in keys}})
         edit.versions = [numbers[at], numbers[at + 1]]

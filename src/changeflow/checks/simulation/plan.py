@@ -38,8 +38,8 @@ STEPS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "T
 # on the happy path, how many invocations of a change come before and including each step
 POSITION = {"FetchLatestFunction": 1, "UpdateLatestFunction": 2, "DeleteTombstoneFunction": 2,
             "PutHistoryFunction": 3, "TagTtlFunction": 4}
-FAULT_KINDS = ["lost", "lost", "timeout", "before", "service", "throttle", "throttle-out"]
-WORKLOADS = {"hot": 4, "faults": 3, "redact": 3, "import": 3, "adopt": 2, "insider": 3, "identity": 2}
+FAULT_KINDS = ["lost", "lost", "lost", "timeout", "timeout", "before", "service", "throttle", "throttle-out"]
+WORKLOADS = {"hot": 5, "faults": 3, "redact": 3, "import": 3, "adopt": 2, "insider": 3, "identity": 2}
 TABLE_TACTICS = ["rewrite", "relabel-principal", "relabel-actor", "relabel-change", "delete", "swap", "strip",
                  "forge-recomputed", "append-forged"]
 FILE_TACTICS = ["digest-head", "digest-drop", "export-item", "export-delete-line", "export-cut-to-head",
@@ -62,7 +62,7 @@ def changes(entity: str, requests: list[dict], **more) -> dict[str, Any]:
 # --- the workloads -----------------------------------------------------------------------------------------
 def hot(rng: random.Random, i: int) -> list[dict]:
     e = f"hot#{i}"
-    k = rng.randint(2, 8) if rng.random() < 0.4 else rng.randint(17, 24)
+    k = rng.randint(2, 8) if rng.random() < 0.35 else rng.randint(17, 24)
     mode = rng.choice(["puts", "patches", "patches", "mixed"])
     times = rng.choice(["shared", "victim-older", "distinct", "server"])
     base_at = None if times == "server" else T0
@@ -93,12 +93,14 @@ def hot(rng: random.Random, i: int) -> list[dict]:
                             "via": "api" if rng.random() < 0.15 else "stepfunctions"}
     if rng.random() < 0.75:
         victim = requests[0]
-        step = rng.choice(["UpdateLatestFunction"] * 3 + STEPS)
+        step = "UpdateLatestFunction" if rng.random() < 0.6 else rng.choice(STEPS)
         if victim["operation"] == "delete" and step == "UpdateLatestFunction":
             step = "DeleteTombstoneFunction"
         more["faults"] = [[victim["changeId"], step, rng.choice(FAULT_KINDS), 1, 0]]
-        if rng.random() < 0.6:
-            more["eager"] = [victim["changeId"]]
+        if rng.random() < 0.8:
+            more["eager"] = [victim["changeId"]]  # the victim goes first
+        if rng.random() < 0.7:
+            more["patient"] = [victim["changeId"]]  # and its back-off outlasts everyone
     ops.append(changes(e, requests, **more))
     return ops
 

@@ -45,17 +45,22 @@ class Outcome:
                 "violations": [v.to_json() for v in self.violations]}
 
 
-def run(seed: int, kept: list[int] | None = None, workdir: Path | None = None) -> Outcome:
-    """Run the seed's plan (only the operations ``kept``, by index, if given) on a fresh world."""
+def run(seed: int, kept: list[int] | None = None, plan: dict[str, Any] | None = None,
+        workdir: Path | None = None) -> Outcome:
+    """Run the seed's plan (only the operations ``kept``, by index, if given), or ``plan`` as given (a shrunk
+    one: its ``kept`` says which of the seed's operations it holds), on a fresh world."""
     began = time.monotonic()
-    planned = make_plan(seed)
+    planned = plan or make_plan(seed)
+    indices = planned.get("kept") or list(range(len(planned["ops"])))
+    if kept is not None:
+        indices = [i for i in indices if i in kept]
+    by_index = dict(zip(planned.get("kept") or range(len(planned["ops"])), planned["ops"]))
     operations = _operations()
-    outcome = Outcome(seed, kept)
+    outcome = Outcome(seed, kept if plan is None else planned.get("kept"))
     with tempfile.TemporaryDirectory(prefix=f"simulate-{seed}-") as scratch:
         with World(seed, planned["config"], Path(workdir or scratch)) as world:
-            for index, op in enumerate(planned["ops"]):
-                if kept is not None and index not in kept:
-                    continue
+            for index in indices:
+                op = by_index[index]
                 world.op = index
                 outcome.ops += 1
                 started = time.monotonic()

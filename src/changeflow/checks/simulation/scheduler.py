@@ -48,6 +48,11 @@ class Policy:
     hold_steps_mean: float = 2.0  # otherwise it is held for this many other steps on average (geometric)
     eager: frozenset = frozenset()  # executions that go first whenever they can (the victim of a fault)
     sticky: float = 0.0  # chance that the execution chosen last goes on again (fewer conflicts)
+    oldest_first: bool = False  # the execution created first goes first (one change at a time: an import's)
+    patient: frozenset = frozenset()  # executions whose every wait lasts until the others have ended
+
+    def holds(self, name: str) -> tuple[str, int]:
+        return ("others-end", 0) if name in self.patient else self.hold()
 
     def hold(self) -> tuple[str, int]:
         if self.rng.random() < self.hold_until_others_end:
@@ -87,6 +92,7 @@ class Scheduler:
         self.on_end: list[Callable[[str], None]] = []
         self._counter = 0
         self._last = ""
+        self._created_order: dict[str, int] = {}
         self._running_since: dict[str, float] = {}
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -149,6 +155,8 @@ class Scheduler:
             self.alive[name] = "running"
             self._running_since[name] = time.monotonic()
             self.last_created = time.monotonic()
+            self._counter += 1
+            self._created_order[name] = self._counter
             self.cond.notify_all()
 
     def _ended(self, name: str) -> None:
@@ -170,7 +178,7 @@ class Scheduler:
             self._counter += 1
             stop = Stop(bound, kind, order=self._counter)
             if kind == "wait":
-                stop.hold, stop.steps = self.policy.hold()
+                stop.hold, stop.steps = self.policy.holds(bound)
                 # every other execution alive, but those held until the others end already: the earlier
                 # hold is the longer one (else two such holds would wait for each other)
                 stop.others = frozenset(n for n in self.alive if n != bound and not (
@@ -256,6 +264,8 @@ class Scheduler:
         last = next((s for s in eligible if s.name == self._last), None)
         if eager:
             chosen = eager[0]
+        elif self.policy.oldest_first:
+            chosen = min(eligible, key=lambda s: self._created_order.get(s.name, 0))
         elif last is not None and len(eligible) > 1 and self.policy.rng.random() < self.policy.sticky:
             chosen = last
         else:

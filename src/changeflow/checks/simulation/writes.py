@@ -18,13 +18,17 @@ from .world import Run, World
 def policy(op: dict[str, Any]) -> Policy:
     """The scheduler's choices for ``op``: its own random stream (``seed``), how long a wait is held
     (``hold``: the chance it lasts until the others end), ``eager`` (requests whose executions go first
-    whenever they can: a fault's victim) and ``sticky`` (the chance the last execution goes on again)."""
+    whenever they can: a fault's victim), ``patient`` (requests whose every wait lasts until the others have
+    ended: the victim's back-off outlasting everyone) and ``sticky`` (the chance the last execution goes on
+    again)."""
     from ...client import names
 
-    eager = frozenset(names.execution_name(r) for r in op.get("requests", [])
-                      if r.get("changeId") in op.get("eager", ()))
+    def named(key: str) -> frozenset:
+        return frozenset(names.execution_name(r) for r in op.get("requests", []) if r.get("changeId") in op.get(key, ()))
+
     return Policy(random.Random(op["seed"]), hold_until_others_end=op.get("hold", 0.3),
-                  hold_steps_mean=op.get("holdSteps", 2.0), eager=eager, sticky=op.get("sticky", 0.0))
+                  hold_steps_mean=op.get("holdSteps", 2.0), eager=named("eager"), sticky=op.get("sticky", 0.0),
+                  patient=named("patient"))
 
 
 def start(world: World, request: dict[str, Any], via: str, redeliver: bool) -> Run | None:
