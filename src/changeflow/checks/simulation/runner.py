@@ -74,6 +74,12 @@ def run(seed: int, kept: list[int] | None = None, plan: dict[str, Any] | None = 
                 outcome.timings.append((index, op["kind"], round(time.monotonic() - started, 2)))
             for problem in world.scheduler.problems:
                 world.violation("simulation", "simulation.error", problem)
-            outcome.violations, outcome.trace, outcome.log = world.violations, world.scheduler.trace, world.log
+            seen: set[tuple] = set()  # a violation seen again by a later check is reported once
+            for violation in world.violations:
+                key = (violation.code, violation.entity, violation.text)
+                if key not in seen:
+                    seen.add(key)
+                    outcome.violations.append(violation)
+            outcome.trace, outcome.log = world.scheduler.trace, world.log
     outcome.seconds = time.monotonic() - began
     return outcome

@@ -111,8 +111,7 @@ class World:
     # --- the command line ----------------------------------------------------------------------------------
     def cli(self, *args: Any) -> Result:
         """``changeflow ARGS`` in this process, against this stack; its output captured on this thread."""
-        from ...cli import main
-
+        main = changeflow_command()
         router, sink = self.stack.lambdas.stdout, _Sink()
         err = io.StringIO()
         router.local.function = sink
@@ -166,6 +165,18 @@ class World:
 
     def executions_of(self, entity: str) -> list[Run]:
         return [r for r in self.runs if r.request.get("entityId") == entity]
+
+
+def changeflow_command():
+    """The ``changeflow`` command as a user's shell finds it: its console-script entry point (pyproject.toml),
+    run in this process for speed. The command line sits above the checks (docs/architecture.md), so it is
+    reached the way a user reaches it, never imported from below."""
+    from importlib.metadata import entry_points
+
+    found = entry_points(group="console_scripts", name="changeflow")
+    if not found:
+        raise RuntimeError("the changeflow command is not installed (pip install -e .)")
+    return next(iter(found)).load()
 
 
 def sign(method: str, url: str, body: bytes | None, headers: dict[str, str], key: str, secret: str,
