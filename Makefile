@@ -44,7 +44,7 @@ ASL_PYTHON ?= $(LAMBDA_PYTHON)
 ASL_PACKAGES := localstack-core==2026.3.0 rolo==0.8.9 JPype1==1.7.1 moto[server]==5.2.5
 ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 
-.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl
+.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl simulate simulate-long
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
 
@@ -183,6 +183,17 @@ capacity: $(STAMP)
 
 reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py --examples 100
+
+# The simulation of the whole system (issue 32, docs/guarantees.md): `make simulate SEED=N` replays seed N
+# exactly (OPS=3,7: only those of its operations; PLAN=FILE: a plan a shrink wrote; SHRINK=1: shrink each
+# kind of violation found and print the command that replays it; JSON=1: the report as JSON); SEEDS=A-B
+# runs a campaign. `make simulate-long HOURS=4 [SEED=first]` runs seeds until then, printing every failing
+# seed shrunk to a small reproduction (and appending it to build/simulate/long.jsonl).
+simulate: $(STAMP)
+	$(BIN)/python -m changeflow.checks.simulation $(if $(PLAN),--plan $(PLAN),$(if $(SEEDS),--seeds $(SEEDS),--seed $(or $(SEED),0)) $(if $(OPS),--ops $(OPS))) $(if $(SHRINK),--shrink) $(if $(JSON),--json)
+
+simulate-long: $(STAMP)
+	$(BIN)/python -m changeflow.checks.simulation --long --hours $(or $(HOURS),4) $(if $(SEED),--from $(SEED))
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) $(ASL_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis

@@ -73,9 +73,10 @@ def change_id_of(event: Any) -> str | None:
 @dataclass(frozen=True)
 class Planned:
     """``kind`` at ``step`` (a function's logical id, or ``*``: any step) for change ``change_id``: its
-    invocations ``skip+1`` to ``skip+times`` (of that step, or of all) suffer it. Kinds: before, lost, timeout, service (as ``around``), ``throttle`` (the
-    handler's next 4 DynamoDB requests are throttled: the SDK's own retries absorb them) and
-    ``throttle-out`` (its next 12: past DynamoDB's 10 SDK attempts, the Lambda fails)."""
+    invocations ``skip+1`` to ``skip+times`` (of that step, or of all) suffer it. Kinds: before, lost,
+    timeout, service (as ``around``), ``throttle`` (the handler's next 4 DynamoDB requests are throttled: the
+    SDK's own retries absorb them) and ``throttle-out`` (its next 12: past DynamoDB's 10 SDK attempts, the
+    Lambda fails)."""
 
     change_id: str
     step: str

@@ -10,7 +10,7 @@ from typing import Any
 from changeflow_core import model
 
 from .check_writes import check_outcomes, check_versions
-from .plan import T0, put
+from .plan import T0, cid, put
 from .world import Run, World
 
 
@@ -55,7 +55,8 @@ def run_legacy(world: World, op: dict[str, Any]) -> None:
     from .writes import run_changes
 
     entity = op["entity"]
-    requests = [put(entity, f"{entity.replace('#', '-')}-legacy{j}", T0 + j, n=j, ssn=f"{world.seed}-{j}") for j in range(op["versions"])]
+    requests = [put(entity, cid(entity, f"legacy{j}"), T0 + j, n=j, ssn=f"{world.seed}-{j}")
+                for j in range(op["versions"])]
     for request in requests:
         run_changes(world, {"seed": op["seed"], "entity": entity, "requests": [request]})
     for version in [None, *range(1, op["versions"] + 1)]:

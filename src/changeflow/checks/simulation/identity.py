@@ -25,7 +25,7 @@ import hashlib
 import json
 from typing import Any
 
-from .plan import T0
+from .plan import T0, cid
 from .world import World, sign
 
 ACCOUNT = "123456789012"
@@ -74,7 +74,7 @@ class Credentials:
 
 def _request(entity: str, kind: str, number: int, **attributes) -> dict[str, Any]:
     """A change of its own for each request, each newer than the one before (none is stale)."""
-    return {"entityId": entity, "operation": "put", "changeId": f"{entity.replace('#', '-')}-{kind}",
+    return {"entityId": entity, "operation": "put", "changeId": cid(entity, kind),
             "attributes": attributes or {"by": kind}, "effectiveAt": T0 + number}
 
 

@@ -107,7 +107,8 @@ def run_import(world: World, op: dict[str, Any]) -> None:
             checkpoint.write_bytes(kept)  # the user mends it and resumes
             continue
         path = world.workdir / f"{op['name']}-again.checkpoint" if kind == "again-without-checkpoint" else checkpoint
-        results.append((kind, _run(world, _args(world, op, source, path), step.get("after") if kind == "kill" else None)))
+        kill = step.get("after") if kind == "kill" else None
+        results.append((kind, _run(world, _args(world, op, source, path), kill)))
     for _ in range(RESUMES):  # what the last run left failed, resumed as its summary says
         summary = results[-1][1].json() if results else None
         if not (isinstance(summary, dict) and summary.get("failed")):

@@ -50,6 +50,11 @@ POLICY = ('[{"principals": ["arn:aws:iam::*:user/ops-*", "arn:aws:sts::*:assumed
           '"operations": ["put", "patch", "delete", "rollback", "redact", "adopt", "read"]}]')
 
 
+def cid(entity: str, suffix: str) -> str:
+    """A change id of ``entity``'s (the API's pattern has no ``#``)."""
+    return f"{entity.replace('#', '-')}-{suffix}"
+
+
 def put(entity: str, change: str, at: int | None, **attributes) -> dict[str, Any]:
     request = {"entityId": entity, "operation": "put", "changeId": change, "attributes": attributes}
     return request if at is None else {**request, "effectiveAt": at}
@@ -66,7 +71,7 @@ def hot(rng: random.Random, i: int) -> list[dict]:
     mode = rng.choice(["puts", "patches", "patches", "mixed"])
     times = rng.choice(["shared", "victim-older", "distinct", "server"])
     base_at = None if times == "server" else T0
-    ops = [changes(e, [put(e, f"{e.replace('#', '-')}-base", base_at, base=True)])]
+    ops = [changes(e, [put(e, cid(e, "base"), base_at, base=True)])]
 
     def at(j: int) -> int | None:
         return {"shared": T0 + 1, "victim-older": T0 + 1 + (j > 0), "distinct": T0 + 1 + rng.randrange(k),
@@ -74,16 +79,16 @@ def hot(rng: random.Random, i: int) -> list[dict]:
 
     requests = []
     for j in range(k):
-        cid = f"{e.replace('#', '-')}-w{j}"
+        change = cid(e, f"w{j}")
         kind = mode if mode != "mixed" else rng.choice(["puts", "patches", "patches", "delete", "rollback"])
         if kind == "puts":
-            request = put(e, cid, at(j), n=j)
+            request = put(e, change, at(j), n=j)
         elif kind == "patches":
-            request = {"entityId": e, "operation": "patch", "changeId": cid, "set": {f"f{j}": j}}
+            request = {"entityId": e, "operation": "patch", "changeId": change, "set": {f"f{j}": j}}
         elif kind == "delete":
-            request = {"entityId": e, "operation": "delete", "changeId": cid}
+            request = {"entityId": e, "operation": "delete", "changeId": change}
         else:
-            request = {"entityId": e, "operation": "rollback", "changeId": cid, "toVersion": 1}
+            request = {"entityId": e, "operation": "rollback", "changeId": change, "toVersion": 1}
         if kind != "puts" and at(j) is not None:
             request["effectiveAt"] = at(j)
         requests.append(request)
@@ -107,20 +112,20 @@ def hot(rng: random.Random, i: int) -> list[dict]:
 
 def faults(rng: random.Random, i: int) -> list[dict]:
     e = f"flt#{i}"
-    ops = [changes(e, [put(e, f"{e.replace('#', '-')}-base", T0, n=0)])]
+    ops = [changes(e, [put(e, cid(e, "base"), T0, n=0)])]
     for j in range(1, rng.randint(2, 4)):
-        cid = f"{e.replace('#', '-')}-c{j}"
-        request = put(e, cid, T0 + j, n=j) if rng.random() < 0.7 else {
-            "entityId": e, "operation": "patch", "changeId": cid, "set": {f"f{j}": j}, "effectiveAt": T0 + j}
+        change = cid(e, f"c{j}")
+        request = put(e, change, T0 + j, n=j) if rng.random() < 0.7 else {
+            "entityId": e, "operation": "patch", "changeId": change, "set": {f"f{j}": j}, "effectiveAt": T0 + j}
         step = rng.choice(STEPS + ["UpdateLatestFunction"])
-        plan = [[cid, step, rng.choice(["lost", "timeout", "before", "service", "throttle-out"]), 1, 0]]
+        plan = [[change, step, rng.choice(["lost", "timeout", "before", "service", "throttle-out"]), 1, 0]]
         if rng.random() < 0.7:  # a storm after it: every step of the change fails N times in a row
-            plan.append([cid, "*", rng.choice(["before", "service", "throttle-out"]), rng.choice([2, 6, 7]),
+            plan.append([change, "*", rng.choice(["before", "service", "throttle-out"]), rng.choice([2, 6, 7]),
                          POSITION[step]])
         ops.append(changes(e, [request], faults=plan))
         if rng.random() < 0.4:
             ops.append({"kind": "redrive", "entity": e})
-    ops.append(changes(e, [put(e, f"{e.replace('#', '-')}-after", T0 + 10, n=10)]))
+    ops.append(changes(e, [put(e, cid(e, "after"), T0 + 10, n=10)]))
     return ops
 
 
@@ -130,10 +135,11 @@ def redact(rng: random.Random, i: int) -> list[dict]:
     ops = []
     for j in range(count):
         if j and rng.random() < 0.25:
-            ops.append(changes(e, [{"entityId": e, "operation": "patch", "changeId": f"{e.replace('#', '-')}-c{j}",
+            ops.append(changes(e, [{"entityId": e, "operation": "patch", "changeId": cid(e, f"c{j}"),
                                     "set": {"ssn": f"{i}-{j}-{rng.randrange(10**6)}"}, "effectiveAt": T0 + j}]))
         else:
-            ops.append(changes(e, [put(e, f"{e.replace('#', '-')}-c{j}", T0 + j, name=f"n{j}", ssn=f"{i}-{j}-{rng.randrange(10**6)}")]))
+            ssn = f"{i}-{j}-{rng.randrange(10**6)}"
+            ops.append(changes(e, [put(e, cid(e, f"c{j}"), T0 + j, name=f"n{j}", ssn=ssn)]))
     versions = count
     for _ in range(rng.randint(1, 3)):
         target = rng.randint(1, versions) if rng.random() < 0.6 else versions  # often the newest
@@ -191,7 +197,7 @@ def adopt(rng: random.Random, i: int) -> list[dict]:
         ops.append({"kind": "ttl"})  # time passes: DynamoDB TTL deletes what has expired
     ops.append({"kind": "digest", "name": f"d{i}"})
     if rng.random() < 0.3:
-        ops.append(changes(e, [put(e, f"{e.replace('#', '-')}-later", T0 + 10, n=10)]))
+        ops.append(changes(e, [put(e, cid(e, "later"), T0 + 10, n=10)]))
     ops.append({"kind": "insider", "entity": e, "tactic": rng.choice(ADOPT_TACTICS), "digest": f"d{i}",
                 "version": rng.randint(1, legacy)})
     return ops
@@ -199,12 +205,13 @@ def adopt(rng: random.Random, i: int) -> list[dict]:
 
 def insider(rng: random.Random, i: int) -> list[dict]:
     e = f"doc#{i}"
-    ops = [changes(e, [put(e, f"{e.replace('#', '-')}-c{j}", T0 + j, n=j, who=f"w{j}")]) for j in range(rng.randint(2, 5))]
+    ops = [changes(e, [put(e, cid(e, f"c{j}"), T0 + j, n=j, who=f"w{j}")])
+           for j in range(rng.randint(2, 5))]
     if rng.random() < 0.3:
         ops.append({"kind": "ttl"})
     ops.append({"kind": "digest", "name": f"d{i}"})
     if rng.random() < 0.5:
-        ops.append(changes(e, [put(e, f"{e.replace('#', '-')}-after", T0 + 20, n=20)]))
+        ops.append(changes(e, [put(e, cid(e, "after"), T0 + 20, n=20)]))
     files = rng.random() < 0.5
     tactic = rng.choice(FILE_TACTICS if files else TABLE_TACTICS)
     if tactic.startswith("export") or rng.random() < 0.4:

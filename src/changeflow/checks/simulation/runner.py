@@ -19,7 +19,8 @@ def _operations() -> dict[str, Callable]:
 
     return {"changes": writes.run_changes, "redrive": writes.run_redrive, "legacy": chainops.run_legacy,
             "adopt": chainops.run_adopt, "redact": chainops.run_redact, "digest": chainops.run_digest,
-            "export": chainops.run_export, "ttl": chainops.run_ttl, "proof": chainops.run_proof, "reads": check_redaction.run_reads,
+            "export": chainops.run_export, "ttl": chainops.run_ttl, "proof": chainops.run_proof,
+            "reads": check_redaction.run_reads,
             "insider": check_audit.run_insider, "import": importing.run_import, "identity": identity.run_identity}
 
 

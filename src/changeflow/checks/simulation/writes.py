@@ -24,7 +24,8 @@ def policy(op: dict[str, Any]) -> Policy:
     from ...client import names
 
     def named(key: str) -> frozenset:
-        return frozenset(names.execution_name(r) for r in op.get("requests", []) if r.get("changeId") in op.get(key, ()))
+        chosen = op.get(key, ())
+        return frozenset(names.execution_name(r) for r in op.get("requests", []) if r.get("changeId") in chosen)
 
     return Policy(random.Random(op["seed"]), hold_until_others_end=op.get("hold", 0.3),
                   hold_steps_mean=op.get("holdSteps", 2.0), eager=named("eager"), sticky=op.get("sticky", 0.0),
