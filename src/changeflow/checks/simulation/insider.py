@@ -88,8 +88,18 @@ def _reseal(world: World, entity: str, items: list[dict[str, dict]], start: int)
         _put(world, {**latest, **{k: head[k] for k in (model.CHAIN_HASH, model.PREV_HASH) if k in head}}, latest=True)
 
 
+def _expired(item: dict[str, dict], now: float) -> bool:
+    """A version whose expiry has come: TTL may delete it at any moment and every read already hides it
+    (docs/audit.md, what may be absent), so editing it changes nothing anyone reads."""
+    expires = item.get(model.EXPIRES_AT, {}).get("N")
+    return expires is not None and int(expires) <= now
+
+
 def table_tactic(world: World, tactic: str, entity: str, rng: random.Random, version: int | None) -> Edit | None:
-    items = _history(world, entity)
+    import time
+
+    now = time.time()
+    items = [i for i in _history(world, entity) if not _expired(i, now)]  # the versions kept: the live ones
     if not items:
         return None
     numbers = [int(i[model.VERSION]["N"]) for i in items]

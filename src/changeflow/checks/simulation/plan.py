@@ -152,8 +152,8 @@ def redact(rng: random.Random, i: int) -> list[dict]:
 
 
 def import_(rng: random.Random, i: int) -> list[dict]:
-    entities = [f"imp#{i}-{c}" for c in "abc"[:rng.randint(1, 3)]]
-    per_entity_ids = rng.random() < 0.5
+    per_entity_ids = rng.random() < 0.5  # sequence numbers per entity: the same ids in every entity
+    entities = [f"imp#{i}-{c}" for c in "abc"[:rng.randint(2 if per_entity_ids else 1, 3)]]
     fixed = rng.random() < 0.7
     per: dict[str, list[dict]] = {}
     for e in entities:
@@ -174,7 +174,7 @@ def import_(rng: random.Random, i: int) -> list[dict]:
     if rng.random() < 0.35:
         records.insert(rng.randrange(len(records) + 1), {"latin1": "Café Müller", "id": f"imp#{i}-l"})
     runs: list[dict] = []
-    if rng.random() < 0.45:
+    if rng.random() < 0.55:
         runs += [{"run": "kill", "after": rng.randint(1, max(1, len(records) // 2))}, {"run": "resume"}]
     else:
         runs.append({"run": "first"})
