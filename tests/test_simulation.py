@@ -20,7 +20,7 @@ from changeflow.client import Execution
 OPEN_SEAMS = set(range(1, 16))
 OPEN_CODES = {"principals.iam-denied-recorded"}
 # Seeds that together run every workload, each in a few seconds (`make simulate SEED=N` replays one).
-SEEDS = [2, 11, 13]
+SEEDS = [105, 119, 155]
 LONG_SEEDS = range(0, 40)
 
 
@@ -37,8 +37,8 @@ def test_a_seed_finds_nothing_but_the_open_seams(seed):
 
 def test_a_seed_replays_exactly():
     """The same seed twice: the same schedule (every choice of which execution goes on next) and the same
-    violations, on a seed whose 20 writers contend for one entity."""
-    first, second = runner.run(13), runner.run(13)
+    violations, on a seed whose writers (25 and 3, one after a lost write) contend for one entity each."""
+    first, second = runner.run(161), runner.run(161)
     assert len(first.trace) > 50
     assert (first.fingerprint, [v.line() for v in first.violations]) == \
         (second.fingerprint, [v.line() for v in second.violations])

@@ -138,7 +138,7 @@ def check_principals(world: World, entity: str, expected: dict[str, tuple[str | 
         recorded = principal.describe(version.get("principal"))
         if arn is None:
             world.violation("principals", REFUSED.get(kind, "principals.unauthenticated"),
-                            f"a {kind} request was recorded as version {version['version']} with principal "
+                            f"the {kind} request was recorded as version {version['version']} with principal "
                             f"{recorded}: AWS would have refused it", entity)
         elif recorded != arn:
             world.violation("principals", "principals.unauthenticated", f"the {kind} request's version "
