@@ -20,8 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cost import LAMBDA_MEMORY_GB, PRICES  # noqa: E402 - the same list prices as the cost benchmark
+from changeflow.cost.prices import LAMBDA_MEMORY_GB, PRICES  # the same list prices as the cost model
 
 API_GATEWAY_REST_PER_REQUEST = 3.50 / 1e6  # us-east-1, first 333 million requests a month
 

@@ -18,11 +18,8 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from cost import units_of_call  # noqa: E402
+from changeflow.cost.units import units_of_call
 
 T0 = 1_767_225_600_000
 

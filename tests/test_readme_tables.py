@@ -1,26 +1,24 @@
-"""The documentation's measured tables come from the benchmarks' output (benchmarks/readme_tables.py): one
+"""The documentation's measured tables come from the benchmarks' output (``changeflow.cost.pages``, run by
+benchmarks/readme_tables.py): one
 page (the README or a page of docs/) has a marked block for each, and what the generator renders from a
 benchmark's JSON is a table with that page's columns, dated, that replaces only its own block."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 
 import pytest
 
+from changeflow.cost import pages as readme_tables
+from changeflow.cost.bill import LINES
 from conftest import ROOT
 
-spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "benchmarks" / "readme_tables.py")
-readme_tables = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(readme_tables)
-
-TEXTS = {page: page.read_text(encoding="utf-8") for page in readme_tables.pages()}
+TEXTS = {page: page.read_text(encoding="utf-8") for page in readme_tables.pages(ROOT)}
 WHERE = readme_tables.page_of_each_block(TEXTS)
 # every measured block, wherever it lives (the generator's tests below work on one text holding them all)
 README = "\n\n".join(TEXTS[page] for page in sorted(set(WHERE.values())))
-BLOCKS = {"cost-units", "cold-start", "embedded-vs-direct"}
+BLOCKS = {"cost-units", "cost-bill", "cold-start", "embedded-vs-direct"}
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
 HANDLERS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
             "TagTtlFunction", "ReadApiFunction", "SubmitChangeFunction"]  # every function of template.yaml
@@ -36,7 +34,11 @@ def cost_output() -> dict:
              for size, factor in ((1000, 1), (4000, 4), (100_000, 98))}
     for p in PATHS:
         sizes["1000"][p]["cost_per_million"] = {"standard": 202.26, "express": 3.36}
-    return {"prices": {}, "sizes": sizes,
+    lines = {line: 0.5 for line in LINES}
+    row = {"standard": {**lines, "total": 104.1}, "express": {**lines, "total": 5.31}, "floor": 2.63,
+           "express_over_floor": 2.02, "standard_floor": 100.0}
+    bill = {entry: {str(size): row for size in (1000, 4000, 100_000)} for entry in ("direct", "api", "events")}
+    return {"prices": {}, "sizes": sizes, "bill": bill,
             "cold_start": {"bare_boto3_dynamodb_client": 0.259,
                            "handlers": {h: {"seconds": 0.266, "ratio": 1.03} for h in HANDLERS}},
             "package_bytes": {**{h: 1946 for h in HANDLERS}, "CoreLayer": 5_065_908}}
@@ -57,7 +59,7 @@ def test_the_pages_have_a_marked_block_for_every_measured_table_and_each_holds_o
         assert len(rows) > 2, name
 
 
-@pytest.mark.parametrize("output, names", [(cost_output, {"cost-units", "cold-start"}),
+@pytest.mark.parametrize("output, names", [(cost_output, {"cost-units", "cost-bill", "cold-start"}),
                                            (bench_output, {"embedded-vs-direct"})])
 def test_the_generator_renders_dated_tables_with_the_readmes_columns(tmp_path, output, names):
     # GIVEN a benchmark's JSON output, written on a known day
@@ -84,7 +86,8 @@ def test_units_only_output_renders_the_units_table_alone_named_by_its_command(tm
     result.write_text(json.dumps(output))
     os.utime(result, (1_795_305_600, 1_795_305_600))
     blocks = readme_tables.blocks_of(result)
-    assert set(blocks) == {"cost-units"}
+    assert set(blocks) == {"cost-units", "cost-bill"}
+    assert blocks["cost-bill"].startswith("Measured on 2026-11-22 (`benchmarks/cost.py --units-only --json`)")
     assert blocks["cost-units"].startswith("Measured on 2026-11-22 (`benchmarks/cost.py --units-only --json`)")
 
 
@@ -141,14 +144,14 @@ def test_the_generator_writes_each_block_into_the_page_that_holds_it_and_nowhere
     result.write_text(json.dumps({**bench_output(), "measured_on": "2026-11-23"}))
     before = {page: page.read_text() for page in (costs, other)}
     # WHEN the bench block is regenerated over the three pages
-    assert readme_tables.main([str(result), "--page", str(costs), "--page", str(bench), "--page", str(other)]) == 0
+    assert readme_tables.main([str(result), "--page", str(costs), "--page", str(bench), "--page", str(other)], root=ROOT) == 0
     # THEN only the page holding it changed, and it holds the new, dated table
     assert {page: page.read_text() for page in (costs, other)} == before
     assert readme_tables.blocks_in(bench.read_text())["embedded-vs-direct"].startswith("Measured on 2026-11-23")
     # AND a block on two pages is refused by name
     other.write_text(bench.read_text())
     with pytest.raises(ValueError, match="embedded-vs-direct is in both"):
-        readme_tables.main([str(result), "--page", str(bench), "--page", str(other)])
+        readme_tables.main([str(result), "--page", str(bench), "--page", str(other)], root=ROOT)
 
 
 def test_a_table_with_a_missing_cell_does_not_parse():

@@ -11,7 +11,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import observe, steps
+from changeflow_core import names, observe, steps
 from changeflow_core.decisions import ChangeIsStale, WriteConflict
 from changeflow_core.errors import VersionConflict
 
@@ -31,6 +31,7 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     change = event["change"]
     logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
 
@@ -45,5 +46,5 @@ def lambda_handler(event, context):
         raise
 
     observe.record_outcome(tracer, metrics, change, result, hashed=HASH_ENTITY_IDS)
-    logger.info("tombstone write", extra=result)
+    logger.debug("tombstone write", extra=result)
     return result

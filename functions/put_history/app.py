@@ -14,7 +14,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import observe, steps
+from changeflow_core import names, observe, steps
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
@@ -32,6 +32,7 @@ dynamodb = boto3.client("dynamodb")
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     change, written = event["change"], event["written"]
     logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
     observe.annotate(tracer, change["entityId"], written["version"], written["outcome"], hashed=HASH_ENTITY_IDS)
@@ -41,5 +42,5 @@ def lambda_handler(event, context):
     if result["history"] == "repaired":
         observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
 
-    logger.info("history put", extra={"version": written["version"], "history": result["history"]})
+    logger.debug("history put", extra={"version": written["version"], "history": result["history"]})
     return result

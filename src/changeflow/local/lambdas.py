@@ -3,7 +3,9 @@ the template gives it, invoked the way the Lambda service invokes it (JSON in, J
 exception becomes ``FunctionError: Unhandled`` with ``errorType`` = the exception's class name).
 
 What a handler prints (Powertools' JSON logs and EMF metrics), the warnings it raises and the traceback
-of an unhandled error go to the function's log, like CloudWatch Logs, not to the terminal. Faults can be injected around the handler from the outside.
+of an unhandled error go to the function's log, like CloudWatch Logs, not to the terminal, with the lines
+Lambda itself writes for each invocation, as the function's ``LoggingConfig`` filters them
+(``logging_controls``). Faults can be injected around the handler from the outside.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import traceback
 import uuid
 import warnings
@@ -29,6 +32,8 @@ from botocore.awsrequest import AWSResponse
 from botocore.client import BaseClient
 from botocore.response import StreamingBody
 from moto.core.botocore_stubber import MockRawResponse
+
+from .logging_controls import LoggingControls
 
 
 class LambdaServiceError(Exception):
@@ -90,6 +95,19 @@ class Function:
     # the layers' code: packages found here are this function's own, even where the process imported
     # others of the same name (another release's layer)
     layer_dirs: tuple[Path, ...] = ()
+    runtime: str = ""  # the template's Runtime (the in-process service runs every handler on this Python)
+    # LoggingConfig: which lines reach the log group (CloudWatch Logs' place: ``logs``)
+    controls: LoggingControls = field(default_factory=LoggingControls)
+    loggers: list = field(default_factory=list)  # the handler module's Powertools Loggers
+
+    def log(self, line: str, level: str | None = None) -> None:
+        """An application line, kept if Lambda's log-level filtering sends it (``level``: the runtime's)."""
+        if self.controls.sends(line, level):
+            self.logs.append(line)
+
+    def log_invocation(self, request_id: str, seconds: float) -> None:
+        """Lambda's own lines for one invocation (START, END, REPORT or their JSON records), as filtered."""
+        self.logs.extend(self.controls.platform_lines(request_id, seconds * 1000, self.memory_mb))
 
     @property
     def qualified_arn(self) -> str:
@@ -118,7 +136,7 @@ class _ThreadLocalStdout(io.TextIOBase):
             return self.current.write(text)
         for line in text.splitlines():
             if line.strip():
-                function.logs.append(line)
+                function.log(line)
         return len(text)
 
     def flush(self) -> None:
@@ -164,14 +182,14 @@ def _routed_showwarning(message, category, filename, lineno, file=None, line=Non
     function = getattr(_STDOUT.local, "function", None)
     if function is None or file is not None:
         return _show_warning(message, category, filename, lineno, file, line)
-    function.logs.append(warnings.formatwarning(message, category, filename, lineno, line).rstrip("\n"))
+    function.log(warnings.formatwarning(message, category, filename, lineno, line).rstrip("\n"))
 
 
 def _log_unhandled(function: "Function", exc: BaseException, frames: list[str]) -> None:
     """What the Lambda Python runtime logs for an unhandled error: one log event with the error and its
     traceback (the execution history's ``cause`` keeps the error message for people)."""
-    function.logs.append(f"[ERROR] {getattr(exc, 'error_type', type(exc).__name__)}: {exc}\n"
-                         "Traceback (most recent call last):\n" + "".join(frames).rstrip("\n"))
+    function.log(f"[ERROR] {getattr(exc, 'error_type', type(exc).__name__)}: {exc}\n"
+                 "Traceback (most recent call last):\n" + "".join(frames).rstrip("\n"), level="ERROR")
 
 
 def _handler_frames(exc: BaseException) -> list[str]:
@@ -278,6 +296,7 @@ class LambdaService:
             # a Powertools Logger (known by what it offers: a test may have re-imported Powertools): its
             # process-wide stdlib logger may hold a handler bound to a stdout that predates this stack
             if hasattr(type(value), "registered_handler") and isinstance(getattr(value, "service", None), str):
+                function.loggers.append(value)
                 for handler in logging.getLogger(value.service).handlers:
                     if isinstance(handler, logging.StreamHandler):
                         _rebind(handler)
@@ -293,6 +312,11 @@ class LambdaService:
             _route_stdout()
             function.invocations += 1
             self.stdout.local.function = function
+            started = time.perf_counter()
+            # each function's own process on Lambda: its logger at its own level (in this one process, every
+            # stack's Powertools Logger of a service is one stdlib logger, configured by the first)
+            for logger in function.loggers:
+                logger.setLevel(function.controls.python_level(function.environment.get("POWERTOOLS_LOG_LEVEL")))
             try:
                 run = lambda: function.entry_point()(event, context)  # noqa: E731
                 result = self.fault_hook(function, event, run) if self.fault_hook else run()
@@ -310,6 +334,7 @@ class LambdaService:
                 }, True
             finally:
                 self.stdout.local.function = None
+                function.log_invocation(context.aws_request_id, time.perf_counter() - started)
 
     # botocore ``before-call.lambda.Invoke``: answering here skips serialising, signing and HTTP.
     def before_call(self, model, params, **kwargs):

@@ -1,7 +1,9 @@
 """EventBridge to Step Functions: a rule's ``states`` target starts an execution with the target's
 ``Input``/``InputPath``/``InputTransformer`` (stock moto 5.2.5 raises NotImplementedError on such a
 target), and an event that cannot start one goes to the target's ``DeadLetterConfig`` queue with the
-``RULE_ARN``, ``TARGET_ARN``, ``ERROR_CODE`` and ``ERROR_MESSAGE`` attributes, as EventBridge does.
+``RULE_ARN``, ``TARGET_ARN``, ``ERROR_CODE`` and ``ERROR_MESSAGE`` attributes, as EventBridge does: the
+message body is the event as EventBridge shapes it (``time`` in ISO 8601, not moto's Unix time; without
+moto's own ``ingestion-time``).
 https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-transform-target-input.html
 https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html"""
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..originals import ORIGINALS
+from .input_transformer import event_without_detail
 
 
 def patch_eventbridge_to_stepfunctions() -> None:
@@ -63,7 +66,8 @@ def patch_eventbridge_to_stepfunctions() -> None:
                 sqs = boto3.client("sqs", region_name=queue.region)
                 sqs.send_message(
                     QueueUrl=sqs.get_queue_url(QueueName=queue.resource_id)["QueueUrl"],
-                    MessageBody=json.dumps(original_event, default=str),
+                    MessageBody=json.dumps({**event_without_detail(original_event),
+                                            "detail": original_event.get("detail")}, default=str),
                     MessageAttributes={
                         "RULE_ARN": {"DataType": "String", "StringValue": self.arn},
                         "TARGET_ARN": {"DataType": "String", "StringValue": target["Arn"]},

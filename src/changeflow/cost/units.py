@@ -1,0 +1,79 @@
+"""What a change consumes, counted as AWS counts it: DynamoDB's read and write units from the items the
+requests carried (its own rounding; moto's reported capacity is not DynamoDB's), the state transitions
+Standard bills, the Lambda invocations, and the seconds spent in Wait states, from an execution history."""
+
+from __future__ import annotations
+
+import json
+import math
+
+CHAIN = ("prevHash", "chainHash")  # the hash chain's attributes (changeflow_core.chain)
+FORMAT_1_BYTES = len("prevHash") + 64 + len("chainHash") + 64  # the chain as format 1 stored it: hex strings
+
+
+def item_size(item: dict, chain: bool | str = True) -> int:
+    """DynamoDB's size of an item; ``chain=False``: as if it carried no hash chain (its cost, shown apart);
+    ``chain="format 1"``: as if it carried the chain as format 1 stored it (145 bytes, the figure before)."""
+    from changeflow_core.codec import item_size as size
+
+    if chain is True:
+        return size(item)
+    bare = size({k: v for k, v in item.items() if k not in CHAIN})
+    return bare + (FORMAT_1_BYTES if chain == "format 1" and any(k in item for k in CHAIN) else 0)
+
+
+def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
+                  chain: bool | str = True) -> tuple[float, float]:
+    """(read units, write units) of one request, DynamoDB's rounding: reads per 4 KB (strongly
+    consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item."""
+    item_size_ = lambda item: item_size(item, chain)  # noqa: E731
+
+    if operation in ("GetItem", "Query"):
+        found = [response["Item"]] if response.get("Item") else response.get("Items", [])
+        size = sum(item_size_(i) for i in found)
+        units = max(1, math.ceil(size / 4096))
+        return (units if params.get("ConsistentRead") else units / 2), 0.0
+    key = (params["TableName"], json.dumps(params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")},
+                                           sort_keys=True))
+    old = old_sizes.get(key, 0)
+    if operation == "PutItem":
+        new = item_size_(params["Item"])
+    elif operation == "UpdateItem":  # SET of one numeric attribute (the TTL tag)
+        new = old + len("expiresAt") + 6
+    else:
+        raise ValueError(operation)
+    return 0.0, float(max(1, math.ceil(max(old, new) / 1024)))
+
+
+def table_sizes(client, table: str, chain: bool | str = True) -> dict:
+    sizes, start = {}, None
+    while True:
+        page = client.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
+        for item in page["Items"]:
+            sizes[(table, json.dumps({"pk": item["pk"], "sk": item["sk"]}, sort_keys=True))] = item_size(item, chain)
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return sizes
+
+
+def lambda_invocations(events: list[dict]) -> int:
+    return sum(1 for ev in events if ev["type"] in ("TaskScheduled", "LambdaFunctionScheduled"))
+
+
+def billed_transitions(events: list[dict]) -> int:
+    """State transitions as Standard workflows bill them: every state entered, and every retry of a Task
+    (AWS pricing: "including retries"). A retry schedules the Task again without entering it again."""
+    entered = sum(1 for ev in events if ev["type"].endswith("StateEntered"))
+    tasks_entered = sum(1 for ev in events if ev["type"] == "TaskStateEntered")
+    return entered + lambda_invocations(events) - tasks_entered
+
+
+def wait_seconds(events: list[dict]) -> float:
+    """Seconds the execution spent in Wait states (the back-off): each WaitStateEntered's ``waitSeconds``
+    (the ASL waits ``SecondsPath: $.waitSeconds``). Express bills them as duration."""
+    total = 0.0
+    for ev in events:
+        if ev["type"] == "WaitStateEntered":
+            state_input = json.loads(ev["stateEnteredEventDetails"].get("input") or "{}")
+            total += float(state_input.get("waitSeconds", 0) or 0)
+    return total
