@@ -6,8 +6,10 @@ signed ``POST /changes`` of a change of its own, and the sim knows what AWS woul
 - ``role-session``: a session of the role ``writer`` (``sts assume-role``): recorded with the session's ARN.
 - ``inactive-key``: the key was made ``Inactive`` (``iam update-access-key``): AWS refuses it (403).
 - ``expired-session``: the session's expiration has passed: AWS refuses it (403).
-- ``path-lookalike``: the user ``mallory`` whose IAM path is ``/ops-team/``: AWS authenticates her, but the
-  policy's ``user/ops-*`` names users called ``ops-…``; mallory is not one: refused (403).
+- ``path-user``: the user ``alice`` under the IAM path ``/ops/``: the policy's ``user/ops/*`` admits her.
+- ``path-lookalike``: the user ``mallory`` whose IAM path is ``/ops-team/``: ``user/ops-*`` admits her, as
+  IAM's ``ArnLike`` would (docs/identity.md: ``*`` crosses ``/``, a user's ARN holds its path).
+- ``name-lookalike``: the user ``opsadmin`` at the path ``/``: no pattern admits ``user/opsadmin``: refused.
 - ``body-swap``: a user signs a change with ``X-Amz-Content-SHA256`` set to its body's hash; the request is
   replayed with another body under the same headers: SigV4 covers the body (API Gateway hashes the body it
   received), so AWS refuses it.
@@ -17,12 +19,18 @@ signed ``POST /changes`` of a change of its own, and the sim knows what AWS woul
   The embedded stack does not evaluate IAM (docs/parity.md): issue 33's, not one of issue 32's fifteen.
 
 **No principal recorded that AWS would not have authenticated (or the policy not admitted)**: a change of a
-refused request must have no version. A change of an accepted one must record its signer's ARN."""
+refused request must have no version. A change of an accepted one must record its signer's ARN. What the
+stack's ``AuthorizationPolicy`` admits is read from its documentation: its ARN patterns matched as IAM's
+``ArnLike`` matches (each of the six colon-separated components on its own, ``*`` any run of characters,
+``?`` one), the one authority the page cites. (Before issue 32's fix the page offered ``user/ops-*`` as the
+ops users, and this check held the stack to that: seam 14, a user whose path is ``/ops-team/`` admitted.
+The fix documented IAM's meaning instead, which admits her.)"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from .plan import T0, cid
@@ -31,9 +39,11 @@ from .world import World, sign
 ACCOUNT = "123456789012"
 REFUSED = {  # kind -> the violation code if it gets a version anyway
     "inactive-key": "principals.inactive-or-expired", "expired-session": "principals.inactive-or-expired",
-    "path-lookalike": "principals.path-admitted", "body-swap": "principals.body-swapped",
-    "unsigned-payload": "principals.body-swapped", "policy-tightened": "principals.iam-denied-recorded",
+    "body-swap": "principals.body-swapped", "unsigned-payload": "principals.body-swapped",
+    "policy-tightened": "principals.iam-denied-recorded",
 }
+USERS = {"path-user": ("alice", "/ops/"), "path-lookalike": ("mallory", "/ops-team/"),
+         "name-lookalike": ("opsadmin", "/")}
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {
     "AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "sts:AssumeRole"}]})
 DENY = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Action": "execute-api:Invoke",
@@ -72,6 +82,28 @@ class Credentials:
         return (creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"]), got["AssumedRoleUser"]["Arn"]
 
 
+def _component(pattern: str, text: str) -> bool:
+    return re.fullmatch("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), text,
+                        re.DOTALL) is not None
+
+
+def arn_like(pattern: str, arn: str) -> bool:
+    """IAM's ArnLike: the six colon-separated components matched one by one, case-sensitive, ``*`` any run
+    of characters (``/`` included), ``?`` one (https://docs.aws.amazon.com/IAM/latest/UserGuide/
+    reference_policies_elements_condition_operators.html#Conditions_ARN)."""
+    patterns, parts = pattern.split(":", 5), arn.split(":", 5)
+    return len(patterns) == len(parts) == 6 and all(_component(p, a) for p, a in zip(patterns, parts))
+
+
+def admitted(policy: str | None, arn: str) -> bool:
+    """Whether the stack's policy (none: everyone authenticated) admits ``arn`` to put any entity."""
+    if not policy:
+        return True
+    return any("put" in rule["operations"] and any(arn_like(pattern, arn) for pattern in rule["principals"]
+                                                   if pattern.startswith("arn:"))
+               for rule in json.loads(policy))
+
+
 def _request(entity: str, kind: str, number: int, **attributes) -> dict[str, Any]:
     """A change of its own for each request, each newer than the one before (none is stale)."""
     return {"entityId": entity, "operation": "put", "changeId": cid(entity, kind),
@@ -98,8 +130,9 @@ def run_identity(world: World, op: dict[str, Any]) -> None:
                                        Status="Inactive")
         elif kind == "expired-session":
             credentials, _ = made.session(expired=True)
-        elif kind == "path-lookalike":
-            credentials, _ = made.user(f"mallory-{world.op}", path="/ops-team/")
+        elif kind in USERS:
+            name, path = USERS[kind]
+            credentials, arn = made.user(f"{name}-{world.op}", path=path)
         elif kind == "policy-tightened":
             credentials, _ = made.user(f"ops-{world.op}-{number}")
             made.iam.put_user_policy(UserName=f"ops-{world.op}-{number}", PolicyName="deny", PolicyDocument=DENY)
@@ -112,10 +145,9 @@ def run_identity(world: World, op: dict[str, Any]) -> None:
             if kind == "body-swap":  # the victim's signed change, replayed with another body
                 request = _request(entity, "swapped", number, pay="mallory", amount=1_000_000)
                 body = json.dumps(request).encode("utf-8")
-        if arn is None and kind != "user" and kind != "role-session":
-            expected[request["changeId"]] = (None, kind)
-        else:
-            expected[request["changeId"]] = (arn, kind)
+        if arn is not None and not admitted(world.config.get("AuthorizationPolicy"), arn):
+            arn = None  # authenticated, but the policy does not admit it
+        expected[request["changeId"]] = (arn, kind)
         status, answer = world.http("POST", "/changes", body, headers, credentials=credentials if headers is None
                                     else None)
         world.log.append(f"op {world.op}: {kind}: POST /changes answered {status} {str(answer)[:200]}")
@@ -128,8 +160,6 @@ def run_identity(world: World, op: dict[str, Any]) -> None:
 def check_principals(world: World, entity: str, expected: dict[str, tuple[str | None, str]]) -> None:
     from changeflow_core import principal
 
-    if "AuthorizationPolicy" not in world.config:
-        expected = {c: e for c, e in expected.items() if e[1] != "path-lookalike"}  # no policy: nothing to admit
     for version in world.cf.entity(entity)["versions"]:
         want = expected.get(version.get("changeId"))
         if want is None:
@@ -137,7 +167,8 @@ def check_principals(world: World, entity: str, expected: dict[str, tuple[str | 
         arn, kind = want
         recorded = principal.describe(version.get("principal"))
         if arn is None:
-            world.violation("principals", REFUSED.get(kind, "principals.unauthenticated"),
+            code = REFUSED.get(kind, "principals.path-admitted" if kind in USERS else "principals.unauthenticated")
+            world.violation("principals", code,
                             f"the {kind} request was recorded as version {version['version']} with principal "
                             f"{recorded}: AWS would have refused it", entity)
         elif recorded != arn:

@@ -57,11 +57,14 @@ class Result:
 
 
 class _Sink:
-    """Where the command's printing goes: the stack's stdout router sends a thread's writes to the
-    ``logs`` of the "function" set for that thread (as it does for a handler)."""
+    """Where the command's printing goes: the stack's stdout router sends a thread's writes to the "function"
+    set for that thread, line by line (``log``), as it does for a handler's."""
 
     def __init__(self) -> None:
         self.logs: deque = deque()
+
+    def log(self, line: str, level: str | None = None) -> None:
+        self.logs.append(line)
 
 
 class World:
