@@ -27,7 +27,7 @@ from .writes import policy
 
 # All at once, the importer's threads start the executions on their own: a choice waits until none was
 # created for this long (one at a time, the oldest goes first and nothing needs to wait)
-QUIET = 1.0
+QUIET = 0.3
 RESUMES = 3  # a run that left failed records is resumed, as its summary tells the user, at most this often
 
 
