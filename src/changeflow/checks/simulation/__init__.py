@@ -33,8 +33,8 @@ spaced 3 ms apart, so their order (all the ratchet looks at) is the seed's.
 chain hashes that cover them; none decides an outcome but through its order. An import's threads are the
 importer's, not the scheduler's: one record at a time, the oldest execution goes first and the importer
 starts the next only once it has seen the last applied, so the schedule holds; all at once, a choice waits
-until no execution was created for 0.3 s, which holds unless the machine stalls the importer's pool that
-long; and a Ctrl-C lands when the seed says (after the n-th execution ended) but what the importer had
-started by then is its polling's (every 50 ms to 1 s). A seed whose schedule differed prints another
-fingerprint: compare them.
+until no execution was created for 0.3 s, which holds for a burst of starts; but starts that follow as
+records settle (an importer that orders each entity's records) come when the importer's polling (every
+50 ms to 1 s) sees the last applied, and what it had started when a Ctrl-C lands is its polling's too. A
+seed whose schedule differed prints another fingerprint: compare them.
 """
