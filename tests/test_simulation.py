@@ -45,6 +45,22 @@ def test_a_seed_replays_exactly():
         (second.fingerprint, [v.line() for v in second.violations])
 
 
+def test_make_simulate_and_simulate_long_run_through_make(tmp_path):
+    """The targets' recipes, run as a user runs them (tests/make_targets.py: a copy of the project): one
+    seed's operations replayed with its report as JSON, and the long mode for one seed."""
+    import json
+
+    from make_targets import make, project_copy
+
+    copy = project_copy(tmp_path)
+    shown = make(copy, "simulate", extra=["SEED=180", "OPS=0,1", "JSON=1"]).stdout
+    report = json.loads(shown[shown.index("\n{") + 1:])  # after the recipe's line that make echoes
+    assert [(s["seed"], s["ops"], s["operations"]) for s in report["seeds"]] == [(180, [0, 1], 2)]
+    assert report["seams"] == {} and set(report["promises"]) >= {"outcomes", "versions", "principals"}
+    long = make(copy, "simulate-long", extra=["HOURS=0.0001", "SEED=180"]).stdout
+    assert "seed 180:" in long and "simulate --long: seeds up to 180, 0 failing" in long
+
+
 # --- each checker catches what it must -------------------------------------------------------------------
 class Table:
     """A client whose entity reads answer a fixed state (what the checkers read through ``cf.entity``)."""
