@@ -39,6 +39,7 @@ from ..local.moto_patches.stepfunctions.termination import wait_for_termination
 
 THROTTLE_CODES = ("ProvisionedThroughputExceededException", "ThrottlingException")
 THROTTLED_REQUESTS = {"throttle": 4, "throttle-out": 12}  # a planned throttle: absorbed by the SDK, or not
+BEFORE_THE_HANDLER = ("service", "before")  # in this order, as a Lambda invocation meets them
 AFTER_THE_HANDLER = ("lost", "timeout")
 
 
@@ -100,6 +101,16 @@ class Injector:
         with self._lock:
             self.injected[kind] += 1
 
+    def inject(self, function: Function, kind: str) -> None:
+        """Count fault ``kind`` and raise it: instead of the handler (service, before) or after it (lost,
+        timeout)."""
+        self.count(FAULT_NAMES[kind])
+        if kind == "service":
+            raise LambdaServiceError()
+        if kind in ("before", "lost"):
+            raise InjectedFault(f"{function.logical_id} failed {'before' if kind == 'before' else 'after'} its write")
+        raise LambdaTimeout(f"Task timed out after {function.timeout_s}.00 seconds")
+
     @contextlib.contextmanager
     def around(self, lambdas: LambdaService, rules: list[tuple[str, str, int]]) -> Iterator[None]:
         """``rules``: (function logical id, fault kind, times). Kinds: before, lost, timeout, service."""
@@ -115,19 +126,13 @@ class Injector:
             return False
 
         def hook(function: Function, event: Any, invoke: Callable[[], Any]) -> Any:
-            if take(function, "service"):
-                self.count("lambda service exception")
-                raise LambdaServiceError()
-            if take(function, "before"):
-                self.count("failure before the write")
-                raise InjectedFault(f"{function.logical_id} failed before its write")
+            for kind in BEFORE_THE_HANDLER:
+                if take(function, kind):
+                    self.inject(function, kind)
             result = invoke()
-            if take(function, "lost"):
-                self.count("lost response after the write")
-                raise InjectedFault(f"{function.logical_id} failed after its write")
-            if take(function, "timeout"):
-                self.count("timeout after the write")
-                raise LambdaTimeout(f"Task timed out after {function.timeout_s}.00 seconds")
+            for kind in AFTER_THE_HANDLER:
+                if take(function, kind):
+                    self.inject(function, kind)
             return result
 
         with fault_hook(lambdas, hook):
@@ -185,22 +190,16 @@ class Injector:
         def hook(function: Function, event: Any, invoke: Callable[[], Any]) -> Any:
             change = change_id_of(event)
             faults = due(change, function, after=False)
-            if "service" in faults:
-                self.count("lambda service exception")
-                raise LambdaServiceError()
-            if "before" in faults:
-                self.count("failure before the write")
-                raise InjectedFault(f"{function.logical_id} failed before its write")
+            for kind in BEFORE_THE_HANDLER:
+                if kind in faults:
+                    self.inject(function, kind)
             throttles = max((THROTTLED_REQUESTS.get(k, 0) for k in faults), default=0)
             with self.throttle(function, None, throttles) if throttles else contextlib.nullcontext():
                 result = invoke()
             faults = due(change, function, after=True)
-            if "lost" in faults:
-                self.count("lost response after the write")
-                raise InjectedFault(f"{function.logical_id} failed after its write")
-            if "timeout" in faults:
-                self.count("timeout after the write")
-                raise LambdaTimeout(f"Task timed out after {function.timeout_s}.00 seconds")
+            for kind in AFTER_THE_HANDLER:
+                if kind in faults:
+                    self.inject(function, kind)
             return result
 
         with fault_hook(lambdas, hook):
