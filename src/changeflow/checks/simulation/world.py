@@ -2,9 +2,10 @@
 HTTP on 127.0.0.1), the scheduler and the fault injector installed on it, a working directory for the
 files (digests, exports, proofs, import sources and checkpoints), and what the run has recorded so far.
 
-The surfaces the checkers read are public ones: the client (``Changeflow``), the CLI (``cli.main`` with
-the commands pointed at this stack through ``client.targets``, the one seam the tests use), ``serve``'s
-REST API over HTTP (signed with SigV4), and the files the commands write."""
+The surfaces the checkers read are public ones: the client (``Changeflow``), the ``changeflow`` command (its
+console-script entry point, run in this process, its commands pointed at this stack through
+``client.targets``, the one seam the tests use), ``serve``'s REST API over HTTP (signed with SigV4), and the
+files the commands write."""
 
 from __future__ import annotations
 
