@@ -142,7 +142,8 @@ def default_checkpoint(source: str) -> Path:
     return Path(Path(source.replace("://", "-")).name + ".checkpoint")
 
 
-def entry_point(client, via: str, timeout: float) -> tuple[Callable[[dict], Any], Callable[[str, dict], Any]]:
+def entry_point(client, via: str, timeout: float, describe_after: float = 20.0,
+                ) -> tuple[Callable[[dict], Any], Callable[[str, dict], Any]]:
     """``(start, wait)`` for the entry point ``via``.
 
     Whatever the entry point, a change the entity already has is ``duplicate`` without starting (or
@@ -151,7 +152,8 @@ def entry_point(client, via: str, timeout: float) -> tuple[Callable[[dict], Any]
     DescribeExecution per record, whose quota would bound the import far below the start rate), its execution
     described only when the data has not answered in time. A change whose execution name is taken (an
     earlier run's, closed) is delivered again as a new execution, which the workflow answers ``duplicate``;
-    one still running with the same input is the same execution (StartExecution is idempotent for it)."""
+    one still running with the same input is the same execution (StartExecution is idempotent for it);
+    ``describe_after``: how long the data is read before the execution is described."""
     applied = outcomes.Applied(client)
 
     def noted(execution: Any, request: dict) -> Any:  # what this run applies joins what its history holds
@@ -165,7 +167,7 @@ def entry_point(client, via: str, timeout: float) -> tuple[Callable[[dict], Any]
         def start(request):
             return outcomes.already_done(client, request, applied) or client.start(request, redeliver=True)[1]
 
-        return start, (lambda arn, request: noted(outcomes.settle(client, request, arn, timeout), request))
+        return start, (lambda arn, request: noted(outcomes.settle(client, request, arn, timeout, describe_after), request))
     submit = {"api": client.submit_via_api, "events": client.submit_via_events}[via]
 
     def submitted(request):
