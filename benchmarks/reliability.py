@@ -54,6 +54,7 @@ def main() -> int:
         cf = Changeflow.for_embedded(stack)
         faults = r.faults(stack, cf, times=(1,) if args.quick else (1, 2, 3))
         faults.add(r.history_outage(stack, cf))
+        faults.add(r.tag_outage(stack, cf))
         tallies.append(faults)
     configurations = ({"HistoryRetentionVersions": "3", "HistoryRetentionDays": "30"}, {"SeparateHistoryTable": "true"},
                       {"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"},

@@ -22,6 +22,7 @@ CHANGES_FETCHED_AGAIN = "ChangesFetchedAgain"  # reads after a back-off (a confl
 HISTORY_PUT_RETRIES = "HistoryPutRetries"  # $$.State.RetryCount of each history put attempt
 HISTORY_REPAIRED = "HistoryRepaired"
 VERSIONS_EXPIRED = "VersionsTaggedForExpiry"
+EXPIRY_TAGS_MISSED = "ExpiryTagsMissed"  # tags the history step could not make (steps.expiry_tags)
 
 
 def annotate(tracer, entity_id: str, version: int | None = None, outcome: str | None = None,
