@@ -45,6 +45,14 @@ def count(metrics, name: str, operation: str, value: int = 1) -> None:
     metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
+def count_expiry(metrics, operation: str, expiry: dict[str, Any]) -> bool:
+    """The history step's expiry tags (``steps.expiry_tags``): versions tagged, and tags missed; True if one
+    was missed (the change stands: the next change, verify and repair see to it)."""
+    count(metrics, VERSIONS_EXPIRED, operation, value=len(expiry["tagged"]))
+    count(metrics, EXPIRY_TAGS_MISSED, operation, value=len(expiry.get("missed", ())))
+    return bool(expiry.get("missed"))
+
+
 def record_outcome(tracer, metrics, change: dict[str, Any], result: dict[str, Any], hashed: bool = False) -> None:
     annotate(tracer, change["entityId"], result["version"], result["outcome"], hashed)
     count(metrics, METRIC_OF_OUTCOME[result["outcome"]], change["operation"])

@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any, Callable
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import authorization, carried, chainwork, clocks, items, lostwrites, model, principal, store, wire
@@ -255,9 +256,11 @@ def retention_tags(version: int, keep_versions: int, keep_days: int, now_s: int)
 # A tag that fails is caught by these names only (a DynamoDB error, a timeout or a lost connection of the
 # tagging client), never a bug of the code around it: botocore's two roots of what a request can raise.
 TAG_ERRORS = (ClientError, BotoCoreError)
-# The time two tags may take with the tagging client (2 tries of up to 1 s to connect and 1 s to answer,
-# and the back-off between them), kept free of the step's timeout: a tag that cannot finish inside it is
-# reported missed, never left to time the step out (its Retry would run the history put again).
+# The history step's client for the tags, bounded: 2 tries of up to 1 s to connect and 1 s to answer, and
+# a back-off of up to 1 s between them (standard retry mode), so a tag that fails is caught inside the step's
+# time and never times the step out (whose Retry would run the history put again).
+TAGGING_CLIENT = Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=1, read_timeout=1)
+# What one tag may take with it (5 s), and a margin: with less time left a tag is reported missed, not tried.
 TAG_BUDGET_MS = 6_000
 
 
