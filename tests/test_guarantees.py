@@ -149,7 +149,9 @@ def test_expiry_tags_that_keep_failing_never_fail_the_change_and_are_healed_or_r
     from changeflow.client import Changeflow
 
     stack = make_stack(HistoryRetentionVersions="2", HistoryRetentionDays="30")
-    tally = reliability.tag_outage(stack, Changeflow.for_embedded(stack))
+    from changeflow.checks import outages
+
+    tally = outages.tag_outage(stack, Changeflow.for_embedded(stack))
     no_violations(tally)
     assert tally.faults["DynamoDB ProvisionedThroughputExceededException"] == 6  # two tries of each of 3 tags
 
