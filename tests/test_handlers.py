@@ -16,7 +16,9 @@ def test_every_function_has_an_event_payload_and_every_payload_a_function():
     payloads = {p.stem for p in (EVENTS / "functions").glob("*.json")}
     assert payloads == set(FUNCTION_DIRS)
     for path in (EVENTS / "functions").glob("*.json"):
-        assert isinstance(json.loads(path.read_text()), dict)  # sam local invoke passes it as the event
+        # sam local invoke passes it as the event: an object, or for the feed's enrichment the array of stream
+        # records a pipe sends (a batch, even of one)
+        assert isinstance(json.loads(path.read_text()), list if path.stem == "feed_events" else dict), path.name
 
 
 def test_handlers_are_thin():
@@ -214,3 +216,17 @@ def test_a_tag_error_that_is_not_a_request_failure_is_a_bug_and_fails_the_step(l
     monkeypatch.setattr("changeflow_core.store.tag_expiry", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         module.lambda_handler(events[1], context)
+
+def test_the_feed_enrichment_turns_its_payload_into_a_version_recorded_event(lambda_module, context):
+    # GIVEN the payload a pipe sends (a batch of one stream record: version 1 of user#1001, written to history)
+    from changeflow_core import chain
+
+    # WHEN the enrichment handler gets it THEN one event, whose chain form recomputes its chain hash from the
+    # entity's genesis value (version 1: nothing to read), and no content (FeedContent defaults to none)
+    [event] = lambda_module("feed_events").lambda_handler(load_event("functions/feed_events.json"), context)
+    assert (event["entityId"], event["version"], event["operation"], event["actor"]) == (
+        "user#1001", 1, "put", "admin@example.com")
+    assert event["prevHash"] == chain.genesis("user#1001")
+    assert chain.link(event["prevHash"], event["chainForm"]) == event["chainHash"]
+    assert "content" not in event and "Ada" not in json.dumps(event)
+

@@ -23,6 +23,7 @@ HISTORY_PUT_RETRIES = "HistoryPutRetries"  # $$.State.RetryCount of each history
 HISTORY_REPAIRED = "HistoryRepaired"
 VERSIONS_EXPIRED = "VersionsTaggedForExpiry"
 EXPIRY_TAGS_MISSED = "ExpiryTagsMissed"  # tags the history step could not make (steps.expiry_tags)
+VERSIONS_PUBLISHED = "VersionsPublished"  # the feed's enrichment (issue 36): events handed to the pipe's target
 
 
 def annotate(tracer, entity_id: str, version: int | None = None, outcome: str | None = None,

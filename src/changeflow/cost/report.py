@@ -29,6 +29,7 @@ from pathlib import Path
 
 from changeflow.common.project import project_root
 
+from . import feed
 from .bill import LINES, bill, cost_per_million, floor, storage_per_month
 from .contention import TODAY_ENDS, contention, contention_elsewhere, main_root, print_contention, variant_root
 from .fieldclocks import field_clock_share
@@ -237,6 +238,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> None:
         return
     report["cold_start"] = cold_starts(args.rounds, root)
     report["init_billed"] = init_billed(report["cold_start"])
+    report["feed"] = feed.measure_all(root, quick=args.quick)  # issue 36: the change feed per million versions
     if not args.no_build:
         report["package_bytes"] = package_sizes(root)
     if args.json:
@@ -245,6 +247,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> None:
         return
     print(units_report(report))
     print(bill_report(report))
+    print("\n" + feed.report(report["feed"]))
     cold = report["cold_start"]
     print(f"\nCold start (median of {args.rounds}, fresh interpreter): bare boto3 + DynamoDB client "
           f"{cold['bare_boto3_dynamodb_client'] * 1000:.0f} ms")

@@ -20,9 +20,12 @@ import boto3
 from botocore.config import Config
 
 from ..common.project import project_root
-from . import botocore_loader, deploy, moto_patches
+from . import botocore_loader, buckets, deploy, moto_patches, schedules
 from .lambdas import Function, LambdaService
+from .moto_patches.dynamodbstreams.retention import StreamClock
+from .moto_patches.pipes import runner as pipe_runner
 from .logging_controls import LoggingControls
+from .moto_patches.scheduler.runs import Runs
 from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
 from .runtime import LAMBDA_RUNTIMES
@@ -97,6 +100,7 @@ class EmbeddedStack:
         self._mock.start()
         forget_terminations()
         Holds.clear()  # a window a campaign left open on a stack that is gone (names repeat across stacks)
+        StreamClock.reset()  # each stack's streams start at the real time
         try:
             if self.lambda_runtime == "emulator":
                 self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
@@ -104,8 +108,12 @@ class EmbeddedStack:
             self._create_queues_and_buses()
             self._create_log_groups()
             self._register_functions()
+            self._create_buckets()
             self._create_state_machines()
             self._create_event_rules()
+            self._create_data_streams()
+            self._create_pipes()
+            self._create_schedules()
             self.outputs = self.template.outputs()
             self._publish_outputs()
         except BaseException:
@@ -114,9 +122,11 @@ class EmbeddedStack:
         return self
 
     def stop(self) -> None:
+        Runs.stop_all()  # no scheduled invocation outlives the mock it runs against
         if self.lambdas is not None and self.lambdas.runtime is not None:
             self.lambdas.runtime.stop()
             self.lambdas.runtime = None
+        pipe_runner.stop_all()  # before the mock stops: a pipe's thread must never call beyond it
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -155,16 +165,20 @@ class EmbeddedStack:
             }
             if kwargs["BillingMode"] == "PROVISIONED":
                 kwargs["ProvisionedThroughput"] = props["ProvisionedThroughput"]
-            for optional in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "StreamSpecification"):
+            for optional in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
                 if optional in props:
                     kwargs[optional] = props[optional]
+            if "StreamSpecification" in props:  # CloudFormation names the view type; the API enables the stream too
+                kwargs["StreamSpecification"] = {"StreamEnabled": True, **props["StreamSpecification"]}
             if "SSESpecification" in props:
                 sse = props["SSESpecification"]
                 kwargs["SSESpecification"] = {"Enabled": bool(sse.get("SSEEnabled")),
                                               **{k: sse[k] for k in ("SSEType", "KMSMasterKeyId") if k in sse}}
             if "DeletionProtectionEnabled" in props:
                 kwargs["DeletionProtectionEnabled"] = str(props["DeletionProtectionEnabled"]).lower() == "true"
-            dynamodb.create_table(**kwargs)
+            created = dynamodb.create_table(**kwargs)["TableDescription"]
+            if created.get("LatestStreamArn"):
+                self.template.attributes[f"{logical_id}.StreamArn"] = created["LatestStreamArn"]
             ttl = props.get("TimeToLiveSpecification")
             if ttl and str(ttl.get("Enabled")).lower() == "true":
                 dynamodb.update_time_to_live(
@@ -211,6 +225,47 @@ class EmbeddedStack:
         for name, bus, pattern, targets in rules:
             events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern), State="ENABLED")
             events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
+
+    def _create_data_streams(self) -> None:
+        """The template's Kinesis streams (the feed's target with ``FeedTarget=kinesis``)."""
+        for logical_id, spec in self.template.of_type("AWS::Kinesis::Stream").items():
+            props = self.template.resolve(spec.get("Properties", {}))
+            kwargs = {"StreamName": self.template.physical_name(logical_id)}
+            if "StreamModeDetails" in props:
+                kwargs["StreamModeDetails"] = props["StreamModeDetails"]
+            if props.get("StreamModeDetails", {}).get("StreamMode") != "ON_DEMAND":
+                kwargs["ShardCount"] = int(props.get("ShardCount", 1))
+            self._client("kinesis").create_stream(**kwargs)
+
+    def _create_pipes(self) -> None:
+        """The template's EventBridge pipes, as CreatePipe takes them; moto_patches.pipes runs them (reads each
+        source, filters, batches, enriches and delivers, as Pipes does)."""
+        pipes = self._client("pipes")
+        for logical_id, spec in self.template.of_type("AWS::Pipes::Pipe").items():
+            props = self.template.resolve(spec["Properties"])
+            kwargs = {"Name": props.get("Name") or self.template.physical_name(logical_id), "RoleArn": props["RoleArn"],
+                      "Source": props["Source"], "Target": props["Target"],
+                      "DesiredState": props.get("DesiredState", "RUNNING")}
+            for optional in ("Description", "SourceParameters", "Enrichment", "EnrichmentParameters",
+                             "TargetParameters"):
+                if optional in props:
+                    kwargs[optional] = props[optional]
+            pipes.create_pipe(**kwargs)
+
+    def stop_pipes(self) -> None:
+        """StopPipe on the template's pipes: for a measurement of the workflow alone. On AWS the feed's pipe and
+        its enrichment run beside the workflow; here they would share this process and its invoke lock with it
+        (``changeflow.cost.feed`` measures and prices the feed on its own)."""
+        pipes = self._client("pipes")
+        for logical_id, spec in self.template.of_type("AWS::Pipes::Pipe").items():
+            pipes.stop_pipe(Name=self.template.resolve(spec["Properties"]).get("Name")
+                            or self.template.physical_name(logical_id))
+
+    def _create_buckets(self) -> None:
+        buckets.create(self.template, self._client("s3"))
+
+    def _create_schedules(self) -> None:
+        schedules.create(self.template, self._client("scheduler"))
 
     def _register_functions(self) -> None:
         for logical_id in self.template.of_type("AWS::Serverless::Function"):
@@ -336,6 +391,19 @@ class EmbeddedStack:
     def wait_for_termination(execution_arn: str, timeout: float) -> bool:
         """Block until the execution (started on this stack) has ended; ``False`` on timeout."""
         return wait_for_termination(execution_arn, timeout)
+
+    def workflow_functions(self) -> set[str]:
+        """The functions the state machines invoke (their ARNs in ``DefinitionSubstitutions``), by logical id:
+        a schedule (the digest) and a pipe's enrichment (the feed) run others beside the workflow."""
+        named = " ".join(str(value) for spec in self.template.of_type("AWS::Serverless::StateMachine").values()
+                         for value in self.template.resolve(spec["Properties"]).get("DefinitionSubstitutions",
+                                                                                      {}).values())
+        return {f.logical_id for f in self.lambdas.functions.values()
+                if re.search(re.escape(f.arn) + r"(?![\w-])", named)}
+
+    def scheduled_functions(self) -> set[str]:
+        """The functions a schedule runs: they run between changes, on the stack's time scale."""
+        return schedules.scheduled_functions(self.template)
 
     def function(self, logical_id: str) -> Function:
         return next(f for f in self.lambdas.functions.values() if f.logical_id == logical_id)
