@@ -47,8 +47,8 @@ from .sources import Bad, Record
 # Step Functions' default token buckets (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html,
 # "Quotas related to API action throttling" and "... state throttling"): StartExecution refills 300 a second in
 # us-east-1, us-west-2 and eu-west-1 (150 elsewhere), StateTransition 1,500 (500 elsewhere). An applied change is
-# 4 state transitions (docs/workflow.md), so 300 starts a second fit both buckets there; elsewhere 125 do
-# (--rate 125). The start rate then adapts to throttling (AdaptiveRate).
+# 3 state transitions (docs/workflow.md), so 300 starts a second fit both buckets there; elsewhere 150 do
+# (--rate 150). The start rate then adapts to throttling (AdaptiveRate).
 DEFAULT_RATE = 300.0
 OUTCOMES = ("applied", "duplicate", "stale", "rejected", "failed", "unknown")
 UNKNOWN = "OutcomeUnknown"  # the workflow's named error for an outcome it cannot know (docs/workflow.md)
