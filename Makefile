@@ -104,9 +104,9 @@ run: $(STAMP)
 	$(BIN)/changeflow demo
 
 # Every test file in its own process, so that each passes alone (a file that needs another file's fixtures,
-# imports or leftovers fails here), the tests of each in a random order; beside them the workflow and patch
-# suites again with every handler in the Lambda runtime (make test-emulator runs the guarantees suite that
-# way too: longer) and the second interpreter's opinion on the ASL (make diff-asl). TEST_JOBS at a time, the
+# imports or leftovers fails here), the tests of each in a random order; beside them the workflow suite
+# again with every handler in the Lambda runtime (make test-emulator runs the patch and guarantees suites
+# that way too: longer) and the second interpreter's opinion on the ASL (make diff-asl). TEST_JOBS at a time, the
 # longest first (tests/run_files.py). The seed is printed: `make test SEED=N` replays every file's order, and
 # a failed file's line replays it alone. The security checks of make lint are tests here
 # (tests/test_security.py runs the same checks, tests/test_template.py asl-validator): not run twice.
@@ -139,7 +139,7 @@ diff-asl:
 	$(ASL_VENV)/bin/python -m changeflow.checks.diffasl
 
 test-emulator: $(STAMP) $(LAMBDA_STAMP)
-	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_guarantees.py
+	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_patch.py tests/test_guarantees.py
 
 # Each test file on its own, in its own process, without make test's other suites (make test does this too).
 test-files: $(STAMP)

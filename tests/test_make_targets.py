@@ -30,7 +30,7 @@ COVERED = {
     "test": "the suite itself (CI runs it on a clean clone)",
     "test-files": "make test runs the same jobs (tests/run_files.py)",
     "test-quick": "its files are the unit files make test runs",
-    "test-emulator": "make test runs its files in the emulator (tests/run_files.py's EMULATOR_FILES)",
+    "test-emulator": "make test runs the workflow suite in the emulator (tests/run_files.py's EMULATOR_FILES)",
     "setup": "make test depends on it",
     "build": "sam build: tests/test_template.py builds the template",
     "simulate": "tests/test_simulation.py runs it through make (one seed's operations, JSON=1)",
