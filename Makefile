@@ -50,7 +50,7 @@ ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 FLOCK := $(shell command -v flock 2>/dev/null)
 locked = $(if $(FLOCK),@mkdir -p build && $(FLOCK) build/.$(1).lock,)
 
-.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl simulate simulate-long
+.PHONY: run test test-long test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl simulate simulate-long
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
 
@@ -114,6 +114,12 @@ TEST_JOBS ?= 2
 test:
 	$(call locked,setup) $(MAKE) --no-print-directory setup
 	$(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
+
+# make test with CHANGEFLOW_LONG=1: the cases make test leaves out to keep within CI's budget (larger K, more
+# seeds, faults repeated, every configuration; each file says which, docs/tests.md lists them). Long.
+test-long:
+	$(call locked,setup) $(MAKE) --no-print-directory setup
+	CHANGEFLOW_LONG=1 $(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
 
 # The inner loop (under a minute): the unit tests (validation, the hash chain and the digests' tree, the handlers on plain moto,
 # the layout's rules, the documentation's tables, the second interpreter's comparison) in one process, in a random

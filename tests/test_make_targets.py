@@ -29,6 +29,7 @@ COVERED = {
     "diff-asl": "make test runs it (tests/run_files.py's extra job); tests/test_diffasl.py tests its rules",
     "test": "the suite itself (CI runs it on a clean clone)",
     "test-files": "make test runs the same jobs (tests/run_files.py)",
+    "test-long": "make test's runner (tests/run_files.py) with CHANGEFLOW_LONG=1: the files' own longer budgets",
     "test-quick": "its files are the unit files make test runs",
     "test-emulator": "make test runs the workflow suite in the emulator (tests/run_files.py's EMULATOR_FILES)",
     "setup": "make test depends on it",
