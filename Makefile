@@ -50,7 +50,7 @@ ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 FLOCK := $(shell command -v flock 2>/dev/null)
 locked = $(if $(FLOCK),@mkdir -p build && $(FLOCK) build/.$(1).lock,)
 
-.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl
+.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl simulate simulate-long
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
 
@@ -221,6 +221,17 @@ capacity: $(STAMP)
 
 reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py $(RELIABILITY_FLAGS)
+
+# The simulation of the whole system (issue 32, docs/guarantees.md): `make simulate SEED=N` replays seed N
+# exactly (OPS=3,7: only those of its operations; PLAN=FILE: a plan a shrink wrote; SHRINK=1: shrink each
+# kind of violation found and print the command that replays it; JSON=1: the report as JSON); SEEDS=A-B
+# runs a campaign. `make simulate-long HOURS=4 [SEED=first]` runs seeds until then, printing every failing
+# seed shrunk to a small reproduction (and appending it to build/simulate/long.jsonl).
+simulate: $(STAMP)
+	$(BIN)/python -m changeflow.checks.simulation $(if $(PLAN),--plan $(PLAN),$(if $(SEEDS),--seeds $(SEEDS),--seed $(or $(SEED),0)) $(if $(OPS),--ops $(OPS))) $(if $(SHRINK),--shrink) $(if $(JSON),--json)
+
+simulate-long: $(STAMP)
+	$(BIN)/python -m changeflow.checks.simulation --long --hours $(or $(HOURS),4) $(if $(SEED),--from $(SEED))
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) $(ASL_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis

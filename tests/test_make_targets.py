@@ -33,6 +33,8 @@ COVERED = {
     "test-emulator": "make test runs its files in the emulator (tests/run_files.py's EMULATOR_FILES)",
     "setup": "make test depends on it",
     "build": "sam build: tests/test_template.py builds the template",
+    "simulate": "tests/test_simulation.py runs it through make (one seed's operations, JSON=1)",
+    "simulate-long": "tests/test_simulation.py runs it through make (HOURS small enough for one seed)",
 }
 
 

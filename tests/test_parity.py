@@ -24,7 +24,7 @@ from changeflow.local.moto_patches.stepfunctions.termination import wait_for_ter
 from changeflow.client import Changeflow
 from changeflow.local.template import Template
 from changeflow_core import principal
-from conftest import LOGGED, ROOT
+from conftest import LOGGED, ROOT, table_specs
 
 LAYER = ROOT / "layers" / "core"
 
@@ -483,7 +483,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     # (https://docs.aws.amazon.com/xray/latest/devguide/xray-api-segmentdocuments.html); a larger one is
     # lost. Offline it is lost the same way: the datagram cannot be sent. The read API's response carries
     # whole versions (audit data), which Powertools' Tracer would copy into the handler's subsegment.
-    from test_observability import XRAY_PACKET_HEADER, _child_env, _report, _start, _tables, _traced_steps
+    from test_observability import XRAY_PACKET_HEADER, _child_env, _report, _start, _traced_steps
 
     template = Template(ROOT / "template.yaml")
     steps = _traced_steps(template)
@@ -494,7 +494,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
         steps[name]["event"]["content"]["notes"] = {"S": "n" * (80 * 1024)}
     step = steps["read_api"]
     layer = str(ROOT / template.resolve(template.resources["CoreLayer"]["Properties"]["ContentUri"]))
-    seeding = _start({"mode": "seed", "layer": layer, "tables": _tables(template), "seed": [],
+    seeding = _start({"mode": "seed", "layer": layer, "tables": table_specs(template), "seed": [],
                       "steps": [steps[n] for n in ("fetch_latest", "update_latest", "put_history", "read_api")]},
                      _child_env({"POWERTOOLS_TRACE_DISABLED": "true", "AWS_XRAY_SDK_ENABLED": "false"}),
                      tmp_path, "seed")
@@ -513,7 +513,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
                               "AWS_XRAY_DAEMON_ADDRESS": f"127.0.0.1:{daemon.getsockname()[1]}",
                               "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR"})
             traced = {**step, "env": {**step["env"], "POWERTOOLS_TRACER_CAPTURE_RESPONSE": capture}}
-            job = {"mode": "trace", "layer": layer, "tables": _tables(template), "seed": seeded, "steps": [traced]}
+            job = {"mode": "trace", "layer": layer, "tables": table_specs(template), "seed": seeded, "steps": [traced]}
             report = _report(_start(job, env, tmp_path, case))
             assert "error" not in report and len(json.dumps(report["result"])) > 64 * 1024, report.get("error")
             runs[trace_id] = case

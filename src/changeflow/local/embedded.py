@@ -392,6 +392,15 @@ class EmbeddedStack:
         """Block until the execution (started on this stack) has ended; ``False`` on timeout."""
         return wait_for_termination(execution_arn, timeout)
 
+    def workflow_functions(self) -> set[str]:
+        """The functions the state machines invoke (their ARNs in ``DefinitionSubstitutions``), by logical id:
+        a schedule (the digest) and a pipe's enrichment (the feed) run others beside the workflow."""
+        named = " ".join(str(value) for spec in self.template.of_type("AWS::Serverless::StateMachine").values()
+                         for value in self.template.resolve(spec["Properties"]).get("DefinitionSubstitutions",
+                                                                                      {}).values())
+        return {f.logical_id for f in self.lambdas.functions.values()
+                if re.search(re.escape(f.arn) + r"(?![\w-])", named)}
+
     def scheduled_functions(self) -> set[str]:
         """The functions a schedule runs: they run between changes, on the stack's time scale."""
         return schedules.scheduled_functions(self.template)
