@@ -24,11 +24,13 @@ def main() -> None:
     parser.add_argument("--sizes", default=None, help="entities on the embedded stack, measured (default "
                                                       "1000,10000; with --full 1000,100000)")
     parser.add_argument("--compute", default="1000,100000,1000000",
-                        help="entities for the function's own work alone (the larger ones projected)")
+                        help="entities for the function's own work alone (those not measured projected)")
     parser.add_argument("--output", default=str(ROOT / "build" / "bench" / "digests.json"))
     args = parser.parse_args()
-    sizes = [digests.measure(int(n)) for n in (args.sizes or ("1000,100000" if args.full else "1000,10000")).split(",")]
-    compute = [digests.measure_compute(int(n)) for n in args.compute.split(",")]
+    measured = [int(n) for n in (args.sizes or ("1000,100000" if args.full else "1000,10000")).split(",")]
+    sizes = [digests.measure(n) for n in measured]
+    # the function's own work at every size, measured ones too (a projection subtracts the largest's)
+    compute = [digests.measure_compute(n) for n in sorted({*measured, *map(int, args.compute.split(","))})]
     result = digests.report(sizes, compute)
     result["sizes"] = sizes
     digests.write(Path(args.output), result)
