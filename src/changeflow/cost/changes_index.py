@@ -86,7 +86,8 @@ def per_million(kinds: dict) -> dict:
     """USD per million changes the index adds, before and after, for an entity written ``k`` times in each
     hour it is written in (``VERSIONS_AN_HOUR``): its first version of the hour and ``k - 1`` more, each at
     the measured units of its kind."""
-    first, same = kinds["the first version of an entity in an hour"], kinds["a version in the hour of the one before it"]
+    first = kinds["the first version of an entity in an hour"]
+    same = kinds["a version in the hour of the one before it"]
     return {str(k): {name: (first[name] + (k - 1) * same[name]) / k * PRICES["dynamodb_per_wru"] * 1e6
                      for name in ("before", "after")} for k in VERSIONS_AN_HOUR}
 

@@ -13,10 +13,11 @@ the workflow writes them, ~300 bytes), then the stack's own digest function run 
 
 Requests are counted from the function's own calls; read units from the bytes the table and the index hold
 (DynamoDB's rounding: a Scan or Query reads its items' size, 4 KB a unit, half for eventually consistent
-reads; BatchGetItem reads each item whole, 4 KB a unit, whatever it projects); time is the function's wall time in this process (moto answering in-process, so an upper bound of
-the requests' part). Where a size cannot run here (10^6), the function's own work (a checkpoint parsed, the
-tree rebuilt and updated) is measured on the heads alone, and the requests and bytes are projected from the
-per-entity figures measured at the sizes that ran."""
+reads; BatchGetItem reads each item whole, 4 KB a unit, whatever it projects); time is the function's wall
+time in this process (moto answering in-process, so an upper bound of the requests' part). Where a size is
+not run here (``make cost``: 10^5 and 10^6; ``--full``: 10^6), the function's own work (a checkpoint parsed,
+the tree rebuilt and updated) is measured on the heads alone, and the requests and bytes are projected from
+the per-entity figures measured at the largest size that ran."""
 
 from __future__ import annotations
 
