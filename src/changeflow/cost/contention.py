@@ -101,7 +101,7 @@ def contention(k: int, time_scale: float, root: Path | None = None, label: str =
             express_usd += PRICES["express_per_request"] + EXPRESS_MEMORY_GB * express_billed_seconds(
                 seconds_of_history(events, wait_seconds(events))) * PRICES["express_per_gb_second"]
         reads = writes = 0.0
-        index_keys: dict = {}  # the changes index's keys of v0 as the puts went (a new table: none before)
+        index_keys: dict = {}  # what the changes index reads of v0, as the puts went (a new table: none before)
         for function in stack.lambdas.functions.values():
             for _, operation, params, response in function.api_calls:
                 if operation in ("GetItem", "Query", "PutItem", "UpdateItem"):

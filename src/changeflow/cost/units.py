@@ -35,8 +35,8 @@ def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
                   chain: bool | str = True, *, index_keys: dict | None = None) -> tuple[float, float]:
     """(read units, write units) of one request, DynamoDB's rounding: reads per 4 KB (strongly
     consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item, and what a
-    put writes into the changes index: ``index_keys`` holds the index keys of the items before the request
-    (``table_index_keys``); without it, a put is counted as the first of its hour (the most it can cost)."""
+    put writes into the changes index: ``index_keys`` holds what the index reads of the items before the
+    request (``table_index_keys``); without it, a put over an item moves its entry (the most it can cost)."""
     item_size_ = lambda item: item_size(item, chain)  # noqa: E731
 
     if operation in ("GetItem", "Query"):
