@@ -24,6 +24,9 @@ ASL = ROOT / "statemachines" / "change.asl.json"
 # failures only, with no data; an Express stack needs this for its history, and so does a test that reads
 # an execution from the log.
 LOGGED = {"StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"}
+# The seal key (changeflow_core.seal) the payloads in events/functions/ are sealed and proven with: the handler
+# tests' secret holds it. A deployed stack's key is its own secret's (random): those payloads fail there by name.
+EXAMPLE_SEAL_KEY = "changeflow-example-seal-key-of-the-payloads-in-events-functions0"
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +78,27 @@ def listed(levels: int, leaf=1):
 
 def load_event(relative: str):
     return json.loads((EVENTS / relative).read_text(encoding="utf-8"))
+
+
+def proven(event: dict, step: str) -> dict:
+    """A step's payload (events/functions) changed by a test, sealed or proven again with ``EXAMPLE_SEAL_KEY``,
+    as the step before it would have: ``step`` is the function it is for (fetch_latest, a writer, put_history,
+    tag_ttl)."""
+    from changeflow_core import seal, steps
+
+    key = seal.Key(EXAMPLE_SEAL_KEY.encode())
+    name = event["execution"]["name"]
+    if step == "fetch_latest":
+        body = {k: v for k, v in event["request"].items() if k != "seal"}
+        return {**event, "request": {**body, "seal": key.mac(seal.ENVELOPE, body)}}
+    if step == "tag_ttl":
+        return {**event, "proof": key.prove(seal.REPORT, {"execution": name, "report": steps.tagged_part(event)})}
+    event = {**event, "proof": key.prove(seal.STEP, {"execution": name, "change": event["change"],
+                                                     "content": event.get("content")})}
+    if step == "put_history":
+        written = {k: v for k, v in event["written"].items() if k != "proof"}
+        event["written"] = {**written, "proof": key.prove(seal.WRITTEN, {"execution": name, "written": written})}
+    return event
 
 
 def let_executions_end(stack, timeout: float = 30.0) -> None:
@@ -135,7 +159,8 @@ def cf(stack):
 
 @pytest.fixture
 def tables():
-    """The template's tables on plain moto (no state machine), for domain and handler tests."""
+    """The template's tables and the seal key's secret on plain moto (no state machine, no IAM), for domain
+    and handler tests."""
     from moto import mock_aws
 
     from changeflow.local.template import Template
@@ -151,6 +176,8 @@ def tables():
                 AttributeDefinitions=props["AttributeDefinitions"],
                 BillingMode=props["BillingMode"],
             )
+        boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+            Name=template.physical_name("SealKeySecret"), SecretString=EXAMPLE_SEAL_KEY)
         yield client, template.physical_name("ChangeTable")
 
 

@@ -12,7 +12,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import authorization, model, observe, steps
+from changeflow_core import authorization, model, observe, seal, steps
 from changeflow_core.decisions import ChangeIsStale
 from changeflow_core.errors import ValidationError, VersionConflict
 
@@ -27,6 +27,7 @@ logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 dynamodb = boto3.client("dynamodb")
+SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV])  # read at the first use
 
 
 @logger.inject_lambda_context(log_event=False)
@@ -35,7 +36,7 @@ dynamodb = boto3.client("dynamodb")
 def lambda_handler(event, context):
     logger.append_keys(execution=event["execution"]["name"])
     try:
-        change, content, attempt = steps.take(event, POLICY)  # Forbidden: the policy denies it, nothing written
+        change, content, attempt = steps.take(event, POLICY, SEAL.get())  # Forbidden: the policy denies it; a bad seal: ValidationError
     except ValidationError:
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise
@@ -45,7 +46,7 @@ def lambda_handler(event, context):
 
     try:
         fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt,
-                              steps.writers_named(event, WRITERS))
+                              steps.writers_named(event, WRITERS), SEAL.get(), event["execution"]["name"])
     except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
         observe.record_outcome(tracer, metrics, stale.result, stale.result, hashed=HASH_ENTITY_IDS)
         raise

@@ -2,9 +2,10 @@
 never overwrites, and the same change finding its own item counts as done), so it is the step the state
 machine retries, and safe to run again when a failed execution is redriven.
 
-Input: the write step's input plus ``written`` (its result) and ``retryCount``.
+Input: the write step's input plus ``written`` (its result, with its proof) and ``retryCount``; without the
+fetch step's and the write step's proofs nothing is written (``seal.Unproven``).
 Output: the execution's output (``entityId``, ``operation``, ``outcome``, ``version``, ``changeId``,
-``effectiveAt``) and ``history``: ``written``|``present``|``repaired``|``unrepairable``. A duplicate whose
+``effectiveAt``), its ``proof`` for the expiry step, and ``history``: ``written``|``present``|``repaired``|``unrepairable``. A duplicate whose
 version this execution wrote (its v0 write landed, the answer was lost) is ``applied``.
 Raises ``HistoryConflict`` if version n belongs to another change (never retried). A redact version, once
 in history, removes the content of the version it redacts here (``chainwork.redact``, idempotent).
@@ -14,7 +15,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import observe, steps
+from changeflow_core import observe, seal, steps
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
@@ -26,6 +27,7 @@ logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 dynamodb = boto3.client("dynamodb")
+SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV])  # read at the first use
 
 
 @logger.inject_lambda_context(log_event=False)
@@ -37,7 +39,8 @@ def lambda_handler(event, context):
     observe.annotate(tracer, change["entityId"], written["version"], written["outcome"], hashed=HASH_ENTITY_IDS)
     observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"], value=event.get("retryCount") or 0)
 
-    result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH)
+    result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH,
+                                  key=SEAL.get())  # seal.Unproven without the proofs: nothing written
     if result["history"] == "repaired":
         observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
 

@@ -4,6 +4,11 @@ build the same item from the same state data.
 What travels between steps is small and exact: the normalised change, the decision's view of ``v0``
 (never its content), and the change's own content once, as DynamoDB's JSON (numbers as strings), built by
 the fetch step. No later step reads the raw request again.
+
+Every step that writes takes only what the step before it proved (``changeflow_core.seal``): the fetch step
+proves the change and its content for this execution (``proof``), the v0 write proves what it wrote
+(``written.proof``), the history step its report (``proof`` beside ``report``). A step invoked directly,
+with an input no step of this stack made, writes nothing (``seal.Unproven``).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import json
 import time
 from typing import Any
 
-from . import authorization, carried, chainwork, items, model, principal, store, wire
+from . import authorization, carried, chainwork, items, model, principal, seal, store, wire
 from .decisions import (
     MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, report,
 )
@@ -40,18 +45,22 @@ def rollback_content(client, history_table: str, entity_id: str, version: int, n
     return {name: value for name, value in item.items() if name not in model.RESERVED}
 
 
-def take(event: dict[str, Any], policy: list | None = None) -> tuple[Change, dict | None, int]:
-    """``(change, content, attempt)``: the request validated (first time), or the change the first fetch
-    validated, taken from the state after a back-off (``VersionConflict`` / ``LatestWriteFailed`` once the
-    attempts are spent). A put's content becomes DynamoDB JSON here, once."""
+def take(event: dict[str, Any], policy: list | None = None,
+         key: seal.Key | None = None) -> tuple[Change, dict | None, int]:
+    """``(change, content, attempt)``: the request validated (first time: its envelope's seal checked with
+    ``key``), or the change the first fetch validated, taken from the state after a back-off with its proof
+    (``VersionConflict`` / ``LatestWriteFailed`` once the attempts are spent). A put's content becomes
+    DynamoDB JSON here, once."""
     if "request" in event:
-        sent, who, received_at = principal.unwrap(event["request"])  # the envelope an entry point built
+        # the envelope an entry point built and sealed for this execution
+        sent, who, received_at = principal.unwrap(event["request"], event["execution"]["name"], key)
         # numbers exact: parsed here, never by a double parser
         request = wire.read_request({wire.TEXT_FIELD: sent} if isinstance(sent, str) else sent)
         change = validate_request(request, event["execution"], principal=who, received_at=received_at)
         authorization.check(policy, change.principal, change.entityId, change.operation)  # the stack's policy
         content = items.to_wire(validate_attributes(request["attributes"])) if change.operation == model.PUT else None
         return change, content, 1
+    require_step(key, event, "the fetch step after a back-off")
     change, content, attempt = Change.from_json(event["change"]), event.get("content"), event["attempt"]
     if attempt > MAX_ATTEMPTS:
         last = event.get("error") or {}
@@ -60,6 +69,24 @@ def take(event: dict[str, Any], policy: list | None = None) -> tuple[Change, dic
         raise LatestWriteFailed(f"the v0 write failed {MAX_ATTEMPTS} times; last: {last.get('Error')}: "
                                 f"{str(last.get('Cause'))[:1000]}")
     return change, content, attempt
+
+
+def _step(name: str, change: dict[str, Any], content: Any) -> dict[str, Any]:
+    return {"execution": name, "change": change, "content": content}
+
+
+def require_step(key: seal.Key | None, event: dict[str, Any], what: str) -> None:
+    """``seal.Unproven`` unless ``event`` carries the fetch step's proof of its change and content for
+    this execution: a step invoked with anything else writes nothing."""
+    if key is None:
+        raise seal.Unproven(f"{what}: no seal key to check the proof with")
+    key.require(seal.STEP, _step(event["execution"]["name"], event.get("change"), event.get("content")),
+                event.get("proof"), what)
+
+
+def proven(key: seal.Key, name: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The fetch result with its proof for the next steps: the change and content, for this execution."""
+    return {**result, "proof": key.prove(seal.STEP, _step(name, result["change"], result["content"]))}
 
 
 def writers_named(event: dict[str, Any], defaults: dict[str, str]) -> dict[str, str]:
@@ -75,7 +102,7 @@ def writers_named(event: dict[str, Any], defaults: dict[str, str]) -> dict[str, 
 
 
 def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,
-          writers: dict[str, str]) -> dict[str, Any]:
+          writers: dict[str, str], key: seal.Key | None = None, execution_name: str | None = None) -> dict[str, Any]:
     """Read ``v0`` consistently (making sure history holds the version it holds: ``store.read_latest``),
     and a rollback's source version, and decide. A stale change ends here (``ChangeIsStale``); the result
     names the function that writes ``v0`` for this operation (the state machine calls it by that name).
@@ -89,8 +116,9 @@ def fetch(client, table: str, history_table: str, change: Change, content: dict 
         items.check_item_size_of_values(change, items.from_wire(content) if content is not None else None)
     outcome, version = decide(change, latest)
     if outcome == model.DUPLICATE:  # nothing to write: the history step copies v0 if it must
-        return {"change": {**change.to_json(), "set": None, "remove": None}, "latest": latest, "content": None,
-                "writer": writers[change.operation], "attempt": attempt, **repaired}
+        duplicate = {"change": {**change.to_json(), "set": None, "remove": None}, "latest": latest, "content": None,
+                     "writer": writers[change.operation], "attempt": attempt, **repaired}
+        return proven(key, execution_name, duplicate) if key is not None else duplicate
     if change.operation == model.PATCH:  # applied to the version just read, on every attempt
         content = patch_content(item, change) if outcome == WRITE else None
     writer = writers[change.operation]
@@ -100,6 +128,8 @@ def fetch(client, table: str, history_table: str, change: Change, content: dict 
         writer = writers[model.DELETE] if latest["deleted"] else writer  # a deleted entity stays a tombstone
     result = {"change": change.to_json(), "latest": latest, "content": content, "writer": writer,
               "attempt": attempt, **repaired}
+    if key is not None:
+        result = proven(key, execution_name, result)
     carried.check(result)
     if outcome == model.STALE:
         raise ChangeIsStale(report(change, model.STALE, version))
@@ -138,10 +168,17 @@ def item_for(state: dict[str, Any], version: int, recorded_at: int, tombstone_tt
 
 
 def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0,
-          keep_prev: bool = True) -> dict[str, Any]:
-    """Conditionally write ``v0``; a failed condition is classified from the old item DynamoDB returns:
+          keep_prev: bool = True, key: seal.Key | None = None) -> dict[str, Any]:
+    """Conditionally write ``v0``, once the fetch step's proof of the change is checked with ``key``
+    (``seal.Unproven``: nothing written); a failed condition is classified from the old item DynamoDB returns:
     a duplicate is reported, a stale change raises ``ChangeIsStale``, another writer ``WriteConflict``
-    (``VersionConflict`` once the attempts are spent)."""
+    (``VersionConflict`` once the attempts are spent). The result carries its proof for the history step."""
+    require_step(key, state, "the v0 write")
+    result = _write(client, table, state, tombstone_ttl_days, keep_prev)
+    return {**result, "proof": key.prove(seal.WRITTEN, {"execution": state["execution"]["name"], "written": result})}
+
+
+def _write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int, keep_prev: bool) -> dict[str, Any]:
     change = Change.from_json(state["change"])
     outcome, version = decide(change, state["latest"])
     if outcome == model.STALE:
@@ -169,14 +206,18 @@ def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0
 
 # --- step 3: history --------------------------------------------------------------------------------------
 def record_history(client, table: str, history_table: str, state: dict[str, Any],
-                   keep_prev: bool = True) -> dict[str, Any]:
+                   keep_prev: bool = True, key: seal.Key | None = None) -> dict[str, Any]:
     """Put version n's history item (the same item ``v0`` got), or make sure a duplicate's exists; return
     the execution's output and what the history put did.
 
     A duplicate whose version this very execution wrote (its v0 write landed but the answer was lost, and
     the fresh read found the change already there) is reported ``applied``: the item names the execution
     that wrote it. A change delivered again in another execution stays ``duplicate``."""
-    change, written = Change.from_json(state["change"]), state["written"]
+    require_step(key, state, "the history put")
+    written = {name: value for name, value in state["written"].items() if name != "proof"}
+    key.require(seal.WRITTEN, {"execution": state["execution"]["name"], "written": written},
+                state["written"].get("proof"), "the history put (the v0 write's result)")
+    change = Change.from_json(state["change"])
     outcome = written["outcome"]
     if outcome == model.APPLIED:
         item = item_for(state, written["version"], written["recordedAt"], tombstone_ttl_days=0, keep_prev=keep_prev)
@@ -188,7 +229,22 @@ def record_history(client, table: str, history_table: str, state: dict[str, Any]
             outcome = model.APPLIED
     if (change.chainRecord or {}).get(model.REDACTION):  # after version m is in history: it authorises this
         chainwork.redact(client, history_table, change.entityId, change.chainRecord[model.REDACTION])
-    return {**report(change, outcome, written["version"]), "history": history}
+    told = report(change, outcome, written["version"])
+    return {**told, "history": history,
+            "proof": key.prove(seal.REPORT, {"execution": state["execution"]["name"], "report": tagged_part(told)})}
+
+
+def tagged_part(told: dict[str, Any]) -> dict[str, Any]:
+    """What the expiry step acts on, of the history step's report: the proof covers exactly this."""
+    return {name: told[name] for name in ("entityId", "operation", "version", "changeId")}
+
+
+def require_report(key: seal.Key | None, event: dict[str, Any]) -> None:
+    """``seal.Unproven`` unless the expiry step's input is the history step's report, as it proved it."""
+    if key is None:
+        raise seal.Unproven("the expiry tags: no seal key to check the proof with")
+    key.require(seal.REPORT, {"execution": event["execution"]["name"], "report": tagged_part(event)},
+                event.get("proof"), "the expiry tags")
 
 
 # --- step 4: expiry tags and the stale report --------------------------------------------------------------

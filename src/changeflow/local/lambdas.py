@@ -1,6 +1,12 @@
 """Lambda in-process: every function of the template, loaded from its own ``app.py`` with the environment
 the template gives it, invoked the way the Lambda service invokes it (JSON in, JSON out, an unhandled
-exception becomes ``FunctionError: Unhandled`` with ``errorType`` = the exception's class name).
+exception becomes ``FunctionError: Unhandled`` with ``errorType`` = the exception's class name). An Invoke
+through moto's Lambda API is answered here once the caller may invoke the function (``lambda:InvokeFunction``:
+its identity's policies or the function's resource-based policy, moto_patches.iam). ``InvocationType: Event`` is Lambda's asynchronous invocation: answered 202 at
+once, run on its own thread, retried (``MaximumRetryAttempts``, 2 by default) and then sent to the
+function's on-failure destination as Lambda's invocation record
+(https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html,
+https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html).
 
 What a handler prints (Powertools' JSON logs and EMF metrics), the warnings it raises and the traceback
 of an unhandled error go to the function's log, like CloudWatch Logs, not to the terminal. Faults can be injected around the handler from the outside.
@@ -16,6 +22,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import traceback
 import uuid
 import warnings
@@ -90,6 +97,8 @@ class Function:
     # the layers' code: packages found here are this function's own, even where the process imported
     # others of the same name (another release's layer)
     layer_dirs: tuple[Path, ...] = ()
+    # asynchronous invocation (SAM's EventInvokeConfig): MaximumRetryAttempts, and the on-failure destination
+    event_invoke: dict = field(default_factory=dict)
 
     @property
     def qualified_arn(self) -> str:
@@ -217,6 +226,8 @@ class LambdaService:
             if str(layer) not in sys.path:
                 sys.path.insert(0, str(layer))
         self.stdout = _route_stdout()
+        self.async_delay_scale = 1.0  # the stack's time scale: Lambda waits 1 and 2 minutes between async attempts
+        self._async: set[threading.Thread] = set()
 
     def add(self, function: Function) -> None:
         """``function`` becomes the function's ``$LATEST`` (its unqualified name and ARN)."""
@@ -258,6 +269,11 @@ class LambdaService:
             saved = {k: os.environ.get(k) for k in function.environment}
             os.environ.update(function.environment)
             self.stdout.local.function = function
+            # its clients take its role's credentials from the environment, as in its own process on Lambda:
+            # a default session of its own (boto3's process-wide one keeps the credentials it first found)
+            import boto3
+
+            process_session, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, None
             try:
                 with _own_layer_packages(function.layer_dirs):
                     spec = importlib.util.spec_from_file_location(
@@ -265,6 +281,7 @@ class LambdaService:
                     module = importlib.util.module_from_spec(spec)
                     spec.loader.exec_module(module)
             finally:
+                boto3.DEFAULT_SESSION = process_session
                 self.stdout.local.function = None
                 for key, value in saved.items():
                     if value is None:
@@ -311,7 +328,8 @@ class LambdaService:
             finally:
                 self.stdout.local.function = None
 
-    # botocore ``before-call.lambda.Invoke``: answering here skips serialising, signing and HTTP.
+    # botocore ``before-call.lambda.Invoke`` (the state machine's Lambda tasks): answering here skips
+    # serialising, signing and HTTP. The state machine's role is not evaluated (tests/test_template reads it).
     def before_call(self, model, params, **kwargs):
         function_ref = unquote(params["url_path"].split("/")[3])
         query = params.get("query_string")
@@ -334,6 +352,79 @@ class LambdaService:
         if failed:
             parsed["FunctionError"] = "Unhandled"
         return AWSResponse("https://lambda.embedded/", 200, {}, MockRawResponse(b"")), parsed
+
+    # moto's Lambda ``Invoke`` (moto_patches.awslambda.invoke), once moto_patches.iam authorized it
+    def invoke_request(self, name: str, qualifier: str | None, body: Any, invocation_type: str):
+        """``(status, headers, payload)`` of an Invoke request for one of the stack's functions, else None."""
+        function = self.find(name, qualifier)
+        if function is None:
+            return None
+        if isinstance(body, bytes):
+            body = body.decode("utf-8")
+        event = json.loads(body) if body else {}
+        headers = {"content-type": "application/json", "x-amz-executed-version": function.version}
+        if invocation_type == "Event":
+            self.invoke_async(function, event)
+            return 202, {**headers, "status": "202"}, ""
+        try:
+            payload, failed = self.invoke(function, event)
+        except LambdaServiceError as exc:
+            return exc.status, {"x-amzn-errortype": exc.code}, json.dumps({"Type": "Service", "message": exc.message})
+        if failed:
+            headers["x-amz-function-error"] = "Unhandled"
+        return 200, headers, json.dumps(payload)
+
+    # --- asynchronous invocation ----------------------------------------------------------------------
+    def invoke_async(self, function: Function, event: Any) -> None:
+        """Lambda's event invocation: the event queued (here: a thread of its own), retried, then recorded."""
+        thread = threading.Thread(target=self._run_async, args=(function, event), daemon=True,
+                                  name=f"async-{function.logical_id}")
+        self._async.add(thread)
+        thread.start()
+
+    def _run_async(self, function: Function, event: Any) -> None:
+        attempts = 1 + int(function.event_invoke.get("MaximumRetryAttempts", 2))
+        try:
+            for attempt in range(1, attempts + 1):
+                try:
+                    payload, failed = self.invoke(function, event)
+                except LambdaServiceError as exc:
+                    payload, failed = {"errorType": exc.code, "errorMessage": exc.message}, True
+                if not failed:
+                    return
+                if attempt < attempts:
+                    time.sleep(60 * attempt * self.async_delay_scale)
+            self._record_failure(function, event, payload, attempts)
+        finally:
+            self._async.discard(threading.current_thread())
+
+    def _record_failure(self, function: Function, event: Any, payload: Any, attempts: int) -> None:
+        """The invocation record sent to the on-failure destination (an SQS queue), with the function's role."""
+        import boto3
+
+        destination = function.event_invoke.get("OnFailure")
+        if not destination:
+            return
+        record = {"version": "1.0", "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
+                  "requestContext": {"requestId": str(uuid.uuid4()), "functionArn": f"{function.arn}:$LATEST",
+                                     "condition": "RetriesExhausted", "approximateInvokeCount": attempts},
+                  "requestPayload": event,
+                  "responseContext": {"statusCode": 200, "executedVersion": function.version,
+                                      "functionError": "Unhandled"},
+                  "responsePayload": payload}
+        env = function.environment
+        sqs = boto3.client("sqs", region_name=destination.split(":")[3],
+                           aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
+                           aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
+                           aws_session_token=env.get("AWS_SESSION_TOKEN"))
+        name = destination.split(":")[5]
+        sqs.send_message(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"], MessageBody=json.dumps(record))
+
+    def drain(self, timeout: float) -> None:
+        """Wait for the asynchronous invocations still running (a stack that stops)."""
+        deadline = time.monotonic() + timeout
+        for thread in list(self._async):
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 @contextlib.contextmanager

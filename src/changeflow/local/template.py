@@ -70,6 +70,9 @@ class Template:
     overrides: dict[str, str] = field(default_factory=dict)
     # SAM AutoPublishAlias: the version each function's deploy published (logical id -> "N"; "1" when absent)
     versions: dict[str, str] = field(default_factory=dict)
+    # ids that only the service that made a resource knows (a KMS key's id, a secret's ARN with its random
+    # suffix): logical id -> {"Ref": ..., "Arn": ...}, filled in by the stack as it creates them
+    physical: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -139,6 +142,10 @@ class Template:
             return self.parameters[name]
         if name.endswith((".Version", ".Alias")) and name.rsplit(".", 1)[0] in self.resources:
             return self.published(*name.rsplit(".", 1))
+        if "Ref" in self.physical.get(name, {}):
+            return self.physical[name]["Ref"]
+        if self.generated_role(name):
+            return self.physical_name(name)
         if name in self.resources:
             kind = self.resources[name]["Type"]
             if kind == "AWS::SQS::Queue":
@@ -148,7 +155,19 @@ class Template:
             return self.arn(name) if kind in _REF_IS_ARN else self.physical_name(name)
         raise TemplateError(f"!Ref {name}: no such parameter or resource")
 
+    def generated_role(self, logical_id: str) -> bool:
+        """Whether ``logical_id`` is the role SAM makes for a function or state machine without a ``Role``
+        (``<logical id>Role``, https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-specification-generated-resources-function.html)."""
+        owner = logical_id[:-4] if logical_id.endswith("Role") else None
+        spec = self.resources.get(owner or "", {})
+        return owner is not None and logical_id not in self.resources and spec.get("Type") in (
+            "AWS::Serverless::Function", "AWS::Serverless::StateMachine") and "Role" not in spec.get("Properties", {})
+
     def arn(self, logical_id: str) -> str:
+        if "Arn" in self.physical.get(logical_id, {}):
+            return self.physical[logical_id]["Arn"]
+        if self.generated_role(logical_id):
+            return f"arn:aws:iam::{ACCOUNT}:role/{self.physical_name(logical_id)}"
         kind = self.resources[logical_id]["Type"]
         name = self.physical_name(logical_id)
         prefix = f"arn:aws:{{}}:{self.region}:{ACCOUNT}:"
@@ -165,6 +184,9 @@ class Template:
             "AWS::SNS::Topic": prefix.format("sns") + name,
             "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{name}",
             "AWS::CloudWatch::Alarm": prefix.format("cloudwatch") + f"alarm:{name}",
+            "AWS::Events::Rule": prefix.format("events") + "rule/" + "".join(
+                f"{bus}/" for bus in [self.resolve(self.resources[logical_id]["Properties"].get("EventBusName", "default"))]
+                if bus != "default") + name,
         }
         if kind not in arns:
             raise TemplateError(f"no ARN known for {logical_id} ({kind})")
@@ -180,10 +202,12 @@ class Template:
         return f"{self.arn(logical_id)}:{self.versions.get(logical_id, '1') if kind == 'Version' else alias}"
 
     def get_att(self, logical_id: str, attribute: str) -> Any:
-        if logical_id not in self.resources:
+        if logical_id not in self.resources and not self.generated_role(logical_id):
             raise TemplateError(f"!GetAtt {logical_id}.{attribute}: no such resource")
         if attribute == "Arn":
             return self.arn(logical_id)
+        if attribute in self.physical.get(logical_id, {}):
+            return self.physical[logical_id][attribute]
         if attribute in ("Name", "QueueName"):
             return self.physical_name(logical_id)
         if attribute == "QueueUrl":

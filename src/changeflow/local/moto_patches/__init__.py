@@ -28,6 +28,10 @@ What each module does:
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
   attribute value; ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
+- ``awslambda.invoke``: moto's Lambda ``Invoke`` answered by the stack's in-process functions.
+- ``iam.enforcement``: every request signed by an identity moto issued is authorized as AWS does it
+  (``iam.evaluation``: identity and resource policies, conditions; ``iam.requests``: each request's
+  resource, policy and context keys); ``events.targets`` authorizes a rule's target as EventBridge does.
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ from typing import Any, Callable
 
 from .core import locking
 from .core import perf as core_perf
+from .awslambda import invoke as lambda_invoke
 from .dynamodb import attribute_values as dynamodb_attribute_values
 from .dynamodb import limits as dynamodb_limits
 from .dynamodb import numbers as dynamodb_numbers
 from .dynamodb import perf as dynamodb_perf
 from .events import input_transformer, targets
+from .iam import enforcement, requests as iam_requests
 from .kms import perf as kms_perf
 from .originals import ORIGINALS
 from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
@@ -52,8 +58,10 @@ _INSTALL_LOCK = threading.Lock()
 _PERF_LOCK = threading.Lock()
 
 
-def install(invoke: Callable[..., Any], caches: bool = True) -> None:
-    """Install every patch once per process. ``invoke`` answers ``before-call.lambda.Invoke``.
+def install(invoke: Callable[..., Any], caches: bool = True, invoke_request: Callable[..., Any] | None = None) -> None:
+    """Install every patch once per process. ``invoke`` answers ``before-call.lambda.Invoke``;
+    ``invoke_request(name, qualifier, body, invocation type)`` answers moto's Lambda ``Invoke`` for the stack's
+    functions (None: not one of them).
     ``caches=False`` leaves out the caches (clients, parsed definitions, JSONPath) and the perf patches, for
     measuring what they save; nothing else depends on them. The order is part of the design: where two
     patches wrap one method, the one installed later runs outside the other."""
@@ -62,9 +70,11 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
             if ORIGINALS["caches"] != caches:
                 raise RuntimeError("moto is already patched with caches=%s in this process" % ORIGINALS["caches"])
             ORIGINALS["invoke"][0] = invoke
+            ORIGINALS["invoke_request"][0] = invoke_request or _not_ours
             return
         ORIGINALS["caches"] = caches
         ORIGINALS["invoke"] = [invoke]
+        ORIGINALS["invoke_request"] = [invoke_request or _not_ours]
         lambda_tasks.patch_lambda_clients(cache=caches)
         lambda_tasks.patch_lambda_error_names()
         lambda_tasks.patch_lambda_task_sdk_metadata()
@@ -98,7 +108,13 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         dynamodb_numbers.patch_number_normalisation()  # after the number limits: it rewrites what they passed
         dynamodb_numbers.patch_numbers_read_exactly()
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
+        enforcement.patch_request_authorization(iam_requests.checks_of)
+        lambda_invoke.patch_invoke_in_process_functions()
         ORIGINALS["installed"] = True
+
+
+def _not_ours(*args: Any) -> None:
+    return None
 
 
 def install_perf() -> None:

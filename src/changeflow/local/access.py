@@ -1,0 +1,159 @@
+"""The template's access control on the embedded stack (issue 33 item 2), so that moto_patches.iam evaluates
+what AWS would: the roles (SAM's generated ones too, read from aws-sam-translator's CloudFormation) with their
+trust and inline policies, the ``AWS::IAM::Policy`` resources attached to them, each function's session of its
+role (the credentials Lambda gives a function, with ``lambda:SourceFunctionArn`` in their context), the
+functions' resource-based policies (``AWS::Lambda::Permission``, SAM's for API events too), and the KMS keys
+and Secrets Manager secrets with their policies.
+
+AWS managed policies (``AWSLambdaBasicExecutionRole``, ``AWSXrayWriteOnlyAccess``) are attached where moto has
+them loaded; they grant CloudWatch Logs and X-Ray writes, which the embedded functions do not make (their logs
+go to the function's log here, traces nowhere).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+from typing import Any
+
+from .cfn import transform
+from .moto_patches.iam import enforcement
+from .template import ACCOUNT, Template
+
+SESSION_SECONDS = 12 * 3600  # a function's credentials: Lambda refreshes them; the embedded stack never expires them
+
+
+class Access:
+    """The access control of one embedded stack: ``create_keys_and_secrets``, ``create_roles`` before the
+    functions, ``credentials(logical_id)`` for each, ``create_permissions`` after them."""
+
+    def __init__(self, template: Template, client):
+        self.template, self.client = template, client
+        self.translated = transform(template.path, template.overrides)["Resources"]
+        self._sessions: dict[str, dict[str, str]] = {}
+
+    def _of_type(self, kind: str) -> dict[str, dict]:
+        return {name: spec for name, spec in self.translated.items() if spec["Type"] == kind
+                and (spec.get("Condition") is None or self.template.conditions.get(spec["Condition"], True))}
+
+    # --- roles ------------------------------------------------------------------------------------------
+    def create_roles(self) -> None:
+        """Every role with its trust and inline policies; a role that exists (a deploy) gets them anew."""
+        iam = self.client("iam")
+        for logical_id, spec in self._of_type("AWS::IAM::Role").items():
+            props = self.template.resolve(spec["Properties"])
+            name = self.template.physical_name(logical_id)
+            trust = json.dumps(props["AssumeRolePolicyDocument"])
+            try:
+                iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust)
+            except iam.exceptions.EntityAlreadyExistsException:
+                iam.update_assume_role_policy(RoleName=name, PolicyDocument=trust)
+            for policy in props.get("Policies", []):
+                iam.put_role_policy(RoleName=name, PolicyName=policy["PolicyName"],
+                                    PolicyDocument=_versioned(policy["PolicyDocument"]))
+            for arn in props.get("ManagedPolicyArns", []):
+                try:
+                    iam.attach_role_policy(RoleName=name, PolicyArn=arn)
+                except iam.exceptions.NoSuchEntityException:
+                    pass  # an AWS managed policy moto has not loaded (see the module's docstring)
+        for logical_id, spec in self.template.of_type("AWS::IAM::Policy").items():
+            props = self.template.resolve(spec["Properties"])
+            for role in props.get("Roles", []):
+                iam.put_role_policy(RoleName=role, PolicyName=props["PolicyName"],
+                                    PolicyDocument=json.dumps(props["PolicyDocument"]))
+
+    def deploy(self, template: Template) -> None:
+        """A new release's template: its new roles, keys and secrets, every role's policies and every
+        function's permissions as it writes them (what exists keeps its physical id)."""
+        self.template = template
+        self.translated = transform(template.path, template.overrides)["Resources"]
+        self.create_keys_and_secrets()
+        self.create_roles()
+        self.create_permissions()
+
+    def role_arn(self, logical_id: str) -> str:
+        """The ARN of a function's execution role (its ``Role``, else the one SAM makes)."""
+        role = self.template.function_properties(logical_id).get("Role")
+        return role if isinstance(role, str) else self.template.arn(f"{logical_id}Role")
+
+    def credentials(self, logical_id: str, function_arn: str) -> dict[str, str]:
+        """The environment variables of the function's credentials: a session of its role, as Lambda assumes
+        it, which carries the function's ARN (``lambda:SourceFunctionArn``)."""
+        if logical_id not in self._sessions:
+            from moto.sts.models import sts_backends
+
+            session = sts_backends[ACCOUNT]["aws"].assume_role(
+                region_name=self.template.region, role_session_name=function_arn.split(":")[-1],
+                role_arn=self.role_arn(logical_id), policy="", duration=SESSION_SECONDS, external_id="")
+            enforcement.credential_context(session.access_key_id, **{"lambda:SourceFunctionArn": function_arn})
+            self._sessions[logical_id] = {"AWS_ACCESS_KEY_ID": session.access_key_id,
+                                          "AWS_SECRET_ACCESS_KEY": session.secret_access_key,
+                                          "AWS_SESSION_TOKEN": session.session_token}
+        return dict(self._sessions[logical_id])
+
+    # --- keys and secrets -------------------------------------------------------------------------------------
+    def create_keys_and_secrets(self) -> None:
+        """KMS keys with their key policies, then secrets (a ``GenerateSecretString`` made here, as
+        CloudFormation asks Secrets Manager to) and their resource policies."""
+        kms, sm = self.client("kms"), self.client("secretsmanager")
+        for logical_id, spec in self.template.of_type("AWS::KMS::Key").items():
+            if logical_id in self.template.physical:
+                continue
+            props = self.template.resolve(spec["Properties"])
+            key = kms.create_key(Description=props.get("Description", ""), Policy=json.dumps(props["KeyPolicy"]),
+                                 BypassPolicyLockoutSafetyCheck=True)["KeyMetadata"]
+            self.template.physical[logical_id] = {"Ref": key["KeyId"], "Arn": key["Arn"]}
+        created_now = set()
+        for logical_id, spec in self.template.of_type("AWS::SecretsManager::Secret").items():
+            if logical_id in self.template.physical:
+                continue
+            created_now.add(logical_id)
+            props = self.template.resolve(spec["Properties"])
+            created = sm.create_secret(Name=props.get("Name") or self.template.physical_name(logical_id),
+                                       KmsKeyId=props.get("KmsKeyId", ""), SecretString=_generated(props))
+            self.template.physical[logical_id] = {"Ref": created["ARN"], "Id": created["ARN"]}
+        for spec in self.template.of_type("AWS::SecretsManager::ResourcePolicy").values():
+            if spec["Properties"]["SecretId"].get("Ref") not in created_now:
+                continue  # on AWS a deploy would set it again; here nothing may change it (its own denies)
+            props = self.template.resolve(spec["Properties"])
+            sm.put_resource_policy(SecretId=props["SecretId"], ResourcePolicy=json.dumps(props["ResourcePolicy"]),
+                                   BlockPublicPolicy=str(props.get("BlockPublicPolicy", "false")).lower() == "true")
+
+    # --- the functions' resource-based policies ------------------------------------------------------------
+    def create_permissions(self) -> None:
+        policies: dict[str, list[dict[str, Any]]] = {}
+        for logical_id, spec in self._of_type("AWS::Lambda::Permission").items():
+            props = self.template.resolve(spec["Properties"])
+            function = props["FunctionName"]
+            arn = function if function.startswith("arn:") else \
+                f"arn:aws:lambda:{self.template.region}:{ACCOUNT}:function:{function}"
+            condition: dict[str, Any] = {}
+            if props.get("SourceArn"):
+                condition["ArnLike"] = {"AWS:SourceArn": props["SourceArn"]}
+            if props.get("SourceAccount"):
+                condition["StringEquals"] = {"AWS:SourceAccount": props["SourceAccount"]}
+            principal = props["Principal"]
+            named = {"Service": principal} if principal.endswith(".amazonaws.com") else {"AWS": principal}
+            policies.setdefault(arn, []).append({"Sid": logical_id, "Effect": "Allow", "Principal": named,
+                                                 "Action": props["Action"], "Resource": arn,
+                                                 **({"Condition": condition} if condition else {})})
+        for arn, statements in policies.items():
+            enforcement.set_function_policy(arn, statements)
+
+
+def _versioned(document: dict[str, Any]) -> str:
+    """A policy document as moto's IAM takes it: SAM writes its statements without ``Version``, which IAM
+    reads as 2008-10-17 and moto refuses; the two differ only in policy variables, which these do not use."""
+    return json.dumps({"Version": "2012-10-17", **document})
+
+
+def _generated(props: dict[str, Any]) -> str:
+    """A secret's ``GenerateSecretString`` value (its length and character rules), or its ``SecretString``."""
+    if "SecretString" in props:
+        return props["SecretString"]
+    rules = props.get("GenerateSecretString") or {}
+    alphabet = string.ascii_letters + string.digits
+    if str(rules.get("ExcludePunctuation", "false")).lower() != "true":
+        alphabet += "!#$%&()*+,-.:;<=>?@[]^_{|}~"
+    return "".join(secrets.choice(alphabet) for _ in range(int(rules.get("PasswordLength", 32))))

@@ -1,0 +1,226 @@
+"""What each request asks IAM for: its action, the resource ARN it acts on (the Service Authorization
+Reference's formats), the resource's own policy, the condition keys the service adds, and the other
+permissions it needs (``enforcement.Check``). Parameter names are botocore's service models'.
+
+- DynamoDB: ``arn:aws:dynamodb:<region>:<account>:table/<TableName>``; a batch or a transaction is
+  authorized item by item, each as its own action (``dynamodb:PutItem``, ``UpdateItem``, ``DeleteItem``,
+  ``ConditionCheckItem``). https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html
+- Step Functions: the ``stateMachineArn`` or ``executionArn`` of the request; CreateStateMachine needs
+  ``iam:PassRole`` on its ``roleArn``.
+- KMS: the key's ARN (from ``KeyId``, an alias, or the ciphertext), its key policy (authoritative), and
+  ``kms:EncryptionContext:<key>`` for each pair of the request's encryption context.
+  https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html
+- Secrets Manager: the secret's ARN and its resource policy; under a customer managed key a read also needs
+  ``kms:Decrypt`` and a write ``kms:GenerateDataKey``, asked by Secrets Manager for the caller
+  (``kms:ViaService``, ``kms:EncryptionContext:SecretARN``).
+- EventBridge: a rule's ARN (``rule/[<bus>/]<name>``); PutTargets needs ``iam:PassRole`` on each target's
+  ``RoleArn``; PutEvents is authorized entry by entry on its bus, under the bus's policy, with
+  ``events:source`` and ``events:detail-type`` (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html).
+- SQS: the queue's ARN and its policy. STS AssumeRole: the role's trust policy (authoritative).
+- IAM: the user, role or policy the request names. CloudWatch Logs: the log group.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from .enforcement import Check
+from .evaluation import parsed
+
+DYNAMODB_ITEM_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+                         "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+
+
+def checks_of(response: Any, service: str, action: str, params: dict[str, Any], account: str) -> list[Check]:
+    region = getattr(response, "region", None) or "us-east-1"
+    handler = _HANDLERS.get(service)
+    if handler is None:
+        return [Check(f"{service}:{action}")]
+    return handler(action, params, region, account)
+
+
+def _arn(service: str, region: str, account: str, resource: str) -> str:
+    return f"arn:aws:{service}:{region}:{account}:{resource}"
+
+
+def _dynamodb(action: str, params: dict, region: str, account: str) -> list[Check]:
+    table = lambda name: _arn("dynamodb", region, account, f"table/{name}")  # noqa: E731
+    if action in ("BatchWriteItem", "BatchGetItem"):
+        checks = []
+        for name, requests in (params.get("RequestItems") or {}).items():
+            if action == "BatchGetItem":
+                checks.append(Check("dynamodb:BatchGetItem", table(name)))
+                continue
+            for request in requests:
+                kind = "PutItem" if "PutRequest" in request else "DeleteItem"
+                checks.append(Check(f"dynamodb:{kind}", table(name)))
+        return checks
+    if action in ("TransactWriteItems", "TransactGetItems"):
+        return [Check(f"dynamodb:{DYNAMODB_ITEM_ACTIONS[kind]}", table(spec["TableName"]))
+                for item in params.get("TransactItems") or [] for kind, spec in item.items()]
+    if "TableName" in params:
+        return [Check(f"dynamodb:{action}", table(params["TableName"]))]
+    return [Check(f"dynamodb:{action}")]
+
+
+def _states(action: str, params: dict, region: str, account: str) -> list[Check]:
+    for key in ("stateMachineArn", "executionArn"):
+        if key in params:
+            return [Check(f"states:{action}", params[key])]
+    if action == "CreateStateMachine":
+        return [Check("states:CreateStateMachine", _arn("states", region, account, f"stateMachine:{params.get('name')}")),
+                pass_role(params.get("roleArn"), "states.amazonaws.com")]
+    return [Check(f"states:{action}")]
+
+
+def pass_role(role_arn: str | None, service: str) -> Check:
+    """iam:PassRole of ``role_arn`` to ``service`` (``iam:PassedToService``)."""
+    return Check("iam:PassRole", role_arn or "*", context={"iam:PassedToService": service})
+
+
+def _kms_key(region: str, account: str, key_id: str | None, ciphertext: str | None = None):
+    from moto.kms.models import kms_backends
+    from moto.kms.utils import _deserialize_ciphertext_blob
+
+    backend = kms_backends[account][region]
+    try:
+        if key_id is None and ciphertext:
+            key_id = _deserialize_ciphertext_blob(base64.b64decode(ciphertext)).key_id
+        return backend.keys[backend.any_id_to_key_id(key_id)] if key_id else None
+    except Exception:  # noqa: BLE001 - no such key: KMS itself answers NotFound
+        return None
+
+
+def kms_check(action: str, key, context: dict[str, str] | None = None, via: str | None = None) -> Check:
+    keys = {f"kms:EncryptionContext:{k}": v for k, v in (context or {}).items()}
+    if via:
+        keys["kms:ViaService"] = via
+    return Check(action, key.arn, parsed(key.policy) if key.policy else None, True, keys)
+
+
+def _kms(action: str, params: dict, region: str, account: str) -> list[Check]:
+    key = _kms_key(region, account, params.get("KeyId") or params.get("DestinationKeyId"),
+                   params.get("CiphertextBlob"))
+    if key is None:
+        return [Check(f"kms:{action}")]
+    return [kms_check(f"kms:{action}", key, params.get("EncryptionContext"))]
+
+
+def _secretsmanager(action: str, params: dict, region: str, account: str) -> list[Check]:
+    from moto.secretsmanager.models import secretsmanager_backends
+
+    backend = secretsmanager_backends[account][region]
+    secret_id = params.get("SecretId")
+    secret = backend.secrets[secret_id] if secret_id and secret_id in backend.secrets else None
+    if secret is None:
+        checks = [Check(f"secretsmanager:{action}")]
+        key = _kms_key(region, account, params.get("KmsKeyId")) if action == "CreateSecret" else None
+        if key is not None:  # a new secret under a customer managed key: its first version's data key
+            checks.append(kms_check("kms:GenerateDataKey", key, via=f"secretsmanager.{region}.amazonaws.com"))
+        return checks
+    checks = [Check(f"secretsmanager:{action}", secret.arn, parsed(secret.policy) if secret.policy else None)]
+    key = _kms_key(region, account, secret.kms_key_id) if secret.kms_key_id else None
+    if key is not None:
+        via = f"secretsmanager.{region}.amazonaws.com"
+        context = {"SecretARN": secret.arn, "SecretVersionId": params.get("VersionId") or ""}
+        if action == "GetSecretValue":
+            checks.append(kms_check("kms:Decrypt", key, context, via))
+        elif action in ("PutSecretValue", "UpdateSecret", "RotateSecret"):
+            checks.append(kms_check("kms:GenerateDataKey", key, context, via))
+    return checks
+
+
+def _events(action: str, params: dict, region: str, account: str) -> list[Check]:
+    from moto.events.models import events_backends
+
+    backend = events_backends[account][region]
+
+    def bus(name: str | None):
+        name = (name or "default").split("/")[-1]
+        return backend.event_buses.get(name)
+
+    if action == "PutEvents":
+        checks = []
+        for entry in params.get("Entries") or []:
+            target = bus(entry.get("EventBusName"))
+            arn = target.arn if target else _arn("events", region, account, f"event-bus/{entry.get('EventBusName')}")
+            policy = parsed(target.policy) if target is not None and target.policy else None
+            checks.append(Check("events:PutEvents", arn, policy, context={
+                "events:source": entry.get("Source"), "events:detail-type": entry.get("DetailType")}))
+        return checks
+    name = params.get("Name") or params.get("Rule")
+    if name:
+        bus_name = (params.get("EventBusName") or "default").split("/")[-1]
+        arn = _arn("events", region, account, f"rule/{'' if bus_name == 'default' else bus_name + '/'}{name}")
+        checks = [Check(f"events:{action}", arn)]
+        if action == "PutTargets":
+            checks += [pass_role(t["RoleArn"], "events.amazonaws.com") for t in params.get("Targets") or []
+                       if t.get("RoleArn")]
+        return checks
+    return [Check(f"events:{action}")]
+
+
+def _sqs(action: str, params: dict, region: str, account: str) -> list[Check]:
+    from moto.sqs.models import sqs_backends
+
+    url = params.get("QueueUrl")
+    if not url:
+        return [Check(f"sqs:{action}")]
+    name = url.rstrip("/").split("/")[-1]
+    queue = sqs_backends[account][region].queues.get(name)
+    policy = parsed(queue.policy) if queue is not None and getattr(queue, "policy", None) else None
+    return [Check(f"sqs:{action}", _arn("sqs", region, account, name), policy)]
+
+
+def _sts(action: str, params: dict, region: str, account: str) -> list[Check]:
+    if action != "AssumeRole" or not params.get("RoleArn"):
+        return [Check(f"sts:{action}")] if action != "GetCallerIdentity" else []
+    from moto.iam.models import iam_backends
+
+    try:
+        role = iam_backends[account]["aws"].get_role_by_arn(params["RoleArn"])
+    except Exception:  # noqa: BLE001 - a role of another account, or none: STS's own answer
+        return [Check("sts:AssumeRole", params["RoleArn"])]
+    return [Check("sts:AssumeRole", role.arn, parsed(role.assume_role_policy_document), True)]
+
+
+def _iam(action: str, params: dict, region: str, account: str) -> list[Check]:
+    if params.get("RoleName"):
+        return [Check(f"iam:{action}", f"arn:aws:iam::{account}:role/{params['RoleName']}")]
+    if params.get("UserName"):
+        return [Check(f"iam:{action}", f"arn:aws:iam::{account}:user/{params['UserName']}")]
+    if params.get("PolicyArn"):
+        return [Check(f"iam:{action}", params["PolicyArn"])]
+    return [Check(f"iam:{action}")]
+
+
+def _logs(action: str, params: dict, region: str, account: str) -> list[Check]:
+    group = params.get("logGroupName")
+    if not group:
+        return [Check(f"logs:{action}")]
+    stream = params.get("logStreamName")
+    resource = f"log-group:{group}:log-stream:{stream}" if stream else f"log-group:{group}:*"
+    return [Check(f"logs:{action}", _arn("logs", region, account, resource))]
+
+
+def _lambda(action: str, params: dict, region: str, account: str) -> list[Check]:
+    from .enforcement import function_policy
+
+    name = params.get("FunctionName")
+    if not name:
+        return [Check(f"lambda:{action}")]
+    arn = name if name.startswith("arn:") else _arn("lambda", region, account, f"function:{name}")
+    unqualified = ":".join(arn.split(":")[:7])
+    qualifier = params.get("Qualifier")
+    resource = f"{unqualified}:{qualifier}" if qualifier and arn == unqualified else arn
+    if action == "Invoke":  # the IAM action of the Invoke operation
+        return [Check("lambda:InvokeFunction", resource, function_policy(unqualified))]
+    checks = [Check(f"lambda:{action}", resource, function_policy(unqualified))]
+    if action == "CreateFunction":
+        checks.append(pass_role(params.get("Role"), "lambda.amazonaws.com"))
+    return checks
+
+
+_HANDLERS = {"dynamodb": _dynamodb, "states": _states, "kms": _kms, "secretsmanager": _secretsmanager,
+             "events": _events, "sqs": _sqs, "sts": _sts, "iam": _iam, "logs": _logs, "lambda": _lambda}
