@@ -80,13 +80,24 @@ def load_event(relative: str):
     return json.loads((EVENTS / relative).read_text(encoding="utf-8"))
 
 
-def proven(event: dict, step: str) -> dict:
-    """A step's payload (events/functions) changed by a test, sealed or proven again with ``EXAMPLE_SEAL_KEY``,
-    as the step before it would have: ``step`` is the function it is for (fetch_latest, a writer, put_history,
-    tag_ttl)."""
+def stack_seal_key(stack) -> str:
+    """An embedded stack's seal key, read from moto's Secrets Manager behind IAM's back (the test's privilege:
+    no identity of the stack's account may read it, tests/test_trust.py)."""
+    from moto.secretsmanager.models import secretsmanager_backends
+
+    from changeflow.local.template import ACCOUNT
+
+    secret = secretsmanager_backends[ACCOUNT][stack.region].secrets[stack.template.physical["SealKeySecret"]["Ref"]]
+    return next(v["secret_string"] for v in secret.versions.values() if "AWSCURRENT" in v["version_stages"])
+
+
+def proven(event: dict, step: str, key: str = EXAMPLE_SEAL_KEY) -> dict:
+    """A step's payload (events/functions) changed by a test, sealed or proven again with ``key`` (that of the
+    payloads, or a stack's: ``stack_seal_key``), as the step before it would have: ``step`` is the function it
+    is for (fetch_latest, a writer, put_history, tag_ttl)."""
     from changeflow_core import seal, steps
 
-    key = seal.Key(EXAMPLE_SEAL_KEY.encode())
+    key = seal.Key(key.encode())
     name = event["execution"]["name"]
     if step == "fetch_latest":
         body = {k: v for k, v in event["request"].items() if k != "seal"}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from changeflow.local.template import Template
-from conftest import ASL, ROOT
+from conftest import ASL, ROOT, proven, stack_seal_key
 
 T0 = 1_767_225_600_000
 IDEMPOTENT_FUNCTIONS = {"FetchLatestFunction", "PutHistoryFunction", "TagTtlFunction"}  # a read, two idempotent writes
@@ -121,6 +121,7 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
     history_event = json.loads((ROOT / "events" / "functions" / "put_history.json").read_text())
     history_event.update(change={**history_event["change"], "entityId": "e", "changeId": "b"}, latest=None,
                          content=None, written={"outcome": "duplicate", "version": 2, "recordedAt": None})
+    history_event = proven(history_event, "put_history", stack_seal_key(stack))  # as the steps before it would
     assert stack.lambdas.invoke(stack.function("PutHistoryFunction"), history_event)[0]["history"] == "repaired"
     cf.submit({"entityId": "e", "operation": "rollback", "toVersion": 2, "effectiveAt": T0 + 2})
     cf.submit({"entityId": "e", "operation": "delete", "effectiveAt": T0 + 3})
@@ -255,12 +256,17 @@ def test_the_read_function_can_only_read(template):
     assert _policy_actions(template, "ReadApiFunction") <= {"dynamodb:GetItem", "dynamodb:Query"}
 
 
-def test_the_rule_targets_the_state_machine_with_retries_and_a_dead_letter_queue(cloudformation):
-    [rule] = [r for r in cloudformation["Resources"].values() if r["Type"] == "AWS::Events::Rule"]
+def test_the_rule_targets_the_event_function_with_retries_a_dead_letter_queue_and_a_journal(cloudformation):
+    resources = cloudformation["Resources"]
+    rule = resources["ChangeRequestedRule"]
     props = rule["Properties"]
     assert props["EventPattern"] == {"source": [{"Ref": "EventSource"}], "detail-type": ["ChangeRequested"]}
-    [target] = props["Targets"]
-    assert target["Arn"] == {"Ref": "ChangeStateMachine"}
+    target, journal = props["Targets"]
+    # the rule cannot seal an execution input (issue 33): the event function does, and only this rule invokes it
+    assert target["Arn"] == {"Fn::GetAtt": ["ReceiveChangeEventFunction", "Arn"]} and "RoleArn" not in target
+    permission = resources["ReceiveChangeEventPermission"]["Properties"]
+    assert permission["Principal"] == "events.amazonaws.com"
+    assert permission["SourceArn"] == {"Fn::GetAtt": ["ChangeRequestedRule", "Arn"]}
     # the detail under "request", beside what EventBridge vouches for (issue 21)
     transformer = target["InputTransformer"]
     assert transformer["InputPathsMap"] == {"detail": "$.detail"}
@@ -268,6 +274,12 @@ def test_the_rule_targets_the_state_machine_with_retries_and_a_dead_letter_queue
         assert variable in transformer["InputTemplate"]
     assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0
     assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["ChangeEventsDeadLetterQueue", "Arn"]}}
+    # a failure inside the function (Step Functions throttling) ends in the same queue after Lambda's retries
+    invoke = resources["ReceiveChangeEventFunctionEventInvokeConfig"]["Properties"]
+    assert invoke["DestinationConfig"]["OnFailure"]["Destination"] == {
+        "Fn::GetAtt": ["ChangeEventsDeadLetterQueue", "Arn"]}
+    # and every matched event as EventBridge wrote it, for verify --principals
+    assert journal["Arn"] == {"Fn::GetAtt": ["ChangeEventsJournalLogGroup", "Arn"]} and "InputTransformer" not in journal
 
 
 def test_the_audit_records_outlive_the_stack(cloudformation):

@@ -1,5 +1,6 @@
-"""EventBridge to Step Functions and Lambda: a rule's ``states`` target starts an execution, and its ``lambda``
-target is invoked asynchronously, with the target's ``Input``/``InputPath``/``InputTransformer`` (stock moto
+"""EventBridge to Step Functions, Lambda and CloudWatch Logs: a rule's ``states`` target starts an execution, its
+``lambda`` target is invoked asynchronously, and a ``logs`` target gets the event as EventBridge writes it (with
+its ``account``, which moto leaves out), with the target's ``Input``/``InputPath``/``InputTransformer`` (stock moto
 5.2.5 raises NotImplementedError on a ``states`` target and invokes a ``lambda`` one in its own Lambda,
 which does not hold the stack's functions); an event that cannot be delivered goes to the target's
 ``DeadLetterConfig`` queue with the ``RULE_ARN``, ``TARGET_ARN``, ``ERROR_CODE`` and ``ERROR_MESSAGE``
@@ -24,6 +25,7 @@ from ..originals import ORIGINALS
 
 def patch_eventbridge_to_stepfunctions() -> None:
     import json
+    import time
     import uuid
 
     import boto3
@@ -69,15 +71,28 @@ def patch_eventbridge_to_stepfunctions() -> None:
                       else boto3.client("stepfunctions", region_name=arn.region))
         client.start_execution(stateMachineArn=target["Arn"], name=str(uuid.uuid4()), input=payload)
 
+    def journal(target: dict, event: dict, rule) -> None:
+        """A log group target: the event as EventBridge writes it there (moto's leaves out ``account``), in a
+        group named by its ARN as CloudFormation's GetAtt gives it (``...:log-group:NAME:*``)."""
+        from moto.logs.models import logs_backends
+
+        from .input_transformer import event_without_detail
+
+        arn = parse_arn(target["Arn"])
+        group = target["Arn"].split(":log-group:", 1)[1].removesuffix(":*")
+        shaped = {**event_without_detail(event), "detail": event.get("detail", {})}
+        message = target_input(target, event, rule) if ("Input" in target or "InputTransformer" in target) else shaped
+        backend = logs_backends[arn.account][arn.region]
+        stream = str(uuid.uuid4())
+        backend.create_log_stream(group, stream)
+        backend.put_log_events(group, stream, [{"timestamp": int(time.time() * 1000), "message": json.dumps(message)}])
+
     def send_to_targets(self, original_event, transform_input=True):
         # stock moto raises NotImplementedError on a states target: give it the others only
-        ours = [t for t in self.targets if parse_arn(t["Arn"]).service in ("states", "lambda")]
+        ours = [t for t in self.targets if parse_arn(t["Arn"]).service in ("states", "lambda", "logs")]
         others = [t for t in self.targets if t not in ours]
         if others:
-            # a log group target named by its ARN as CloudFormation's GetAtt gives it (``...:log-group:NAME:*``),
-            # which EventBridge accepts and moto reads as a group named ``NAME:*``
-            self.targets = [{**t, "Arn": t["Arn"][:-2]} if t["Arn"].startswith("arn:aws:logs:") and
-                            t["Arn"].endswith(":*") else t for t in others]
+            self.targets = others
             try:
                 original(self, original_event, transform_input)
             finally:
@@ -86,6 +101,9 @@ def patch_eventbridge_to_stepfunctions() -> None:
             return
         for target in ours:
             try:
+                if parse_arn(target["Arn"]).service == "logs":
+                    journal(target, original_event, self)
+                    continue
                 deliver(target, original_event, self)
             except (ClientError, KeyError, ValueError, enforcement.Denied) as exc:
                 dead_letters = target.get("DeadLetterConfig", {}).get("Arn")
