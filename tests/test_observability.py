@@ -27,7 +27,7 @@ import boto3
 import pytest
 
 from changeflow.local.template import Template
-from conftest import ROOT, load_event
+from conftest import EXAMPLE_SEAL_KEY, ROOT, load_event
 
 T0 = 1_767_225_600_000
 ENTITY = "user#1001"  # the entity of the events/functions payloads
@@ -91,6 +91,8 @@ with mock_aws():
     client = boto3.client("dynamodb", region_name="us-east-1")
     for table in job["tables"]:
         client.create_table(**table)
+    boto3.client("secretsmanager", region_name="us-east-1").create_secret(  # the payloads' seal key
+        Name=job["seal"]["name"], SecretString=job["seal"]["key"])
     for entry in job["seed"]:
         client.put_item(TableName=entry["table"], Item=entry["item"])
     if job["mode"] == "seed":
@@ -145,7 +147,8 @@ def _child_env(extra: dict[str, str]) -> dict[str, str]:
 
 def _start(job: dict, env: dict[str, str], folder: Path, name: str) -> subprocess.Popen:
     job_file = folder / f"{name}.json"
-    job_file.write_text(json.dumps(job), encoding="utf-8")
+    seal_secret = Template(ROOT / "template.yaml").physical_name("SealKeySecret")
+    job_file.write_text(json.dumps({**job, "seal": {"name": seal_secret, "key": EXAMPLE_SEAL_KEY}}), encoding="utf-8")
     return subprocess.Popen([sys.executable, "-c", DRIVER, str(job_file)], env=env, cwd=folder,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -24,7 +24,7 @@ from changeflow.local.moto_patches.stepfunctions.termination import wait_for_ter
 from changeflow.client import Changeflow
 from changeflow.local.template import Template
 from changeflow_core import principal
-from conftest import LOGGED, ROOT
+from conftest import LOGGED, ROOT, proven
 
 LAYER = ROOT / "layers" / "core"
 
@@ -492,6 +492,8 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     steps["fetch_latest"]["event"]["request"]["request"]["attributes"]["notes"] = "n" * (80 * 1024)
     for name in ("update_latest", "put_history"):
         steps[name]["event"]["content"]["notes"] = {"S": "n" * (80 * 1024)}
+    for name in ("fetch_latest", "update_latest", "put_history"):  # sealed and proven again, as the steps would
+        steps[name]["event"] = proven(steps[name]["event"], name)
     step = steps["read_api"]
     layer = str(ROOT / template.resolve(template.resources["CoreLayer"]["Properties"]["ContentUri"]))
     seeding = _start({"mode": "seed", "layer": layer, "tables": _tables(template), "seed": [],

@@ -160,7 +160,8 @@ def test_serve_insecure_accepts_unsigned_requests_and_records_them_as_unauthenti
         status, _, answer = send(f"{running.url}/v1/changes", change("s#9"), signed=False)
         assert status == 200
         wait(answer)
-        assert principal_of(running, "s#9")[0] == {"via": "api", "authenticated": False}
+        recorded = principal_of(running, "s#9")[0]
+    assert recorded == {"via": "api", "authenticated": False, "requestId": recorded["requestId"]}
 
 
 def test_the_impersonation_campaign_row_finds_no_false_principal(server):

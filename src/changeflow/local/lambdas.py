@@ -226,6 +226,7 @@ class LambdaService:
             if str(layer) not in sys.path:
                 sys.path.insert(0, str(layer))
         self.stdout = _route_stdout()
+        _route_default_session()
         self.async_delay_scale = 1.0  # the stack's time scale: Lambda waits 1 and 2 minutes between async attempts
         self._async: set[threading.Thread] = set()
 
@@ -266,14 +267,13 @@ class LambdaService:
             if function.module is not None:  # another invocation imported it meanwhile
                 return
             _route_stdout()
-            saved = {k: os.environ.get(k) for k in function.environment}
-            os.environ.update(function.environment)
+            environment = {k: v for k, v in function.environment.items() if k not in CREDENTIALS}
+            saved = {k: os.environ.get(k) for k in environment}
+            os.environ.update(environment)
             self.stdout.local.function = function
-            # its clients take its role's credentials from the environment, as in its own process on Lambda:
-            # a default session of its own (boto3's process-wide one keeps the credentials it first found)
-            import boto3
-
-            process_session, boto3.DEFAULT_SESSION = boto3.DEFAULT_SESSION, None
+            # its clients take its role's credentials, as from the environment of its own process on Lambda: a
+            # default session of its own for this thread (the process's environment is every thread's)
+            _IMPORTING.session = _session_of(function)
             try:
                 with _own_layer_packages(function.layer_dirs):
                     spec = importlib.util.spec_from_file_location(
@@ -281,7 +281,7 @@ class LambdaService:
                     module = importlib.util.module_from_spec(spec)
                     spec.loader.exec_module(module)
             finally:
-                boto3.DEFAULT_SESSION = process_session
+                _IMPORTING.session = None
                 self.stdout.local.function = None
                 for key, value in saved.items():
                     if value is None:
@@ -417,14 +417,45 @@ class LambdaService:
                            aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
                            aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
                            aws_session_token=env.get("AWS_SESSION_TOKEN"))
-        name = destination.split(":")[5]
-        sqs.send_message(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"], MessageBody=json.dumps(record))
+        _, _, _, region, account, name = destination.split(":")[:6]
+        sqs.send_message(QueueUrl=f"https://sqs.{region}.amazonaws.com/{account}/{name}", MessageBody=json.dumps(record))
 
     def drain(self, timeout: float) -> None:
         """Wait for the asynchronous invocations still running (a stack that stops)."""
         deadline = time.monotonic() + timeout
         for thread in list(self._async):
             thread.join(max(0.0, deadline - time.monotonic()))
+
+
+CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+_IMPORTING = threading.local()  # the session of the function whose handler this thread is importing
+
+
+def _session_of(function: Function):
+    """A boto3 session with the function's role credentials (its environment's), or None without them."""
+    if not all(function.environment.get(k) for k in CREDENTIALS[:2]):
+        return None
+    import boto3
+
+    env = function.environment
+    return boto3.Session(aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                         aws_session_token=env.get("AWS_SESSION_TOKEN"), region_name=env.get("AWS_REGION"))
+
+
+def _route_default_session() -> None:
+    """``boto3.client(...)`` inside a handler's import is its own session's; elsewhere, the process's."""
+    import boto3
+
+    if getattr(boto3._get_default_session, "routed", False):
+        return
+    process_default = boto3._get_default_session
+
+    def _get_default_session():
+        session = getattr(_IMPORTING, "session", None)
+        return session if session is not None else process_default()
+
+    _get_default_session.routed = True
+    boto3._get_default_session = _get_default_session
 
 
 @contextlib.contextmanager
