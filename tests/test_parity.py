@@ -642,3 +642,72 @@ def test_an_input_transformer_gets_eventbridges_predefined_variables(stack):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", sent["event"]["time"])
     at = datetime.datetime.fromisoformat(sent["at"].replace("Z", "+00:00")).timestamp()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", sent["at"]) and before - 1 <= at <= time.time() + 1
+
+
+# --- IAM evaluated (issue 33 item 2: moto_patches.iam) --------------------------------------------------------
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html
+def _user(stack, name: str, statements: list[dict]):
+    iam = stack.client("iam")
+    iam.create_user(UserName=name)
+    iam.put_user_policy(UserName=name, PolicyName="p",
+                        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": statements}))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    import boto3
+
+    return lambda service: boto3.client(service, region_name="us-east-1", aws_access_key_id=key["AccessKeyId"],
+                                        aws_secret_access_key=key["SecretAccessKey"])
+
+
+def _refused(call) -> str:
+    with pytest.raises(ClientError) as raised:
+        call()
+    assert raised.value.response["Error"]["Code"] in ("AccessDeniedException", "AccessDenied")
+    return raised.value.response["Error"]["Message"]
+
+
+def test_iam_allows_what_an_identity_policy_allows_on_its_resource_and_an_explicit_deny_wins(stack, cf):
+    machine = cf.state_machine_arn
+    make = _user(stack, "u", [{"Effect": "Allow", "Action": "states:StartExecution", "Resource": machine},
+                              {"Effect": "Allow", "Action": "states:Describe*", "Resource": "*"},
+                              {"Effect": "Deny", "Action": "states:DescribeStateMachine", "Resource": "*"}])
+    sfn = make("stepfunctions")
+    assert sfn.start_execution(stateMachineArn=machine, input=principal.direct_input(
+        {"entityId": "iam#1", "operation": "put", "changeId": "c1", "attributes": {}}))["executionArn"]
+    assert "explicit deny in an identity-based policy" in _refused(
+        lambda: sfn.describe_state_machine(stateMachineArn=machine))
+    message = _refused(lambda: make("dynamodb").put_item(TableName=cf.table, Item={"pk": {"S": "x"}, "sk": {"S": "v0"}}))
+    assert message == (f"User: arn:aws:iam::123456789012:user/u is not authorized to perform: dynamodb:PutItem on "
+                       f"resource: arn:aws:dynamodb:us-east-1:123456789012:table/{cf.table} because no "
+                       "identity-based policy allows the dynamodb:PutItem action")
+
+
+def test_iam_evaluates_a_resource_policys_deny_with_the_requests_condition_keys(stack):
+    # the bus's policy denies PutEvents whose events:source is not the stack's (ChangeBusOnlyThisSource)
+    make = _user(stack, "producer", [{"Effect": "Allow", "Action": "events:PutEvents", "Resource": "*"}])
+    events, bus = make("events"), stack.outputs["ChangeBusName"]
+    entry = {"DetailType": "ChangeRequested", "EventBusName": bus, "Detail": "{}"}
+    assert "explicit deny in a resource-based policy" in _refused(
+        lambda: events.put_events(Entries=[{**entry, "Source": "someone.else"}]))
+    assert events.put_events(Entries=[{**entry, "Source": stack.outputs["ChangeEventSource"]}])["FailedEntryCount"] == 0
+
+
+def test_a_kms_key_policy_is_the_only_way_in_unless_it_delegates_to_the_account(stack):
+    # https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-overview.html
+    make = _user(stack, "admin", [{"Effect": "Allow", "Action": "*", "Resource": "*"}])
+    kms = stack.client("kms")
+    only_a_role = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:role/somebody"}, "Action": "kms:*",
+         "Resource": "*"}]}
+    delegated = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "kms:*", "Resource": "*"}]}
+    closed = kms.create_key(Policy=json.dumps(only_a_role), BypassPolicyLockoutSafetyCheck=True)["KeyMetadata"]["KeyId"]
+    open_ = kms.create_key(Policy=json.dumps(delegated))["KeyMetadata"]["KeyId"]
+    assert "no resource-based policy allows the kms:Encrypt action" in _refused(
+        lambda: make("kms").encrypt(KeyId=closed, Plaintext=b"x"))
+    assert make("kms").encrypt(KeyId=open_, Plaintext=b"x")["CiphertextBlob"]
+
+
+def test_assuming_a_role_takes_its_trust_policy(stack):
+    make = _user(stack, "assumer", [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}])
+    role = stack.access.role_arn("SubmitChangeFunction")  # trusts lambda.amazonaws.com only
+    assert "sts:AssumeRole" in _refused(lambda: make("sts").assume_role(RoleArn=role, RoleSessionName="session"))

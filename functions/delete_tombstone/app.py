@@ -38,7 +38,7 @@ def lambda_handler(event, context):
 
     try:
         result = steps.write(dynamodb, TABLE_NAME, event, tombstone_ttl_days=TOMBSTONE_TTL_DAYS,
-                             keep_prev=CHAIN_PREV_HASH, key=SEAL.get())  # seal.Unproven without the fetch step's proof: nothing written
+                             keep_prev=CHAIN_PREV_HASH, key=SEAL.get())  # seal.Unproven without the proof
     except (WriteConflict, VersionConflict):  # counted, then the named error the state machine routes
         observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change["operation"])
         raise

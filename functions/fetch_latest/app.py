@@ -36,7 +36,7 @@ SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV
 def lambda_handler(event, context):
     logger.append_keys(execution=event["execution"]["name"])
     try:
-        change, content, attempt = steps.take(event, POLICY, SEAL.get())  # Forbidden: the policy denies it; a bad seal: ValidationError
+        change, content, attempt = steps.take(event, POLICY, SEAL.get())  # Forbidden, or no seal: nothing written
     except ValidationError:
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise

@@ -36,7 +36,8 @@ def lambda_handler(event, context):
     logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
 
     try:
-        result = steps.write(dynamodb, TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH, key=SEAL.get())  # seal.Unproven without the fetch step's proof: nothing written
+        # seal.Unproven without the fetch step's proof: nothing written
+        result = steps.write(dynamodb, TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH, key=SEAL.get())
     except (WriteConflict, VersionConflict):  # counted, then the named error the state machine routes
         observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change["operation"])
         raise

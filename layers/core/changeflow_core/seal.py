@@ -15,7 +15,7 @@ The key is 64 random characters in a Secrets Manager secret (template.yaml ``Sea
 under a KMS key (``SealKey``) whose policy lets only these functions' roles decrypt it, and only through
 Secrets Manager; the secret's own policy denies every other reader and every writer. Each execution
 environment reads it once (``SecretKey``: one ``GetSecretValue``, one KMS ``Decrypt`` inside Secrets
-Manager, at its first use) and keeps it in memory: no KMS request per change. docs/identity.md says who can
+Manager, at its first invocation) and keeps it in memory: no KMS request per change. docs/identity.md says who can
 still forge (those who change these policies or the functions' code) and how that shows.
 
 A MAC is over a domain and the value's canonical JSON (sorted keys, no spaces, UTF-8), so a MAC made for
@@ -33,7 +33,7 @@ from typing import Any
 
 from .errors import ChangeflowError
 
-SECRET_ENV = "SEAL_SECRET_ARN"  # the secret's ARN, in the environment of every function that seals or checks
+SECRET_ENV = "SEAL_SECRET_ID"  # the secret's name, in the environment of every function that seals or checks
 ENVELOPE = "changeflow/envelope"  # an entry point's execution input
 STEP = "changeflow/step"  # the fetch step's change and content, for the writers
 WRITTEN = "changeflow/written"  # the v0 write's result, for the history step
@@ -83,8 +83,8 @@ class Key:
 
 
 class SecretKey:
-    """The key, read from Secrets Manager at its first use in this execution environment (the cold start of
-    a function that seals), then kept: ``get()``."""
+    """The key, read from Secrets Manager at the first invocation of this execution environment (its cold
+    start's), then kept: ``get()``. A function that may not read it fails that invocation, by name."""
 
     def __init__(self, client: Any, secret_id: str):
         self._client, self._secret_id = client, secret_id

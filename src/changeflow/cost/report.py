@@ -26,6 +26,7 @@ from changeflow.common.project import project_root
 from .bill import cost_per_million
 from .contention import TODAY_ENDS, contention, contention_elsewhere, main_root, print_contention, variant_root
 from .paths import PATHS, measure_paths, principal_share
+from .seal import print_seal_share, seal_share
 from .prices import HANDLER_MS, LAMBDA_MEMORY_GB, LOG_SETTINGS, PRICES
 from .startup import cold_starts, init_billed, package_sizes
 from .units import FORMAT_1_BYTES
@@ -72,6 +73,8 @@ def units_report(report: dict) -> str:
                 cells = "".join(f"{row[f'write_units_{s}']['without']:>9g} -> {row[f'write_units_{s}']['with']:<2g}"
                                 for s in (1000, 4000))
                 print(f"{label:<24}{row['item_bytes']:>8}{row['state_bytes']:>9}{cells}")
+        if "seal" in report:  # issue 33
+            print_seal_share(report["seal"])
         print(f"\nCost per million changes at 1 KB (USD; Lambda {int(LAMBDA_MEMORY_GB * 1024)} MB x {HANDLER_MS:g} ms "
               "per invocation assumed; Express: 64 MB, 100 ms plus Waits; logs at the default: ERROR, no data)")
         for path in PATHS:
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> None:
             print(json.dumps(rows, indent=2))
         return
     report = {"prices": PRICES, "sizes": {}, "separate_history_table": {}, "log_bytes": {},
-              "principal": principal_share()}
+              "principal": principal_share(), "seal": seal_share()}
     for size in (1000, 4000, 100_000):
         report["sizes"][size] = measure_paths(size, root=root)
     for size in (1000, 100_000):  # the fetch step's two reads with SeparateHistoryTable=true

@@ -2,8 +2,8 @@
 what AWS would: the roles (SAM's generated ones too, read from aws-sam-translator's CloudFormation) with their
 trust and inline policies, the ``AWS::IAM::Policy`` resources attached to them, each function's session of its
 role (the credentials Lambda gives a function, with ``lambda:SourceFunctionArn`` in their context), the
-functions' resource-based policies (``AWS::Lambda::Permission``, SAM's for API events too), and the KMS keys
-and Secrets Manager secrets with their policies.
+functions' resource-based policies (``AWS::Lambda::Permission``, SAM's for API events too), the event buses'
+policies, and the KMS keys and Secrets Manager secrets with their policies.
 
 AWS managed policies (``AWSLambdaBasicExecutionRole``, ``AWSXrayWriteOnlyAccess``) are attached where moto has
 them loaded; they grant CloudWatch Logs and X-Ray writes, which the embedded functions do not make (their logs
@@ -140,6 +140,12 @@ class Access:
                                                  **({"Condition": condition} if condition else {})})
         for arn, statements in policies.items():
             enforcement.set_function_policy(arn, statements)
+        events = self.client("events")
+        for spec in self.template.of_type("AWS::Events::EventBusPolicy").values():  # an event bus's policy
+            props = self.template.resolve(spec["Properties"])
+            statement = {"Sid": props["StatementId"], **props["Statement"]}
+            events.put_permission(EventBusName=props.get("EventBusName", "default"),
+                                  Policy=json.dumps({"Version": "2012-10-17", "Statement": [statement]}))
 
 
 def _versioned(document: dict[str, Any]) -> str:

@@ -2,11 +2,8 @@
 the template gives it, invoked the way the Lambda service invokes it (JSON in, JSON out, an unhandled
 exception becomes ``FunctionError: Unhandled`` with ``errorType`` = the exception's class name). An Invoke
 through moto's Lambda API is answered here once the caller may invoke the function (``lambda:InvokeFunction``:
-its identity's policies or the function's resource-based policy, moto_patches.iam). ``InvocationType: Event`` is Lambda's asynchronous invocation: answered 202 at
-once, run on its own thread, retried (``MaximumRetryAttempts``, 2 by default) and then sent to the
-function's on-failure destination as Lambda's invocation record
-(https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html,
-https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html).
+its identity's policies or the function's resource-based policy, moto_patches.iam); ``InvocationType: Event``
+is Lambda's asynchronous invocation (``async_invoke``).
 
 What a handler prints (Powertools' JSON logs and EMF metrics), the warnings it raises and the traceback
 of an unhandled error go to the function's log, like CloudWatch Logs, not to the terminal. Faults can be injected around the handler from the outside.
@@ -22,7 +19,6 @@ import logging
 import os
 import sys
 import threading
-import time
 import traceback
 import uuid
 import warnings
@@ -36,6 +32,8 @@ from botocore.awsrequest import AWSResponse
 from botocore.client import BaseClient
 from botocore.response import StreamingBody
 from moto.core.botocore_stubber import MockRawResponse
+
+from .async_invoke import AsyncInvocations
 
 
 class LambdaServiceError(Exception):
@@ -205,10 +203,11 @@ def _route_stdout() -> _ThreadLocalStdout:
     return _STDOUT
 
 
-class LambdaService:
+class LambdaService(AsyncInvocations):
     """The functions of one embedded stack, and the ``Invoke`` answer the interpreter's client gets."""
 
     _import_lock = threading.Lock()
+    service_error = LambdaServiceError
 
     def __init__(self, layer_dirs: list[Path]):
         self.functions: dict[str, Function] = {}  # name -> $LATEST
@@ -228,7 +227,6 @@ class LambdaService:
         self.stdout = _route_stdout()
         _route_default_session()
         self.async_delay_scale = 1.0  # the stack's time scale: Lambda waits 1 and 2 minutes between async attempts
-        self._async: set[threading.Thread] = set()
 
     def add(self, function: Function) -> None:
         """``function`` becomes the function's ``$LATEST`` (its unqualified name and ARN)."""
@@ -373,58 +371,6 @@ class LambdaService:
         if failed:
             headers["x-amz-function-error"] = "Unhandled"
         return 200, headers, json.dumps(payload)
-
-    # --- asynchronous invocation ----------------------------------------------------------------------
-    def invoke_async(self, function: Function, event: Any) -> None:
-        """Lambda's event invocation: the event queued (here: a thread of its own), retried, then recorded."""
-        thread = threading.Thread(target=self._run_async, args=(function, event), daemon=True,
-                                  name=f"async-{function.logical_id}")
-        self._async.add(thread)
-        thread.start()
-
-    def _run_async(self, function: Function, event: Any) -> None:
-        attempts = 1 + int(function.event_invoke.get("MaximumRetryAttempts", 2))
-        try:
-            for attempt in range(1, attempts + 1):
-                try:
-                    payload, failed = self.invoke(function, event)
-                except LambdaServiceError as exc:
-                    payload, failed = {"errorType": exc.code, "errorMessage": exc.message}, True
-                if not failed:
-                    return
-                if attempt < attempts:
-                    time.sleep(60 * attempt * self.async_delay_scale)
-            self._record_failure(function, event, payload, attempts)
-        finally:
-            self._async.discard(threading.current_thread())
-
-    def _record_failure(self, function: Function, event: Any, payload: Any, attempts: int) -> None:
-        """The invocation record sent to the on-failure destination (an SQS queue), with the function's role."""
-        import boto3
-
-        destination = function.event_invoke.get("OnFailure")
-        if not destination:
-            return
-        record = {"version": "1.0", "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
-                  "requestContext": {"requestId": str(uuid.uuid4()), "functionArn": f"{function.arn}:$LATEST",
-                                     "condition": "RetriesExhausted", "approximateInvokeCount": attempts},
-                  "requestPayload": event,
-                  "responseContext": {"statusCode": 200, "executedVersion": function.version,
-                                      "functionError": "Unhandled"},
-                  "responsePayload": payload}
-        env = function.environment
-        sqs = boto3.client("sqs", region_name=destination.split(":")[3],
-                           aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
-                           aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
-                           aws_session_token=env.get("AWS_SESSION_TOKEN"))
-        _, _, _, region, account, name = destination.split(":")[:6]
-        sqs.send_message(QueueUrl=f"https://sqs.{region}.amazonaws.com/{account}/{name}", MessageBody=json.dumps(record))
-
-    def drain(self, timeout: float) -> None:
-        """Wait for the asynchronous invocations still running (a stack that stops)."""
-        deadline = time.monotonic() + timeout
-        for thread in list(self._async):
-            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
