@@ -57,6 +57,21 @@ def verify_principals(capsys, entity: str, url: str | None = None) -> tuple[int,
     return status, capsys.readouterr().out
 
 
+def alice_signs(server, cf, change: dict):
+    """alice, an IAM user, signs ``change`` through serve's API (SigV4): the execution, once ended."""
+    from changeflow.checks.reliability import post_json
+
+    iam = cf.make("iam")
+    iam.create_user(UserName="alice")
+    key = iam.create_access_key(UserName="alice")["AccessKey"]
+    url = f"{server.url}/{server.routes[0].stage}/changes"
+    body = json.dumps(change).encode()
+    status, answer = post_json(url, body, sigv4_headers("POST", url, body, {"Content-Type": "application/json"},
+                                                        key["AccessKeyId"], key["SecretAccessKey"], token=None))
+    assert status == 200, answer
+    return cf.wait(answer["executionArn"], 30)
+
+
 @pytest.fixture
 def on_stack(stack, monkeypatch):
     """The CLI's remote commands pointed at the embedded stack (as tests/test_cli.py does)."""
@@ -209,16 +224,7 @@ def test_lambda_refuses_an_invoke_no_policy_allows(stack, cf):
 def test_a_direct_invoke_of_the_front_function_is_refused_by_verify_principals(server, capsys):
     # GIVEN alice, who signs a change through the API, and mallory, who may invoke any function
     cf = Changeflow.for_aws_stack("changeflow", "us-east-1", endpoint_url=server.url)
-    iam = cf.make("iam")
-    iam.create_user(UserName="alice")
-    key = iam.create_access_key(UserName="alice")["AccessKey"]
-    url = f"{server.url}/{server.routes[0].stage}/changes"
-    body = json.dumps(put("t#6", "c1")).encode()
-    from changeflow.checks.reliability import post_json
-
-    status, answer = post_json(url, body, sigv4_headers("POST", url, body, {"Content-Type": "application/json"},
-                                                        key["AccessKeyId"], key["SecretAccessKey"], token=None))
-    assert status == 200 and cf.wait(answer["executionArn"], 30).status == "SUCCEEDED"
+    assert alice_signs(server, cf, put("t#6", "c1")).status == "SUCCEEDED"
     genuine = cf.entity("t#6")["versions"][0]["principal"]
     make, _ = identity(cf.make, "mallory", "lambda:InvokeFunction", endpoint=server.url)
     # WHEN she invokes the front function herself, with a requestContext that names alice: a new request id,
@@ -349,16 +355,7 @@ def test_a_stack_role_passed_to_a_function_of_someone_elses_is_refused_what_the_
 
 def test_genuine_changes_through_every_entry_point_pass_verify_principals(server, capsys):
     cf = Changeflow.for_aws_stack("changeflow", "us-east-1", endpoint_url=server.url)
-    iam = cf.make("iam")
-    iam.create_user(UserName="alice")
-    key = iam.create_access_key(UserName="alice")["AccessKey"]
-    url = f"{server.url}/{server.routes[0].stage}/changes"
-    body = json.dumps(put("t#11", "c1")).encode()
-    from changeflow.checks.reliability import post_json
-
-    status, answer = post_json(url, body, sigv4_headers("POST", url, body, {"Content-Type": "application/json"},
-                                                        key["AccessKeyId"], key["SecretAccessKey"], token=None))
-    cf.wait(answer["executionArn"], 30)
+    alice_signs(server, cf, put("t#11", "c1"))
     cf.submit_via_events(put("t#11", "c2"), timeout=30)
     cf.submit(put("t#11", "c3"))
     time.sleep(0.1)
