@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from changeflow.local import cfn
 from changeflow.local.template import Template
 from conftest import ASL, ROOT, proven, stack_seal_key
 
@@ -348,3 +349,24 @@ def test_a_new_layer_publishes_a_new_version_of_every_step_function(tmp_path):
     _, changed, _ = _machine_and_versions(_released(
         tmp_path, "      ContentUri: layers/core/\n", "      ContentUri: s3://packaged-artifacts/core-v2.zip\n"))
     assert len(versions) == 5 and all(changed[f] != versions[f] for f in versions), (versions, changed)
+
+
+def test_the_embedded_stack_makes_the_roles_sam_makes(cloudformation):
+    """moto_patches.iam evaluates the roles the embedded stack makes (changeflow.local.access); they are
+    aws-sam-translator's, statement for statement: trust, inline statements, managed policies (issue 33)."""
+    from changeflow.local.access import Access
+
+    for parameters in ({}, {"SeparateHistoryTable": "true"}):
+        template = Template(ROOT / "template.yaml", overrides=parameters)
+        ours = Access(template, client=None).roles()
+        translated = cfn.transform(ROOT / "template.yaml", parameters)["Resources"]
+        sams = {name: template.resolve(spec["Properties"]) for name, spec in translated.items()
+                if spec["Type"] == "AWS::IAM::Role"}
+        assert set(ours) == set(sams)
+        for name, props in sams.items():
+            statements = [s for p in props.get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
+            mine = [s for document in ours[name]["inline"].values() for s in document["Statement"]]
+            canonical = lambda found: sorted(json.dumps(x, sort_keys=True) for x in found)  # noqa: E731
+            assert canonical(mine) == canonical(statements), name
+            assert sorted(ours[name]["managed"]) == sorted(props.get("ManagedPolicyArns", [])), name
+            assert ours[name]["trust"]["Statement"][0]["Principal"] == props["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]

@@ -1,13 +1,18 @@
 """The template's access control on the embedded stack (issue 33 item 2), so that moto_patches.iam evaluates
-what AWS would: the roles (SAM's generated ones too, read from aws-sam-translator's CloudFormation) with their
-trust and inline policies, the ``AWS::IAM::Policy`` resources attached to them, each function's session of its
+what AWS would: the roles, the ``AWS::IAM::Policy`` resources attached to them, each function's session of its
 role (the credentials Lambda gives a function, with ``lambda:SourceFunctionArn`` in their context), the
-functions' resource-based policies (``AWS::Lambda::Permission``, SAM's for API events too), the event buses'
-policies, and the KMS keys and Secrets Manager secrets with their policies.
+functions' resource-based policies (``AWS::Lambda::Permission``), the event buses' policies, and the KMS keys
+and Secrets Manager secrets with their policies.
 
-AWS managed policies (``AWSLambdaBasicExecutionRole``, ``AWSXrayWriteOnlyAccess``) are attached where moto has
-them loaded; they grant CloudWatch Logs and X-Ray writes, which the embedded functions do not make (their logs
-go to the function's log here, traces nowhere).
+The role SAM makes for a function or a state machine without a ``Role`` is made as SAM makes it
+(https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-specification-generated-resources-function.html):
+``<logical id>Role``, trusting ``lambda.amazonaws.com`` (``states.amazonaws.com``), with the ``Policies``
+statements inline, ``AWSLambdaBasicExecutionRole`` (and ``AWSXrayWriteOnlyAccess`` with tracing) attached, and
+for an ``EventInvokeConfig`` destination the permission to send to it (``sqs:SendMessage`` for a queue,
+https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-property-function-eventinvokeconfiguration.html).
+The managed policies are attached where moto has them loaded; they grant CloudWatch Logs and X-Ray writes, which
+the embedded functions do not make. SAM's permissions for API events are not made: the embedded REST API
+invokes its functions itself, as API Gateway does under them.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ import secrets
 import string
 from typing import Any
 
-from .cfn import transform
 from .moto_patches.iam import enforcement
 from .template import ACCOUNT, Template
 
@@ -30,29 +34,57 @@ class Access:
 
     def __init__(self, template: Template, client):
         self.template, self.client = template, client
-        self.translated = transform(template.path, template.overrides)["Resources"]
         self._sessions: dict[str, dict[str, str]] = {}
 
-    def _of_type(self, kind: str) -> dict[str, dict]:
-        return {name: spec for name, spec in self.translated.items() if spec["Type"] == kind
-                and (spec.get("Condition") is None or self.template.conditions.get(spec["Condition"], True))}
+    def roles(self) -> dict[str, dict[str, Any]]:
+        """Role logical id -> {trust, inline policies, managed policy ARNs}, resolved: the template's
+        ``AWS::IAM::Role`` resources and the roles SAM makes."""
+        found = {}
+        for logical_id, spec in self.template.of_type("AWS::IAM::Role").items():
+            props = self.template.resolve(spec["Properties"])
+            found[logical_id] = {"trust": props["AssumeRolePolicyDocument"], "managed": props.get("ManagedPolicyArns", []),
+                                 "inline": {p["PolicyName"]: p["PolicyDocument"] for p in props.get("Policies", [])}}
+        for kind, service in (("AWS::Serverless::Function", "lambda"), ("AWS::Serverless::StateMachine", "states")):
+            for logical_id, spec in self.template.of_type(kind).items():
+                role = f"{logical_id}Role"
+                if not self.template.generated_role(role):
+                    continue
+                props = self.template.function_properties(logical_id) if service == "lambda" else \
+                    self.template.resolve(spec["Properties"])
+                statements = [s for policy in props.get("Policies", []) if isinstance(policy, dict)
+                              for s in policy.get("Statement", [])]
+                managed = [p for p in props.get("Policies", []) if isinstance(p, str)]
+                if service == "lambda":
+                    managed.append("arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole")
+                    destination = ((props.get("EventInvokeConfig") or {}).get("DestinationConfig") or {})
+                    for outcome in destination.values():
+                        if outcome.get("Type") == "SQS":
+                            statements.append({"Effect": "Allow", "Action": "sqs:SendMessage",
+                                               "Resource": outcome["Destination"]})
+                tracing = props.get("Tracing")  # a function's "Active", a state machine's {"Enabled": true}
+                if tracing == "Active" or (isinstance(tracing, dict) and str(tracing.get("Enabled")).lower() == "true"):
+                    managed.append("arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess")
+                found[role] = {"trust": {"Version": "2012-10-17", "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": [f"{service}.amazonaws.com"]},
+                     "Action": ["sts:AssumeRole"]}]},
+                    "managed": managed,
+                    "inline": {f"{role}Policy0": {"Statement": statements}} if statements else {}}
+        return found
 
     # --- roles ------------------------------------------------------------------------------------------
     def create_roles(self) -> None:
         """Every role with its trust and inline policies; a role that exists (a deploy) gets them anew."""
         iam = self.client("iam")
-        for logical_id, spec in self._of_type("AWS::IAM::Role").items():
-            props = self.template.resolve(spec["Properties"])
+        for logical_id, role in self.roles().items():
             name = self.template.physical_name(logical_id)
-            trust = json.dumps(props["AssumeRolePolicyDocument"])
+            trust = json.dumps(role["trust"])
             try:
                 iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust)
             except iam.exceptions.EntityAlreadyExistsException:
                 iam.update_assume_role_policy(RoleName=name, PolicyDocument=trust)
-            for policy in props.get("Policies", []):
-                iam.put_role_policy(RoleName=name, PolicyName=policy["PolicyName"],
-                                    PolicyDocument=_versioned(policy["PolicyDocument"]))
-            for arn in props.get("ManagedPolicyArns", []):
+            for policy_name, document in role["inline"].items():
+                iam.put_role_policy(RoleName=name, PolicyName=policy_name, PolicyDocument=_versioned(document))
+            for arn in role["managed"]:
                 try:
                     iam.attach_role_policy(RoleName=name, PolicyArn=arn)
                 except iam.exceptions.NoSuchEntityException:
@@ -67,7 +99,6 @@ class Access:
         """A new release's template: its new roles, keys and secrets, every role's policies and every
         function's permissions as it writes them (what exists keeps its physical id)."""
         self.template = template
-        self.translated = transform(template.path, template.overrides)["Resources"]
         self.create_keys_and_secrets()
         self.create_roles()
         self.create_permissions()
@@ -123,7 +154,7 @@ class Access:
     # --- the functions' resource-based policies ------------------------------------------------------------
     def create_permissions(self) -> None:
         policies: dict[str, list[dict[str, Any]]] = {}
-        for logical_id, spec in self._of_type("AWS::Lambda::Permission").items():
+        for logical_id, spec in self.template.of_type("AWS::Lambda::Permission").items():
             props = self.template.resolve(spec["Properties"])
             function = props["FunctionName"]
             arn = function if function.startswith("arn:") else \
