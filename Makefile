@@ -44,6 +44,12 @@ ASL_PYTHON ?= $(LAMBDA_PYTHON)
 ASL_PACKAGES := localstack-core==2026.3.0 rolo==0.8.9 JPype1==1.7.1 moto[server]==5.2.5
 ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 
+# Two make runs at once in one checkout (make test beside make test, each of whose jobs runs make diff-asl) set
+# up once: the second waits under a lock (flock(1), util-linux) for the first's set-up, then finds it done, instead
+# of removing and rebuilding a virtualenv the first one's tests are using. Without flock, no lock.
+FLOCK := $(shell command -v flock 2>/dev/null)
+locked = $(if $(FLOCK),@mkdir -p build && $(FLOCK) build/.$(1).lock,)
+
 .PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
@@ -65,7 +71,7 @@ $(LAMBDA_STAMP): layers/core/requirements.txt
 
 $(STAMP): pyproject.toml
 	@echo "changeflow: setting up $(VENV) (once, and again when pyproject.toml changes): boto3, moto, Powertools,"
-	@echo "            aws-sam-cli, cfn-lint, pytest and hypothesis; about 75 s on a 2-core machine with a fast link"
+	@echo "            aws-sam-cli, cfn-lint, pytest and hypothesis; about 2 minutes on a busy 2-core machine"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
@@ -105,7 +111,8 @@ run: $(STAMP)
 # a failed file's line replays it alone. The security checks of make lint are tests here
 # (tests/test_security.py runs the same checks, tests/test_template.py asl-validator): not run twice.
 TEST_JOBS ?= 2
-test: setup
+test:
+	$(call locked,setup) $(MAKE) --no-print-directory setup
 	$(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
 
 # The inner loop (under a minute): the unit tests (validation, the hash chain, the handlers on plain moto,
@@ -127,7 +134,8 @@ $(ASL_STAMP): pyproject.toml
 
 # The same change requests through moto's and LocalStack's interpreters, with the real handlers; an
 # unexplained difference (tests/asl_known_differences.json) or a result against the design fails.
-diff-asl: $(ASL_STAMP)
+diff-asl:
+	$(call locked,asl) $(MAKE) --no-print-directory $(ASL_STAMP)
 	$(ASL_VENV)/bin/python -m changeflow.checks.diffasl
 
 test-emulator: $(STAMP) $(LAMBDA_STAMP)
@@ -149,29 +157,56 @@ lint: setup
 build: $(STAMP)
 	$(BIN)/sam build --parameter-overrides Runtime=$(LOCAL_RUNTIME)
 
+# Each measurement target's budget. QUICK=1 runs the same commands on a small one (a few changes, one seed,
+# 1 KB only...): tests/test_make_targets.py runs every documented target that way, in a copy of the project, so
+# that none can break unseen; its figures are not to be read.
+ifdef QUICK
+COST_FLAGS := --quick
+ARCHIVE_FLAGS := --changes 3
+ASOF_FLAGS := --sizes 10
+CAPACITY_FLAGS := --quick
+RELIABILITY_FLAGS := --quick
+EMBEDDED_VS_DIRECT_FLAGS := --entities 2
+API_FRONT_FLAGS := --requests 2
+RUNTIME_FLAGS := --invokes 3 --changes 3
+COLD_START_FLAGS := --quick
+SCALING_FLAGS := --checkpoints 10,20 --entities 10 --window 5
+MEMORY_FLAGS := --fill 10 --measure 5 --entities 2
+TRANSFER_FLAGS := --sizes 20 --alone-sizes 20 --concurrency 2
+else
+COST_FLAGS :=
+ARCHIVE_FLAGS :=
+ASOF_FLAGS :=
+CAPACITY_FLAGS := --contention 10,50
+RELIABILITY_FLAGS := --examples 100
+endif
+
 # Measurements for the documentation (none is a timed assertion in the tests): each benchmark writes its
 # JSON to build/bench/, and benchmarks/readme_tables.py renders its tables (build/bench/*.md, dated) into
 # the marked blocks of the page holding each (docs/cost.md, docs/embedded-stack.md), so the pages say what
 # was measured and when.
 bench: $(STAMP) $(LAMBDA_STAMP)
 	@mkdir -p build/bench
-	$(BIN)/python benchmarks/embedded_vs_direct.py --json > build/bench/embedded_vs_direct.json.tmp
+	$(BIN)/python benchmarks/embedded_vs_direct.py --json $(EMBEDDED_VS_DIRECT_FLAGS) > build/bench/embedded_vs_direct.json.tmp
 	mv build/bench/embedded_vs_direct.json.tmp build/bench/embedded_vs_direct.json
 	$(BIN)/python benchmarks/readme_tables.py build/bench/embedded_vs_direct.json
-	$(BIN)/python benchmarks/api_front.py
-	$(BIN)/python benchmarks/runtime.py
-	$(BIN)/python benchmarks/cold_start.py
-	$(BIN)/python benchmarks/scaling.py
-	$(BIN)/python benchmarks/memory.py
-	$(BIN)/python benchmarks/transfer.py
+	$(BIN)/python benchmarks/api_front.py $(API_FRONT_FLAGS)
+	$(BIN)/python benchmarks/runtime.py $(RUNTIME_FLAGS)
+	$(BIN)/python benchmarks/cold_start.py $(COLD_START_FLAGS)
+	$(BIN)/python benchmarks/scaling.py $(SCALING_FLAGS)
+	$(BIN)/python benchmarks/memory.py $(MEMORY_FLAGS)
+	$(BIN)/python benchmarks/transfer.py $(TRANSFER_FLAGS)
 
+# The cost model (changeflow.cost): units, logs and the complete bill per entry point, cold starts, packages
+# and contention, into docs/cost.md; then the archive and as-of figures.
 cost: $(STAMP)
 	@mkdir -p build/bench
-	$(BIN)/python benchmarks/cost.py --json > build/bench/cost.json.tmp
+	$(BIN)/python benchmarks/cost.py --json $(COST_FLAGS) > build/bench/cost.json.tmp
 	mv build/bench/cost.json.tmp build/bench/cost.json
 	$(BIN)/python benchmarks/readme_tables.py build/bench/cost.json
-	$(BIN)/python benchmarks/archive.py
-	$(BIN)/python benchmarks/asof.py
+	$(BIN)/python benchmarks/cost.py --bill-of build/bench/cost.json
+	$(BIN)/python benchmarks/archive.py $(ARCHIVE_FLAGS)
+	$(BIN)/python benchmarks/asof.py $(ASOF_FLAGS)
 
 # Where changeflow stops on AWS (issue 25): every quota cited, the first wall for Standard and Express at
 # 10², 10³ and 10⁴ changes/s and for one hot entity, the simulation calibrated against make cost's contention
@@ -179,10 +214,10 @@ cost: $(STAMP)
 # measured again now, under a minute), and its predictions for AWS; the tables replace the generated blocks
 # of docs/capacity.md. About 3 minutes on a loaded 2-core machine.
 capacity: $(STAMP)
-	$(BIN)/changeflow capacity --write --contention 10,50
+	$(BIN)/changeflow capacity --write $(CAPACITY_FLAGS)
 
 reliability: $(STAMP)
-	$(BIN)/python benchmarks/reliability.py --examples 100
+	$(BIN)/python benchmarks/reliability.py $(RELIABILITY_FLAGS)
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) $(ASL_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis

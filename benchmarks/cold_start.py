@@ -123,11 +123,36 @@ def cold_start(python: str, code: Path, layer: Path, runtime: Path) -> float:
     return float(out.strip().splitlines()[-1])
 
 
-def measure(runs: int) -> dict:
-    python = python313()
-    build = WORK / "build"
-    sam_build(python, build)
-    runtime = lambda_runtime_packages(python)
+def quick_build(build: Path) -> tuple[str, Path]:
+    """``--quick`` (the test of ``make bench``): no sam build and no pip: the functions' sources and the layer's
+    packages as ``make lambda-runtime`` installed them for python3.13 (``.venv-lambda``, boto3 with it) stand
+    in for the build, copied as sam build lays them out."""
+    venv = ROOT / ".venv-lambda"
+    remove(build)
+    from changeflow.local.template import Template
+
+    template = Template(ROOT / "template.yaml")
+    for logical_id in template.of_type("AWS::Serverless::Function"):  # sam build's folders: by logical id
+        code = ROOT / template.function_properties(logical_id)["CodeUri"]
+        shutil.copytree(code, build / logical_id, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(venv / "opt" / "python", build / "CoreLayer" / "python", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "layers" / "core" / "changeflow_core", build / "CoreLayer" / "python" / "changeflow_core",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(build / "CoreLayer")], check=True)
+    empty = WORK / "runtime-in-venv"
+    empty.mkdir(parents=True, exist_ok=True)
+    return python, empty
+
+
+def measure(runs: int, quick: bool = False) -> dict:
+    build = WORK / ("quick-build" if quick else "build")
+    if quick:
+        python, runtime = quick_build(build)
+    else:
+        python = python313()
+        sam_build(python, build)
+        runtime = lambda_runtime_packages(python)
     layer = build / "CoreLayer"
     bare = WORK / "CoreLayer-no-bytecode"
     remove(bare)
@@ -156,8 +181,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="cold starts per function and layer (median)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true",
+                        help="one run each, no sam build and no pip (the functions' sources and .venv-lambda's "
+                             "packages): the test of make bench, not its figures")
     args = parser.parse_args()
-    result = measure(args.runs)
+    result = measure(1 if args.quick else args.runs, args.quick)
     if args.json:
         print(json.dumps(result, indent=2))
         return

@@ -18,7 +18,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=100, help="model-based sequences (hypothesis)")
     parser.add_argument("--seeds", type=int, default=6, help="seeds for the duplicate and out-of-order campaigns")
+    parser.add_argument("--quick", action="store_true",
+                        help="every campaign on a small budget (one K, one fault repetition, one configuration, one "
+                             "seed, 2 examples): the test of make reliability, not its report")
     args = parser.parse_args()
+    if args.quick:
+        args.examples, args.seeds = 2, 1
+    ks = (3,) if args.quick else (10, 25, 50)
 
     from hypothesis import HealthCheck, given, settings
 
@@ -31,23 +37,25 @@ def main() -> int:
     tallies = []
     with EmbeddedStack(ROOT, time_scale=0.1) as stack:  # as tests/test_guarantees.py: back-offs longer than a step
         cf = Changeflow.for_embedded(stack)
-        hot = r.Tally("1. hot key (K=10, 25, 50)")
-        for k in (10, 25, 50):
+        hot = r.Tally(f"1. hot key (K={', '.join(map(str, ks))})")
+        for k in ks:
             hot.add(r.hot_key(cf, k, shared_time=True, seed=k))
             hot.add(r.hot_key(cf, k, shared_time=False, seed=k))
-        patches = r.Tally("1b. hot key, patches of different fields (K=10, 25, 50)")
-        for k in (10, 25, 50):  # every field must land: no lost update
+        patches = r.Tally(f"1b. hot key, patches of different fields (K={', '.join(map(str, ks))})")
+        for k in ks:  # every field must land: no lost update
             patches.add(r.hot_key(cf, k, shared_time=True, seed=k, patches=True))
         tallies += [hot, patches]
     with EmbeddedStack(ROOT, time_scale=0.001, parameters={"HistoryRetentionVersions": "3",
                                                            "HistoryRetentionDays": "30"}) as stack:
         cf = Changeflow.for_embedded(stack)
-        faults = r.faults(stack, cf, times=(1, 2, 3))
+        faults = r.faults(stack, cf, times=(1,) if args.quick else (1, 2, 3))
         faults.add(r.history_outage(stack, cf))
         tallies.append(faults)
-    windows = r.Tally("2b. every fault with another writer in its window (4 configurations)")
-    for parameters in ({"HistoryRetentionVersions": "3", "HistoryRetentionDays": "30"}, {"SeparateHistoryTable": "true"},
-                       {"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"}, {"HistoryRetentionVersions": "1"}):
+    configurations = ({"HistoryRetentionVersions": "3", "HistoryRetentionDays": "30"}, {"SeparateHistoryTable": "true"},
+                      {"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"},
+                      {"HistoryRetentionVersions": "1"})[:1 if args.quick else None]
+    windows = r.Tally(f"2b. every fault with another writer in its window ({len(configurations)} configurations)")
+    for parameters in configurations:
         with EmbeddedStack(ROOT, time_scale=0.001, parameters=parameters) as stack:
             r.writers_in_windows(stack, Changeflow.for_embedded(stack), windows)
     tallies.append(windows)
@@ -77,11 +85,11 @@ def main() -> int:
     with EmbeddedServer(port=0, time_scale=0.001) as server:  # POST /changes over HTTP on serve
         api = r.Tally("6. API: retries and redeliveries (POST /changes)")
         for seed in range(args.seeds):
-            api.add(r.api_retries(server, seed, entities=12))
+            api.add(r.api_retries(server, seed, entities=2 if args.quick else 12))
         tallies.append(api)
         from changeflow.checks.impersonation import impersonations
 
-        forged = impersonations(server, 0, entities=4)
+        forged = impersonations(server, 0, entities=1 if args.quick else 4)
         for seed in range(1, args.seeds):
             forged.add(impersonations(server, seed, entities=4))
         tallies.append(forged)

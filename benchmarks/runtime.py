@@ -34,7 +34,11 @@ CONCURRENCY = (1, 4, 8)
 
 
 def fetch_event(i: int) -> dict:
-    return {"request": {"entityId": f"lat#{i % 10}", "operation": "put", "attributes": {"v": i}, "effectiveAt": T0},
+    """The fetch step's input as the state machine gives it: the envelope an entry point built (the change
+    under "request", the principal AWS authenticated beside it: events/functions/fetch_latest.json's)."""
+    envelope = json.loads((ROOT / "events" / "functions" / "fetch_latest.json").read_text())["request"]
+    change = {"entityId": f"lat#{i % 10}", "operation": "put", "attributes": {"v": i}, "effectiveAt": T0}
+    return {"request": {**envelope, "request": change},
             "execution": {"id": f"arn:aws:states:us-east-1:123456789012:execution:x:lat-{i}", "name": f"lat-{i}",
                           "startTime": "2026-01-01T00:00:00.000Z"}}
 

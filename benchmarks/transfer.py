@@ -11,6 +11,10 @@ Two series, in one run:
   Per size: seconds, records a second, and the time per record as a ratio to the smallest size (linear in
   the count = a ratio near 1). The process's resident set grows here with moto's own state (every item and
   every execution's history are kept in memory by the embedded stack), so it is reported, not judged.
+- **one entity, in order**: N records of a single entity under one effective time, which the importer applies
+  one after another in the file's order, then the same file again without its checkpoint (every record found
+  done: past v0's 16 ids, in the entity's history); each per record, as a ratio to N records of N entities
+  imported in the same run at the same concurrency.
 - **the importer alone**: the same reading, validation, change ids, bounded queue of futures, checkpoint and
   rejects writes, against an entry point that answers at once (no stack), at 1,000, 10,000 and 100,000, each
   size in a fresh process: its peak resident set shows whether the importer's memory grows with the count.
@@ -89,6 +93,35 @@ def through_the_workflow(sizes: list[int], workdir: Path, concurrency: int) -> l
     return rows
 
 
+def one_entity(n: int, workdir: Path, concurrency: int) -> dict:
+    """N records of one entity under one time, in order; then again without the checkpoint; against N entities."""
+    from changeflow.client import Changeflow
+    from changeflow.local.embedded import EmbeddedStack
+    from changeflow.transfer.importer import entry_point
+
+    def source(name: str, ids) -> Path:
+        path = workdir / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"id": i, "at": T0, "n": k, "body": "x" * 200}) + "\n"
+                                for k, i in enumerate(ids)))
+        return path
+
+    with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
+        start, wait = entry_point(Changeflow.for_embedded(stack), "stepfunctions", 300)
+        spread, spread_s = run_import(start, wait, source("spread", (f"sp#{k}" for k in range(n))), workdir,
+                                      concurrency, rate=100_000)
+        one = source("one", ["one#1"] * n)
+        ordered, ordered_s = run_import(start, wait, one, workdir, concurrency, rate=100_000)
+        (workdir / "one.jsonl.checkpoint").unlink()
+        again, again_s = run_import(start, wait, one, workdir, concurrency, rate=100_000)
+    assert spread.counts["applied"] == ordered.counts["applied"] == again.counts["duplicate"] == n
+    per = {name: 1000 * seconds / n for name, seconds in (("spread", spread_s), ("ordered", ordered_s),
+                                                            ("again", again_s))}
+    print(f"one entity: {n:,} records in {ordered_s:,.1f} s in order, {again_s:,.1f} s again", file=sys.stderr)
+    return {"records": n, "msPerRecordEntities": round(per["spread"], 1), "msPerRecordOneEntity":
+            round(per["ordered"], 1), "msPerRecordRerun": round(per["again"], 1),
+            "oneEntityRatio": round(per["ordered"] / per["spread"], 2), "rerunRatio": round(per["again"] / per["spread"], 2)}
+
+
 def importer_alone_once(n: int, workdir: Path, concurrency: int) -> dict:
     """One size, in this (fresh) process: its peak resident set is the importer's, at that size."""
     from changeflow.client import Execution
@@ -125,6 +158,12 @@ def markdown(report: dict) -> str:
     for r in report["workflow"]:
         lines.append(f"| {r['records']:,} | {r['seconds']:,} | {r['recordsPerSecond']:,} | {r['msPerRecord']} | "
                      f"{r['perRecordRatio']} | {r['rssBeforeMb']} → {r['rssAfterMb']} |")
+    if report.get("oneEntity"):
+        r = report["oneEntity"]
+        lines += ["", "| records | N entities: ms per record | one entity, in order | ratio | again without the "
+                  "checkpoint | ratio |", "|---:|---:|---:|---:|---:|---:|",
+                  f"| {r['records']:,} | {r['msPerRecordEntities']} | {r['msPerRecordOneEntity']} | "
+                  f"{r['oneEntityRatio']} | {r['msPerRecordRerun']} | {r['rerunRatio']} |"]
     lines += ["", "| records | the importer alone: s | µs per record | peak RSS (MB) | of which during the import |",
               "|---:|---:|---:|---:|---:|"]
     for r in report["alone"]:
@@ -138,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="record counts through the workflow (default %(default)s)")
     parser.add_argument("--alone-sizes", default="1000,10000,100000",
                         help="record counts for the importer alone (default %(default)s)")
+    parser.add_argument("--one-entity", type=int, default=200,
+                        help="records of one entity, in order (default %(default)s; 0 skips it)")
     parser.add_argument("--concurrency", type=int, default=8, help="changes in flight (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     parser.add_argument("--alone-once", type=int, help=argparse.SUPPRESS)
@@ -151,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "concurrency": args.concurrency,
                   "workflow": through_the_workflow([int(s) for s in args.sizes.split(",")], workdir,
                                                    args.concurrency),
+                  "oneEntity": one_entity(args.one_entity, workdir, args.concurrency) if args.one_entity else None,
                   "alone": importer_alone([int(s) for s in args.alone_sizes.split(",")], workdir, args.concurrency)}
     print(json.dumps(report, indent=1) if args.json else markdown(report))
     return 0

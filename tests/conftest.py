@@ -32,7 +32,7 @@ EXAMPLE_SEAL_KEY = "changeflow-example-seal-key-of-the-payloads-in-events-functi
 @pytest.fixture(autouse=True)
 def aws_sandbox(monkeypatch):
     """Fake credentials and region for every test; no profile or config file from the machine."""
-    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "CHANGEFLOW_ENDPOINT_URL"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -8,17 +8,22 @@ second interpreter's opinion on the ASL (``make diff-asl``): one pool of jobs, t
 last run's times in ``build/test-times.json``), so that the cores finish together.
 
 The seed is printed first; ``--seed N`` replays every file's order, and the line printed for a failed
-job replays that job alone. A job's output is shown when it fails; every job's is kept in
-``build/test-logs/``.
+job replays that job alone. A job's output is shown when it fails; every job's is kept in a directory of
+its run, ``build/test-logs/<start>-<pid>/`` (``build/test-logs/latest`` names the newest; the last
+``KEEP_RUNS`` are kept). Two runs at once in one checkout (``make test`` beside ``make test``) share
+nothing they write: each has its own logs, and each merges its times into ``build/test-times.json``
+under a lock, the file replaced whole.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -28,8 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("CHANGEFLOW_BIN", ROOT / ".venv" / "bin"))
-TIMES = ROOT / "build" / "test-times.json"
-LOGS = ROOT / "build" / "test-logs"
+BUILD = ROOT / "build"
+TIMES = BUILD / "test-times.json"
+LOGS = BUILD / "test-logs"
+KEEP_RUNS = 5
 EMULATOR_FILES = ["tests/test_workflow.py", "tests/test_patch.py"]
 
 
@@ -41,10 +48,11 @@ class Job:
     seconds: float = 0.0
     status: int | None = None
     summary: str = ""
+    logs: Path = LOGS  # its run's directory (run_directory)
 
     @property
     def log(self) -> Path:
-        return LOGS / (re.sub(r"[^\w.-]+", "_", self.name) + ".log")
+        return self.logs / (re.sub(r"[^\w.-]+", "_", self.name) + ".log")
 
     def replay(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env.items())
@@ -67,6 +75,50 @@ def jobs_for(files: list[str], seed: int, extras: bool) -> list[Job]:
     return jobs
 
 
+def run_directory(logs: Path = LOGS, keep: int = KEEP_RUNS) -> Path:
+    """A new directory for this run's logs, ``<UTC start>-<pid>`` (no other run, at once or later, has its
+    name); ``latest`` is made to name it (a symlink, replaced whole), and all but the newest ``keep`` runs'
+    directories are removed (a run still going is among the newest)."""
+    here = logs / (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}")
+    here.mkdir(parents=True)
+    link = logs / f".latest-{os.getpid()}"
+    link.unlink(missing_ok=True)
+    link.symlink_to(here.name)
+    os.replace(link, logs / "latest")
+    runs = sorted((d for d in logs.iterdir() if d.is_dir() and not d.is_symlink() and re.fullmatch(r"\d{8}T\d{6}Z-\d+", d.name)),
+                  key=lambda d: d.name)
+    for old in runs[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return here
+
+
+def read_times(path: Path = TIMES) -> dict[str, float]:
+    """The last known time of each job (none if the file is missing or not JSON)."""
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def record_times(measured: dict[str, float], path: Path = TIMES) -> None:
+    """Merge ``measured`` into the times file: under an exclusive lock (another run at once adds its own
+    times, none lost), written to a file of this process and renamed over the old one (a reader never sees
+    half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        merged = {**read_times(path), **measured}
+        written = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        written.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(written, path)
+
+
+def shown(path: Path) -> str:
+    """A path as the project's own (relative to it), or whole when it is elsewhere."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def run(job: Job) -> Job:
     started = time.monotonic()
     with open(job.log, "w", encoding="utf-8") as out:
@@ -87,24 +139,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="the random order's seed (default: a new one)")
     parser.add_argument("--no-extras", action="store_true",
                         help="only the test files: not the emulator suites, not make diff-asl")
+    parser.add_argument("--build-dir", type=Path, default=BUILD,
+                        help="where the logs and the times go (default %(default)s)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1, 10**6)
     files = args.files or sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py"))
     jobs = jobs_for(files, seed, extras=not args.no_extras and not args.files)
-    known = json.loads(TIMES.read_text()) if TIMES.is_file() else {}
+    times = args.build_dir / TIMES.name
+    known = read_times(times)
     # the longest first (a job not timed yet counts as long): the cores then finish at about the same time
     jobs.sort(key=lambda job: -known.get(job.name, 60.0))
-    LOGS.mkdir(parents=True, exist_ok=True)
+    logs = run_directory(args.build_dir / LOGS.name)
+    for job in jobs:
+        job.logs = logs
     print(f"changeflow tests: {len(jobs)} jobs, {args.jobs} at a time, random order seed {seed} "
-          f"(replay: --seed {seed}); logs in {LOGS.relative_to(ROOT)}/", flush=True)
+          f"(replay: --seed {seed}); logs in {shown(logs)}/", flush=True)
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         done = list(pool.map(run, jobs))
-    TIMES.write_text(json.dumps({**known, **{job.name: round(job.seconds, 1) for job in done}}, indent=1,
-                                sort_keys=True) + "\n")
+    record_times({job.name: round(job.seconds, 1) for job in done}, times)
     failed = [job for job in done if job.status != 0]
     for job in failed:
-        print(f"\n==== {job.name} failed; its output ({job.log.relative_to(ROOT)}):")
+        print(f"\n==== {job.name} failed; its output ({shown(job.log)}):")
         print(job.log.read_text(encoding="utf-8", errors="replace")[-20000:])
         print(f"replay it: {job.replay()}")
     print(f"\nchangeflow tests: {len(done) - len(failed)} of {len(done)} jobs passed in "

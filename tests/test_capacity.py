@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 import simpy
 
-from changeflow.capacity import calibration, model, simulation as sim, tables, workflow
+from changeflow.capacity import calibration, model, predictions, simulation as sim, tables, workflow
 from changeflow.capacity.quotas import QUOTAS, quotas
 from changeflow_core import decisions
 from changeflow_core.validation import Change
@@ -213,8 +213,8 @@ def test_a_changed_back_off_in_the_asl_shows_in_the_tables(tmp_path):
 
     def slower(d):
         drawn = d["States"]["Draw a back-off"]["Parameters"]
-        drawn["waitSeconds.$"] = drawn["waitSeconds.$"].replace("States.Array(2, 2, 3, 5, 9, 17, 33, 33, 33, 33, 33)",
-                                                                "States.Array(3, 3, 5, 9, 17, 33, 65, 65, 65, 65, 65)")
+        drawn["waitSeconds.$"] = drawn["waitSeconds.$"].replace("States.Array(2, 2, 3, 5, 9, 17, 33, 33, 33, 33, 33, 33)",
+                                                                "States.Array(3, 3, 5, 9, 17, 33, 65, 65, 65, 65, 65, 65)")
     after = tables.model_blocks(ROOT, asl=edited_asl(tmp_path, slower))
     assert "| 1, 2, 4, 8, 16, 32, 32, 32, 32 |" in before["capacity-workflow"]
     assert "| 2, 4, 8, 16, 32, 64, 64, 64, 64 |" in after["capacity-workflow"]
@@ -252,7 +252,8 @@ def test_every_quota_is_cited_with_the_day_it_was_read():
 def test_a_quota_increase_moves_the_wall_in_the_tables():
     before = tables.model_blocks(ROOT)["capacity-walls"]
     after = tables.model_blocks(ROOT, tables.with_quota(quotas(), "sfn_standard_start", 3000))["capacity-walls"]
-    row = lambda text: next(line for line in text.splitlines() if line.startswith("| Standard | 1,000 |"))  # noqa: E731
+    row = lambda text: next(line for line in text.splitlines()  # noqa: E731
+                            if line.startswith("| Standard | 1,000 through EventBridge |"))
     assert "StartExecution, Standard" in row(before) and "333%" in row(before)
     # with StartExecution at 3,000/s, the transition bucket (4 × 1,000 on 1,500/s) is the first wall
     assert "StateTransition, Standard" in row(after) and "267%" in row(after)
@@ -335,14 +336,104 @@ def test_the_prediction_prices_every_row_with_the_logs_it_is_given(flow):
     quiet = {"function_bytes_per_invocation": 0.0, "execution_bytes_per_caught_error": 0.0}
     small = dict(seeds=1, k=20, rate=200, entities=1000, seconds=1.0, warmup=0.5)
     # WHEN the prediction runs on a small budget (the make capacity code path, not its figures)
-    rows = calibration.predict(quotas(), flow, logs, **small)
-    bare = calibration.predict(quotas(), flow, quiet, **small)
+    rows = predictions.predict(quotas(), flow, logs, **small)
+    bare = predictions.predict(quotas(), flow, quiet, **small)
     # THEN every scenario has a price on both workflow types, and the logs are in it: $0.50 per GB of the
     # invocations' bytes, and of the caught errors' (a conflict is one caught write) on the hot key
     assert [(r["scenario"].split(" ")[0], r["platform"]) for r in rows] == [
-        ("K", "AWS Standard"), ("200/s", "AWS Standard"), ("K", "AWS Express"), ("200/s", "AWS Express")]
+        ("K", "AWS Standard"), ("200/s", "AWS Standard"), ("200/s", "AWS Standard"),
+        ("K", "AWS Express"), ("200/s", "AWS Express"), ("200/s", "AWS Express")]
     for row, without in zip(rows, bare):
         conflicts = (row["transitions_per_applied"] - flow.transitions_per_applied) / flow.transitions_per_conflict
         logged = row["invocations_per_applied"] * 1273.0 + max(0.0, conflicts) * 1884.0
         assert row["cost"] - without["cost"] == pytest.approx(logged / 1e9 * 0.50 * 1e6, rel=1e-6)
         assert row["cost"] > 0
+
+
+# --- the stack's own limits (issue 38.4) -------------------------------------------------------------------
+def test_the_stage_throttle_is_read_from_the_template_and_is_the_first_wall_through_the_api(flow, tmp_path):
+    stage = quotas(ROOT / "template.yaml")["api_stage"]
+    assert (stage.rate, stage.bucket) == (100, 200)  # ApiThrottlingRateLimit, ApiThrottlingBurstLimit
+    demand = model.demand_of(flow, (1, 4), 0.03)
+    table = quotas(ROOT / "template.yaml")
+    for standard in (True, False):
+        for rate in model.RATES:  # 10², 10³, 10⁴ changes/s through POST /changes: the stage first
+            assert model.binding(model.loads(rate, standard, demand, table, "api")).quota.key == "api_stage"
+        # EventBridge and direct starts do not go through the stage
+        assert "api_stage" not in {r.quota.key for r in model.loads(100, standard, demand, table, "events")}
+    # the read routes take from the same bucket: 50 changes/s and one read each fill it
+    shared = next(r for r in model.loads(50, False, demand, table, "api", reads_per_change=1) if r.quota.key == "api_stage")
+    assert shared.utilisation == pytest.approx(1.0)
+    # a deploy with a higher limit moves the wall (the template's parameter, not a constant)
+    raised = (ROOT / "template.yaml").read_text().replace("    Default: 100\n    MinValue: 1\n    Description: Steady-state",
+                                                       "    Default: 2000\n    MinValue: 1\n    Description: Steady-state")
+    (tmp_path / "template.yaml").write_text(raised)
+    assert quotas(tmp_path / "template.yaml")["api_stage"].rate == 2000
+
+
+def test_each_resend_on_standard_is_a_describe_execution_and_its_quota_bounds_them(flow):
+    demand = model.demand_of(flow, (1, 4), 0.03)
+    table = quotas(ROOT / "template.yaml")
+    rows = {r.quota.key: r for r in model.loads(10, True, demand, table, "api", resends_per_change=2)}
+    assert rows["sfn_describe_execution"].demand == 20 and rows["sfn_describe_execution"].utilisation > 1  # 15/s
+    assert rows["api_stage"].demand == 30  # the resends are requests of the stage too
+    express = {r.quota.key for r in model.loads(10, False, demand, table, "api", resends_per_change=2)}
+    assert "sfn_describe_execution" not in express  # Express reads v0 instead
+
+
+# --- honest calibration (issue 38.4): fit on one run, judge on another --------------------------------------
+def embedded_like(flow):
+    """A one-process platform with fixed latencies (fast to simulate), like the embedded stack's."""
+    return sim.Platform("embedded", transition=sim.fixed(0.01), invoke=sim.fixed(0.0), handler=sim.fixed(0.005),
+                        read=sim.fixed(0.0), write=sim.fixed(0.0), one_process=True, start=sim.fixed(0.002))
+
+
+def rows_of(platform, flow, ks, label, **scheduling):
+    """What a "measured" run would record, made by the simulation itself at known scheduling figures."""
+    truth = replace(platform, **scheduling)
+    return {k: {**{key: calibration.simulate_k(truth, flow, k, seeds=1)[key] for key, _ in calibration.COMPARED},
+                "applied": float(k), "measured_on": label} for k in ks}
+
+
+def test_the_fit_finds_scheduling_figures_inside_their_range_where_the_runs_put_them(flow):
+    platform = embedded_like(flow)
+    measured = rows_of(platform, flow, (3, 8), "fit run", interleave=0.6, transition_held=0.4)
+    fitted = calibration.fit(platform, flow, measured, seeds=1, ks=(3, 8))
+    # THEN it is a point inside both ranges (the coarse grid spans 0..1 and is refined around its best)
+    assert fitted["edges"] == [] and 0 < fitted["interleave"] < 1 and 0 < fitted["transition_held"] < 1
+    # AND it reproduces the runs it was fitted on at least as well as the figures that made them
+    truth = calibration.fit_error(replace(platform, interleave=0.6, transition_held=0.4), flow, measured, 1, (3, 8))
+    assert fitted["error"] <= truth + 1e-9
+    # AND the same rows give the same fit: seeded simulations, ties broken by the grid's order
+    assert calibration.fit(platform, flow, measured, seeds=1, ks=(3, 8)) == fitted
+
+
+def test_a_fit_pushed_to_the_end_of_a_range_says_so(flow):
+    platform = embedded_like(flow)
+    # runs with far fewer transitions than any interleaving gives: only "the oldest runs on" comes near
+    measured = {k: {"transitions_per_applied": 4.0, "version_conflicts": 0.0, "p50_s": 0.05, "p99_s": 0.1,
+                    "applied": float(k), "measured_on": "fit run"} for k in (3, 8)}
+    fitted = calibration.fit(platform, flow, measured, seeds=1, ks=(3, 8), coarse=3, refine=False)
+    assert fitted["edges"], fitted  # reported, not hidden: the measured contention lies beyond the model's range
+
+
+def test_verdicts_are_given_on_held_out_rows_only_and_list_every_one_outside(flow):
+    platform = embedded_like(flow)
+    held = rows_of(platform, flow, (3,), "held-out run", interleave=0.6, transition_held=0.4)
+    held[3]["p50_s"] *= 2  # a held-out figure twice what the simulation says
+    fitted_on = {3: {**held[3], "p50_s": held[3]["p50_s"] * 10, "measured_on": "fit run"}}
+    model_ = replace(platform, interleave=0.6, transition_held=0.4)
+    rows = (calibration.calibrate(model_, flow, held, 1, (3,), "held out")
+            + calibration.calibrate(model_, flow, fitted_on, 1, (3,), "fitted on"))
+    outside = calibration.verdicts(rows)
+    # THEN the held-out p50 is listed (the fitted-on row, worse still, is shown but never a verdict)
+    assert [(o["k"], o["figure"]) for o in outside] == [(3, "p50 s")]
+    assert outside[0]["ratio"] == pytest.approx(0.5)
+    # AND a second run over the same rows gives the same verdicts: the logic depends on the rows alone
+    again = (calibration.calibrate(model_, flow, held, 1, (3,), "held out")
+             + calibration.calibrate(model_, flow, fitted_on, 1, (3,), "fitted on"))
+    assert calibration.verdicts(again) == outside
+    block = tables.calibration_block(rows, {"measured_at": "now", "changes": 4, "invocation_s": {"median": 0.005, "p99": 0.01},
+                                            "transition_s": {"median": 0.01, "p99": 0.02}, "start_s": {"median": 0.002}},
+                                     {"interleave": 0.6, "transition_held": 0.4, "edges": [], "points": 45}, "today", outside)
+    assert "Held out: 1 of 4 figures beyond ±25%: K = 3 p50 s (×0.50)." in block

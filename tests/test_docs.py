@@ -53,6 +53,15 @@ def test_the_readme_is_a_front_door_that_reaches_every_page_of_the_docs():
     assert pages - reached == set(), "every docs page is one hop from the README"
 
 
+def test_the_docs_index_lists_every_page_of_the_docs():
+    # docs/README.md is the index a reader lands on from any page's "docs" link: it names every page (issue 38.5:
+    # transfer.md was missing)
+    index = ROOT / "docs" / "README.md"
+    listed = {(index.parent / target.partition("#")[0]).resolve() for target in links(index)}
+    pages = {page.resolve() for page in PAGES if page.parent.name == "docs" and page.name != "README.md"}
+    assert sorted(p.name for p in pages - listed) == []
+
+
 def test_the_anchor_rule_is_githubs():
     # a heading with code and punctuation, as GitHub renders its anchor
     page = ROOT / "docs" / "api.md"

@@ -190,8 +190,11 @@ def test_executions_are_named_and_history_is_paged_to_the_end(cf):
     assert [e["name"] for e in cf.executions()] == [execution.name]
 
 
-def test_handler_output_goes_to_the_function_log_not_the_terminal(stack, cf, capsys):
-    cf.submit({"entityId": "e", "operation": "put", "attributes": {}, "effectiveAt": T0})
+def test_handler_output_goes_to_the_function_log_not_the_terminal(make_stack, capsys):
+    from changeflow.client import Changeflow
+
+    stack = make_stack(LogLevel="DEBUG")  # the step's summary line is DEBUG
+    Changeflow.for_embedded(stack).submit({"entityId": "e", "operation": "put", "attributes": {}, "effectiveAt": T0})
     assert '"_aws"' not in capsys.readouterr().out
     logs = list(stack.function("UpdateLatestFunction").logs)
     assert any('"ChangesApplied"' in line for line in logs)

@@ -509,11 +509,13 @@ def own_process_per_function():
 
 
 @pytest.fixture
-def logged_stack(stack):
+def logged_stack(make_stack):
     """The embedded stack with Powertools' JSON log lines in the functions' logs, one key set per function
-    (as if each function had its own process)."""
+    (as if each function had its own process), at LogLevel=DEBUG: each step's summary line is DEBUG (at the
+    default, INFO, a change writes only its EMF lines: see the section on what a change logs)."""
     from changeflow.local.lambdas import fault_hook
 
+    stack = make_stack(LogLevel="DEBUG")
     stack.warm()
     with fault_hook(stack.lambdas, own_process_per_function()):
         yield stack
@@ -531,7 +533,10 @@ def json_log_lines(function) -> list[dict]:
     return lines
 
 
-def test_logs_of_a_workflow_execution_carry_its_execution_change_and_entity(logged_stack, cf):
+def test_logs_of_a_workflow_execution_carry_its_execution_change_and_entity(logged_stack):
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(logged_stack)
     # GIVEN a put and then a delete of one entity through the real state machine
     put_run = cf.submit({"entityId": "doc#7", "operation": "put", "attributes": {"a": 1}, "changeId": "p-1",
                          "effectiveAt": T0})
@@ -581,12 +586,94 @@ def test_logs_the_read_api_takes_each_requests_id_as_its_correlation_id(logged_s
 
 
 # =====================================================================================================
+# 3b. What a change logs: Lambda's advanced logging controls (issue 37.2), as the embedded stack applies them
+# (changeflow.local.logging_controls, from https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-log-level.html)
+# =====================================================================================================
+
+def all_lines(stack) -> dict[str, list[str]]:
+    return {f.logical_id: list(f.logs) for f in stack.lambdas.functions.values() if f.logs}
+
+
+def clear_logs(stack) -> None:
+    for function in stack.lambdas.functions.values():
+        function.logs.clear()
+
+
+def test_at_the_default_levels_a_change_logs_its_metrics_and_nothing_else(stack, cf):
+    # GIVEN an entity, then an update of it at the template's default log levels (INFO, Lambda's own WARN)
+    assert cf.submit(put(T0, "first")).output["outcome"] == "applied"
+    clear_logs(stack)
+    assert cf.submit(put(T0 + 1, "second")).output["outcome"] == "applied"
+    lines = all_lines(stack)
+    # THEN every line the functions send is an EMF document: no step summary (DEBUG), no START/END/REPORT
+    # (INFO platform lines under a system level of WARN), no zero count
+    assert lines and all(json.loads(line).get("_aws") for found in lines.values() for line in found), lines
+    # AND the metrics are all there: the change received and applied, each counted once, by operation
+    assert counted(lines["FetchLatestFunction"], "ChangesReceived") == [("put", 1)]
+    assert counted(lines["UpdateLatestFunction"], "ChangesApplied") == [("put", 1)]
+    assert set(lines) == {"FetchLatestFunction", "UpdateLatestFunction"}  # a first history put retried nothing
+
+
+def test_lambdas_own_lines_and_the_step_summaries_come_back_at_the_levels_that_send_them(make_stack):
+    from changeflow.client import Changeflow
+
+    # GIVEN a stack whose functions send Lambda's INFO lines and the application's DEBUG lines
+    stack = make_stack(FunctionSystemLogLevel="INFO", LogLevel="DEBUG")
+    execution = Changeflow.for_embedded(stack).submit(put(T0, "c"))
+    lines = stack.function("UpdateLatestFunction").logs
+    records = [json.loads(line) for line in lines]
+    # THEN each invocation has Lambda's three JSON records (the text format's START, END and REPORT)
+    assert [r["type"] for r in records if "type" in r] == ["platform.start", "platform.runtimeDone", "platform.report"]
+    report = next(r for r in records if r.get("type") == "platform.report")["record"]
+    assert report["metrics"]["memorySizeMB"] == 256 and report["metrics"]["billedDurationMs"] >= 1
+    # AND the step's summary line, with its correlation keys
+    summary, = [r for r in records if r.get("message") == "v0 write"]
+    assert summary["level"] == "DEBUG" and summary["execution"] == execution.name
+
+
+def test_lambda_sends_a_line_without_a_level_as_info_so_the_metrics_need_info():
+    from changeflow.local.logging_controls import LoggingControls, level_of
+
+    emf = '{"_aws":{"Timestamp":1,"CloudWatchMetrics":[]},"ChangesApplied":[1.0]}'
+    # a line's level is its "level" key; missing or invalid, INFO (the EMF document has none)
+    assert level_of(emf) == "INFO" and level_of("plain text") == "INFO" and level_of('{"level":"loud"}') == "INFO"
+    assert level_of('{"level":"WARNING","message":"m"}') == "WARN" and level_of('{"level":"debug"}') == "DEBUG"
+    # at WARN, Lambda would drop every EMF line (and every metric with it); at INFO it sends them
+    assert not LoggingControls("JSON", "WARN", "WARN").sends(emf)
+    assert LoggingControls("JSON", "INFO", "WARN").sends(emf)
+    assert not LoggingControls("JSON", "INFO", "WARN").sends('{"level":"DEBUG","message":"v0 write"}')
+    # the text format filters nothing, and writes Lambda's three lines
+    assert LoggingControls("Text", "ERROR", "WARN").sends('{"level":"DEBUG"}')
+    assert [line.split()[0] for line in LoggingControls().platform_lines("r-1", 5.0, 256)] == ["START", "END", "REPORT"]
+    assert LoggingControls("JSON", "INFO", "WARN").platform_lines("r-1", 5.0, 256) == []
+
+
+def test_template_every_function_logs_json_at_the_levels_the_parameters_name(template):
+    props = template.body["Globals"]["Function"]["LoggingConfig"]
+    assert props == {"LogFormat": "JSON", "ApplicationLogLevel": {"Ref": "LogLevel"},
+                     "SystemLogLevel": {"Ref": "FunctionSystemLogLevel"}}
+    parameters = template.body["Parameters"]
+    assert parameters["FunctionSystemLogLevel"]["Default"] == "WARN"
+    # no level above INFO is offered: it would drop the EMF metrics (a line without a level is INFO)
+    assert parameters["LogLevel"]["Default"] == "INFO" and set(parameters["LogLevel"]["AllowedValues"]) <= {"DEBUG", "INFO"}
+    for function in functions(template):
+        assert "LoggingConfig" not in template.resources[function]["Properties"], function  # Globals' for all
+        assert template.function_properties(function)["LoggingConfig"]["LogFormat"] == "JSON"
+
+
+def test_a_functions_environment_tells_powertools_lambdas_level(stack):
+    for function in stack.lambdas.functions.values():
+        assert function.environment["AWS_LAMBDA_LOG_FORMAT"] == "JSON"
+        assert function.environment["AWS_LAMBDA_LOG_LEVEL"] == "INFO"
+
+
+# =====================================================================================================
 # 4. Template: log groups, execution logging, tracing, alarms
 # =====================================================================================================
 
 @pytest.fixture(scope="module")
 def template():
-    return Template(ROOT / "template.yaml")
+    return Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": "none"})  # a deploy must say (no default)
 
 
 def functions(template):
@@ -685,9 +772,9 @@ def client_error_filter(template) -> dict:
     return found[0]
 
 
-@pytest.mark.parametrize("topic", [None, ALARM_TOPIC], ids=["no-topic", "topic"])
+@pytest.mark.parametrize("topic", [None, ALARM_TOPIC], ids=["none", "topic"])
 def test_template_alarms_on_failed_executions_and_history_write_failures(topic):
-    template = Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": topic} if topic else {})
+    template = Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": topic or "none"})
     # failed executions: Step Functions' own metric, for this state machine, less the client's own errors
     failed = math_alarm_on(template, "AWS/States", "ExecutionsFailed")
     stat, = [q["MetricStat"] for q in failed["Metrics"] if q.get("MetricStat", {}).get("Metric", {}).get(
@@ -752,6 +839,13 @@ def execution_log_events():
             patch.setenv(key, value)
         for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
             patch.delenv(key, raising=False)
+        # under an AuthorizationPolicy, a direct StartExecution (its caller unknown) is denied
+        policy = json.dumps([{"principals": ["arn:*"], "entities": [""], "operations": ["put"]}])
+        with EmbeddedStack(ROOT, time_scale=0.0005, parameters={"AuthorizationPolicy": policy}) as stack:
+            cf = Changeflow.for_embedded(stack)
+            forbidden = cf.submit(put(T0, "denied", entity="x1"))
+            assert forbidden.error == "Forbidden"
+            forbidden_event = sfn_log_event(list(cf.history(forbidden.arn))[-1], forbidden.arn)
         with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
             cf = Changeflow.for_embedded(stack)
             succeeded = cf.submit(put(T0, "ok", entity="e1"))
@@ -765,10 +859,10 @@ def execution_log_events():
             assert (succeeded.status, conflict.error, history_failed.error) == ("SUCCEEDED", "VersionConflict",
                                                                                 "HistoryWriteFailed")
             assert (invalid.error, missing.error, lambda_outage.status) == ("ValidationError", "NotFound", "FAILED")
-            return {key: sfn_log_event(list(cf.history(run.arn))[-1], run.arn) for key, run in
-                    {"history_write_failed": history_failed, "version_conflict": conflict,
-                     "succeeded": succeeded, "validation_error": invalid, "not_found": missing,
-                     "lambda_outage": lambda_outage}.items()}
+            ended = {"history_write_failed": history_failed, "version_conflict": conflict, "succeeded": succeeded,
+                     "validation_error": invalid, "not_found": missing, "lambda_outage": lambda_outage}
+            return {"forbidden": forbidden_event,
+                    **{key: sfn_log_event(list(cf.history(run.arn))[-1], run.arn) for key, run in ended.items()}}
 
 
 _TERM = re.compile(r'\(\s*\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*=\s*"([^"*]*)"\s*\)')
@@ -835,7 +929,7 @@ def test_template_client_errors_page_no_one_and_every_system_failure_pages(templ
         return value >= alarm["Threshold"]
 
     events = execution_log_events
-    clients = [events[k] for k in ("validation_error", "not_found", "version_conflict")]
+    clients = [events[k] for k in ("validation_error", "not_found", "version_conflict", "forbidden")]
     systems = [events[k] for k in ("history_write_failed", "lambda_outage")]
     # THEN client errors, alone or together, never page; each system failure pages, among any client errors
     assert all(json_pattern_matches(pattern, e) for e in clients)
@@ -898,16 +992,38 @@ def test_a_log_handler_bound_to_a_closed_stream_is_pointed_at_the_function_logs(
         logger.removeHandler(handler)
 
 
-def test_a_warning_a_handler_raises_goes_to_its_log_not_the_terminal(stack, capsys):
-    # GIVEN the read function, which records no metric: Powertools warns "No application metrics to publish"
+def test_a_warning_a_handler_raises_goes_to_its_log_not_the_terminal(stack, capsys, monkeypatch):
+    # GIVEN the read function, with the domain code it calls raising a warning
+    import warnings
+
+    from changeflow_core import reads
+
+    versions = reads.versions
+
+    def warned(*args, **kwargs):
+        warnings.warn("a warning the domain code raised", UserWarning, stacklevel=2)
+        return versions(*args, **kwargs)
+
+    monkeypatch.setattr(reads, "versions", warned)
     event = load_event("functions/read_api.json")
     function = stack.function("ReadApiFunction")
     # WHEN API Gateway invokes it
     payload, failed = stack.lambdas.invoke(function, event)
     assert not failed and payload["statusCode"] == 200
     # THEN the warning is in the function's log (on Lambda, stderr goes to CloudWatch Logs), not on stderr
-    assert any("No application metrics to publish" in line for line in function.logs)
-    assert "No application metrics" not in capsys.readouterr().err
+    assert any("a warning the domain code raised" in line for line in function.logs)
+    assert "a warning the domain code raised" not in capsys.readouterr().err
+
+
+def test_the_read_function_logs_no_powertools_warning_on_any_call(stack):
+    # Issue 38.5: a read publishes no application metric, and Powertools warned "No application metrics to
+    # publish" on every call: noise in every read's log. Cold and warm, the log holds the read's line only.
+    event = load_event("functions/read_api.json")
+    function = stack.function("ReadApiFunction")
+    for _ in range(2):
+        payload, failed = stack.lambdas.invoke(function, event)
+        assert not failed and payload["statusCode"] == 200
+    assert [line for line in function.logs if "warn" in line.lower()] == []
 
 
 def test_an_unhandled_error_logs_its_traceback_and_the_payload_keeps_the_handlers_frames(stack):

@@ -341,6 +341,101 @@ def test_an_authorization_policy_that_does_not_parse_fails_closed():
             authorization.parse(bad)
 
 
+def documented_policy() -> tuple[list[dict], list[tuple[str, bool, bool]]]:
+    """docs/identity.md's example AuthorizationPolicy, and its table: (principal, example allows, ops-* allows)."""
+    from conftest import ROOT
+
+    page = (ROOT / "docs" / "identity.md").read_text()
+    section = page[page.index("## Authorization"):]
+    policy = json.loads(section[section.index("```json") + 7:section.index("```", section.index("```json") + 7)])
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`arn:"):
+            rows.append((cells[0].split("`")[1], cells[1] == "allowed", cells[2] == "allowed"))
+    return policy, rows
+
+
+def test_the_documented_policy_admits_exactly_whom_its_table_says_pathed_users_too():
+    from changeflow_core import authorization
+
+    policy, rows = documented_policy()
+    policy = authorization.parse(json.dumps(policy))
+    name_prefix = [{"principals": ["arn:aws:iam::123456789012:user/ops-*"], "entities": [""], "operations": ["put"]}]
+    assert len(rows) >= 5 and any("/ops-team/" in who for who, _, _ in rows)
+    for who, example_allows, prefix_allows in rows:
+        as_signed = {"via": "api", "arn": who}
+        assert authorization.allowed(policy, as_signed, "doc#1", "put") is example_allows, who
+        assert authorization.allowed(name_prefix, as_signed, "doc#1", "put") is prefix_allows, who
+    # the user the issue names: path /ops-team/, not an ops user, refused by the documented policy
+    assert not authorization.allowed(policy, {"via": "api", "arn": "arn:aws:iam::123456789012:user/ops-team/mallory"},
+                                     "doc#1", "put")
+
+
+@pytest.mark.enable_socket
+def test_through_serve_the_documented_policy_refuses_a_user_whose_path_only_looks_like_ops():
+    import boto3
+
+    from changeflow.local.server import EmbeddedServer
+    from conftest import http_exchange, let_executions_end, sigv4_headers
+
+    policy, _ = documented_policy()
+    with EmbeddedServer(port=0, time_scale=0.001, parameters={"AuthorizationPolicy": json.dumps(policy)}) as running:
+        iam = boto3.client("iam", endpoint_url=running.url, region_name="us-east-1")
+        keys = {}
+        for name, path in (("alice", "/ops/"), ("mallory", "/ops-team/")):
+            iam.create_user(UserName=name, Path=path)
+            key = iam.create_access_key(UserName=name)["AccessKey"]
+            keys[name] = {"key": key["AccessKeyId"], "secret": key["SecretAccessKey"], "token": None}
+        url = f"{running.url}/v1/changes"
+        answers = {}
+        for name in keys:
+            body = json.dumps({"entityId": f"doc#{name}", "operation": "put", "changeId": "c1",
+                               "attributes": {"by": name}}).encode()
+            headers = sigv4_headers("POST", url, body, {"Content-Type": "application/json"}, **keys[name])
+            import urllib.error
+            import urllib.request
+
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST", headers=headers),
+                                            timeout=30) as response:
+                    answers[name] = (response.status, json.loads(response.read()))
+            except urllib.error.HTTPError as exc:
+                answers[name] = (exc.code, json.loads(exc.read()))
+        assert answers["alice"][0] == 200, answers
+        assert answers["mallory"][0] == 403 and answers["mallory"][1]["message"].startswith(
+            "Forbidden: arn:aws:iam::123456789012:user/ops-team/mallory may not put"), answers
+        assert wait_for_termination(answers["alice"][1]["executionArn"], 30)
+        status, _, raw = http_exchange("GET", f"{running.url}/v1/entities/doc%23alice")
+        assert status == 403  # the default signer is not in the policy: it may not read either
+        sfn = boto3.client("stepfunctions", endpoint_url=running.url, region_name="us-east-1")
+        names = [e["name"] for e in sfn.list_executions(
+            stateMachineArn=running.stack.outputs["ChangeStateMachineArn"])["executions"]]
+        assert len(names) == 1 and "mallory" not in " ".join(names)
+        let_executions_end(running.stack)
+
+
+def test_principal_patterns_are_matched_as_iams_arnlike_and_a_vague_one_is_refused():
+    from changeflow_core import authorization
+
+    def allows(pattern: str, who: str) -> bool:
+        rule = [{"principals": [pattern], "entities": [""], "operations": ["put"]}]
+        return authorization.allowed(authorization.parse(json.dumps(rule)), {"via": "api", "arn": who}, "e", "put")
+
+    alice = "arn:aws:iam::123456789012:user/alice"
+    assert allows("arn:aws:iam::*:user/*", "arn:aws:iam::123456789012:user/a/b/c")  # * crosses /
+    assert not allows("arn:aws:iam::*:user/[a-z]*", alice)  # [ is a character, not fnmatch's set
+    assert allows("arn:aws:iam::123456789012:user/?lice", alice) and not allows("arn:aws:iam::*:user/Alice", alice)
+    assert not allows("arn:aws:iam::*:*", "arn:aws:sts::123456789012:assumed-role/writer/s")  # iam is not sts
+    assert allows("arn:*", alice) and allows("arn:aws:*:*:*:*", alice)
+    events = [{"principals": ["arn:*"], "entities": [""], "operations": ["put"]}]
+    assert not authorization.allowed(events, {"via": "events", "account": "1", "source": "arn:x"}, "e", "put")
+    assert not authorization.allowed(events, {"via": "stepfunctions"}, "e", "put")
+    for vague in ("*", "arn:aws:*:user/alice", "arn:aws:iam::*", "?rn:aws:iam::*:user/alice", "user/alice"):
+        with pytest.raises(ValueError, match="AuthorizationPolicy principal"):
+            authorization.parse(json.dumps([{"principals": [vague], "entities": [""], "operations": ["put"]}]))
+
+
 def test_history_shows_the_principal_beside_the_claimed_actor(stack, cf):
     from changeflow import report
 

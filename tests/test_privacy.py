@@ -117,8 +117,9 @@ def test_the_operators_opt_in_puts_content_in_the_execution_log(make_stack, trac
 
 
 def test_hashed_entity_ids_leave_the_table_only_as_digests(make_stack, traced):
-    # GIVEN HashEntityIds WHEN the changes run
-    found = leaves_the_table(make_stack, traced, HashEntityIds="true")
+    # GIVEN HashEntityIds WHEN the changes run (at LogLevel=DEBUG: each step's summary line, with its log keys,
+    # is DEBUG; at the default a change's functions write only its EMF lines, which carry no entity)
+    found = leaves_the_table(make_stack, traced, HashEntityIds="true", LogLevel="DEBUG")
     # THEN the entity id is nowhere but the table (at ALL, a task's parameters would still carry it)
     assert found["entity"] in found["stored"]
     assert [where for where in WHERE if found["entity"] in found[where]] == []
@@ -147,3 +148,90 @@ def test_at_all_without_execution_data_task_parameters_still_carry_content_on_th
     found = leaves_the_table(make_stack, traced, StateMachineLogLevel="ALL")
     assert found["content"] in found["execution log"]
     assert all('"TaskScheduled"' in line for line in found["execution log"].splitlines() if found["content"] in line)
+
+
+# --- error paths with HashEntityIds (issue 33.5) ------------------------------------------------------------
+
+@pytest.fixture
+def xray_errors(monkeypatch):
+    """What the X-Ray SDK would send of every exception a handler raises: the ``cause`` it records when the
+    exception leaves Tracer's subsegment (``add_exception``: its message) and the metadata Tracer puts
+    (``<handler> error``: the exception object, as the SDK serialises it). The embedded stack runs with
+    tracing disabled, so the SDK's dummy subsegment receives them; the SDK's own conversions turn them into
+    what a segment document would carry."""
+    from aws_xray_sdk.core.models.dummy_entities import DummySubsegment
+    from aws_xray_sdk.core.models.throwable import Throwable
+    from aws_xray_sdk.core.utils.conversion import metadata_to_dict
+
+    seen: list[str] = []
+    put_metadata, add_exception = DummySubsegment.put_metadata, DummySubsegment.add_exception
+
+    def record_metadata(self, key, value, namespace="default"):
+        seen.append(json.dumps({key: metadata_to_dict(value)}, default=str))
+        return put_metadata(self, key, value, namespace)
+
+    def record_exception(self, exception, stack, remote=False):
+        seen.append(json.dumps(Throwable(exception, stack, remote).to_dict(), default=str))
+        return add_exception(self, exception, stack, remote)
+
+    monkeypatch.setattr(DummySubsegment, "put_metadata", record_metadata)
+    monkeypatch.setattr(DummySubsegment, "add_exception", record_exception)
+    return seen
+
+
+def test_with_hashed_entity_ids_no_error_names_the_entity(make_stack, xray_errors, caplog):
+    """GIVEN HashEntityIds, WHEN a stale change, a version conflict, a validation error, a forbidden change and
+    a redact of an entity that does not exist fail (or end stale) in the workflow, THEN their messages name
+    the entity by its digest only: in the function logs (the runtime's ``[ERROR]`` line, and Tracer's own
+    log of the exception), in what goes to X-Ray (the cause and the exception as metadata), and in the
+    execution history (every event's cause) and the execution log."""
+    from changeflow.client import Changeflow
+    from changeflow_core.names import entity_ref
+
+    entity, denied = f"patient-{secrets.token_hex(6)}", f"secret-{secrets.token_hex(6)}"
+    # the policy lets IAM principals (POST /changes) change "patient-..." entities; a direct StartExecution,
+    # whose caller the workflow cannot know, is denied whatever it changes
+    policy = json.dumps([{"principals": ["arn:*"], "entities": ["patient-"],
+                          "operations": ["put", "patch", "delete", "rollback", "redact", "adopt"]}])
+    stack = make_stack(HashEntityIds="true", AuthorizationPolicy=policy)
+    cf = Changeflow.for_embedded(stack)
+    put = {"entityId": entity, "operation": "put", "attributes": {"n": 1}}
+    api = {
+        "applied": {**put, "changeId": "c1", "effectiveAt": T0 + 10},
+        "stale": {**put, "changeId": "c2", "effectiveAt": T0},
+        "conflict": {**put, "changeId": "c3", "effectiveAt": T0 + 20, "expectedVersion": 7},
+        "not found": {"entityId": entity + "-x", "operation": "redact", "changeId": "c6", "redactVersion": 1,
+                      "reason": "gone"},
+    }
+    runs = {name: cf.wait(through_the_api(stack, request)) for name, request in api.items()}
+    runs["invalid"] = cf.submit({"entityId": entity, "operation": "put", "changeId": "c4"})  # no attributes
+    runs["forbidden"] = cf.submit({**put, "entityId": denied, "changeId": "c5"})
+    assert {name: (r.status, r.error or r.output["outcome"]) for name, r in runs.items()} == {
+        "applied": ("SUCCEEDED", "applied"), "stale": ("SUCCEEDED", "stale"), "conflict": ("FAILED", "VersionConflict"),
+        "invalid": ("FAILED", "ValidationError"), "forbidden": ("FAILED", "Forbidden"),
+        "not found": ("FAILED", "NotFound")}
+
+    functions = [*stack.lambdas.functions.values(),
+                 *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
+    errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
+    causes = [json.dumps(e, default=str) for r in runs.values() for e in cf.history(r.arn)
+              if any(k.endswith("EventDetails") and "cause" in e[k] for k in e)]
+    logs = stack.client("logs")
+    execution_log = [e["message"] for e in logs.filter_log_events(
+        logGroupName=stack.template.physical_name("ChangeStateMachineLogGroup"))["events"]]
+    tracer_log = [r.getMessage() + (caplog.text if r.exc_info else "") for r in caplog.records
+                  if r.name.startswith("aws_lambda_powertools")]
+    found = {"[ERROR] lines": errors, "x-ray": xray_errors, "history causes": causes,
+             "execution log": execution_log, "Tracer's log": tracer_log}
+    # THEN the errors were there to read (one per failure, and the stale change's)
+    assert len(errors) >= 5 and len(xray_errors) >= 10 and len(causes) >= 5 and execution_log
+    for name in ("ChangeIsStale", "VersionConflict", "ValidationError", "Forbidden", "NotFound"):
+        assert any(name in line for line in errors), name
+    # AND no error names the entity, the denied one or the missing one, except by digest
+    for raw in (entity, denied, entity + "-x"):
+        assert {where: [x for x in lines if raw in x] for where, lines in found.items()} == {
+            where: [] for where in found}, raw
+    for raw, where in ((entity, "a stale change"), (denied, "a forbidden change"), (entity + "-x", "a redact")):
+        assert any(entity_ref(raw, True) in line for line in errors), where
+        assert any(entity_ref(raw, True) in x for x in xray_errors), where
+        assert any(entity_ref(raw, True) in c for c in causes), where

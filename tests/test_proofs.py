@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from decimal import Decimal
 
 import pytest
@@ -258,8 +259,13 @@ def test_a_proof_of_a_version_written_after_the_digest_is_refused_by_name(world)
                                                   r"the digest taken 2026-11-24T22:00:00\+00:00, which recorded "
                                                   r"version 4"):
         proofs.verify_proof(proof, digests.parse_digest(digest))
-    with pytest.raises(proofs.ProofRejected, match="^VersionAfterDigest"):  # nor can one be made (no table read)
-        proofs.prove(None, ENTITY, 5, digest)
+    # nor can one be made: the table's v0 (one read) says version 5 exists, so the digest is too old for it
+    v0 = types.SimpleNamespace(table="t", dynamodb=types.SimpleNamespace(get_item=lambda **_: {"Item": later[ENTITY][-1]}))
+    with pytest.raises(proofs.ProofRejected, match="^VersionAfterDigest"):
+        proofs.prove(v0, ENTITY, 5, digest)
+    # and a version the entity never had is named as such (issue 38.5), not as written after the digest
+    with pytest.raises(proofs.ProofRejected, match=r"^NoSuchVersion: 'doc#7' has no version 6: its latest is version 5$"):
+        proofs.prove(v0, ENTITY, 6, digest)
 
 
 def test_a_proof_made_against_another_digest_is_refused_by_name(world):
@@ -525,6 +531,11 @@ def test_proof_and_verify_proof_from_a_stack(recorded, tmp_path, capsys, monkeyp
     assert cli.main(["proof", ENTITY, "5", "--digest", str(kept), "--output", str(later)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("changeflow: proof refused: VersionAfterDigest: version 5 of 'doc#7' was written after")
+    assert not later.exists()
+    # a version the entity never had is not "written after the digest" (issue 38.5)
+    assert cli.main(["proof", ENTITY, "9", "--digest", str(kept), "--output", str(later)]) == 1
+    err = capsys.readouterr().err
+    assert err == "changeflow: proof refused: NoSuchVersion: 'doc#7' has no version 9: its latest is version 5\n"
     assert not later.exists()
     assert cli.main(["proof", "doc#nobody", "1", "--digest", str(kept)]) == 1
     assert "no such entity" in capsys.readouterr().err

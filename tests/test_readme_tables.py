@@ -11,13 +11,14 @@ import os
 import pytest
 
 from changeflow.cost import pages as readme_tables
+from changeflow.cost.bill import LINES
 from conftest import ROOT
 
 TEXTS = {page: page.read_text(encoding="utf-8") for page in readme_tables.pages(ROOT)}
 WHERE = readme_tables.page_of_each_block(TEXTS)
 # every measured block, wherever it lives (the generator's tests below work on one text holding them all)
 README = "\n\n".join(TEXTS[page] for page in sorted(set(WHERE.values())))
-BLOCKS = {"cost-units", "cold-start", "embedded-vs-direct"}
+BLOCKS = {"cost-units", "cost-bill", "cold-start", "embedded-vs-direct"}
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
 HANDLERS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
             "TagTtlFunction", "ReadApiFunction", "SubmitChangeFunction"]  # every function of template.yaml
@@ -33,7 +34,11 @@ def cost_output() -> dict:
              for size, factor in ((1000, 1), (4000, 4), (100_000, 98))}
     for p in PATHS:
         sizes["1000"][p]["cost_per_million"] = {"standard": 202.26, "express": 3.36}
-    return {"prices": {}, "sizes": sizes,
+    lines = {line: 0.5 for line in LINES}
+    row = {"standard": {**lines, "total": 104.1}, "express": {**lines, "total": 5.31}, "floor": 2.63,
+           "express_over_floor": 2.02, "standard_floor": 100.0}
+    bill = {entry: {str(size): row for size in (1000, 4000, 100_000)} for entry in ("direct", "api", "events")}
+    return {"prices": {}, "sizes": sizes, "bill": bill,
             "cold_start": {"bare_boto3_dynamodb_client": 0.259,
                            "handlers": {h: {"seconds": 0.266, "ratio": 1.03} for h in HANDLERS}},
             "package_bytes": {**{h: 1946 for h in HANDLERS}, "CoreLayer": 5_065_908}}
@@ -54,7 +59,7 @@ def test_the_pages_have_a_marked_block_for_every_measured_table_and_each_holds_o
         assert len(rows) > 2, name
 
 
-@pytest.mark.parametrize("output, names", [(cost_output, {"cost-units", "cold-start"}),
+@pytest.mark.parametrize("output, names", [(cost_output, {"cost-units", "cost-bill", "cold-start"}),
                                            (bench_output, {"embedded-vs-direct"})])
 def test_the_generator_renders_dated_tables_with_the_readmes_columns(tmp_path, output, names):
     # GIVEN a benchmark's JSON output, written on a known day
@@ -81,7 +86,8 @@ def test_units_only_output_renders_the_units_table_alone_named_by_its_command(tm
     result.write_text(json.dumps(output))
     os.utime(result, (1_795_305_600, 1_795_305_600))
     blocks = readme_tables.blocks_of(result)
-    assert set(blocks) == {"cost-units"}
+    assert set(blocks) == {"cost-units", "cost-bill"}
+    assert blocks["cost-bill"].startswith("Measured on 2026-11-22 (`benchmarks/cost.py --units-only --json`)")
     assert blocks["cost-units"].startswith("Measured on 2026-11-22 (`benchmarks/cost.py --units-only --json`)")
 
 

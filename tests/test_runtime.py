@@ -300,10 +300,17 @@ def put(entity="doc#1", at=T0, change=None, **attributes):
     return request
 
 
-def test_the_workflow_runs_with_handlers_in_the_runtime_and_logs_as_on_lambda(emulated):
+def test_the_workflow_runs_with_handlers_in_the_runtime_and_logs_as_on_lambda(lambda_python):
     from changeflow.client import Changeflow
+    from changeflow.local.embedded import EmbeddedStack
 
-    cf = Changeflow.for_embedded(emulated)
+    # at levels that send Lambda's own lines (INFO) and each step's summary (DEBUG): the defaults send neither
+    with EmbeddedStack(ROOT, time_scale=0.0005, lambda_runtime="emulator",
+                       parameters={"FunctionSystemLogLevel": "INFO", "LogLevel": "DEBUG"}) as emulated:
+        logs_as_on_lambda(emulated, Changeflow.for_embedded(emulated))
+
+
+def logs_as_on_lambda(emulated, cf):
     execution = cf.submit(put(v=1))
     assert execution.status == "SUCCEEDED" and execution.output["outcome"] == "applied"
     assert [v["version"] for v in cf.entity("doc#1")["versions"]] == [1]

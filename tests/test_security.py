@@ -57,8 +57,10 @@ CHANGE_TABLE_PITR = """      PointInTimeRecoverySpecification:
     UpdateReplacePolicy: Retain
 
   HistoryTable:"""
-CHANGE_TABLE_SSE = """      SSESpecification:
+CHANGE_TABLE_SSE = """      SSESpecification:  # the AWS managed key (aws/dynamodb), or the KmsKeyArn parameter's
         SSEEnabled: true
+        SSEType: !If [UseKmsKey, KMS, !Ref AWS::NoValue]
+        KMSMasterKeyId: !If [UseKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue]
       PointInTimeRecoverySpecification:
         PointInTimeRecoveryEnabled: true
       DeletionProtectionEnabled: !Ref TableDeletionProtection
@@ -140,7 +142,8 @@ GUARD_CASES = {
           "              Action: [states:StartExecution]\n              Resource: \"*\"\n")],
         {("no_wildcard_resources", "SubmitChangeFunction")}),
     "a wildcard action in a resource policy": (
-        [("            Action: sqs:SendMessage\n", "            Action: sqs:*\n")],
+        [("            Principal: {Service: events.amazonaws.com}\n            Action: sqs:SendMessage\n",
+          "            Principal: {Service: events.amazonaws.com}\n            Action: sqs:*\n")],
         {("no_wildcard_actions", "ChangeEventsDeadLetterQueuePolicy")}),
     "NotAction": ([(UPDATE_LATEST_POLICY, UPDATE_LATEST_POLICY.replace("Action:", "NotAction:"))],
                   {("no_wildcard_actions", "UpdateLatestFunction")}),

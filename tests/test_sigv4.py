@@ -6,6 +6,7 @@ service, a body changed after signing, a principal claimed in the body."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -42,6 +43,11 @@ def http_exchange_raw(method, url, body, headers):
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers), exc.read()
+
+
+def started(server) -> list[dict]:
+    return aws(server, "stepfunctions").list_executions(
+        stateMachineArn=server.stack.outputs["ChangeStateMachineArn"])["executions"]
 
 
 def wait(answer: dict) -> None:
@@ -202,3 +208,68 @@ def test_the_impersonation_row_after_the_api_row_on_one_stack_still_finds_no_fal
     api_retries(server, 0, entities=2)
     tally = impersonations(server, seed=0, entities=2)
     assert tally.violations == [] and tally.cases == 2
+
+
+# --- issue 32.12: the body is the one that was signed ----------------------------------------------------------
+def pay(entity: str, to: str, amount: int) -> bytes:
+    return change(entity, f"pay-{to}", attributes={"to": to, "amount": amount})
+
+
+def test_a_signed_request_whose_body_is_swapped_is_refused_whatever_its_content_hash_header_says(server, alice):
+    # GIVEN alice signs "pay alice 10" with an X-Amz-Content-SHA256 header holding its hash (signed, as an
+    # S3-style signer sends it)
+    url = f"{server.url}/v1/changes"
+    signed = pay("s#12", "alice", 10)
+    headers = sigv4_headers("POST", url, signed, {"Content-Type": "application/json",
+                                                  "X-Amz-Content-SHA256": hashlib.sha256(signed).hexdigest()},
+                            **alice)
+    # WHEN mallory replays her headers with another body
+    status, answered, raw = http_exchange_raw("POST", url, pay("s#12", "mallory", 1_000_000), headers)
+    # THEN API Gateway's mismatch: it hashes the body it received; nothing starts, nothing is recorded
+    assert (status, json.loads(raw)) == (403, {"message": sigv4.MISMATCH}), raw
+    assert {k.lower(): v for k, v in answered.items()}["x-amzn-errortype"] == "InvalidSignatureException"
+    assert started(server) == [] and principal_of(server, "s#12") == (None, None)
+    # the same headers with the body they were made for go through (the header is a header like any other)
+    status, _, raw = http_exchange_raw("POST", url, signed, headers)
+    assert status == 200, raw
+
+
+def test_a_request_signed_over_unsigned_payload_is_refused(server, alice):
+    url = f"{server.url}/v1/changes"
+    body = pay("s#13", "mallory", 1_000_000)
+    headers = sigv4_headers("POST", url, body, {"Content-Type": "application/json",
+                                                "X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"}, **alice)
+    status, _, raw = http_exchange_raw("POST", url, body, headers)
+    assert (status, json.loads(raw)) == (403, {"message": sigv4.MISMATCH})
+    assert started(server) == []
+
+
+# --- issue 32.13: credentials that stopped being valid -----------------------------------------------------------
+def test_an_inactive_access_key_is_refused_as_an_invalid_token_and_works_again_once_active(server, alice):
+    iam = aws(server, "iam")
+    iam.update_access_key(UserName="alice", AccessKeyId=alice["key"], Status="Inactive")
+    status, headers, body = send(f"{server.url}/v1/changes", change("s#14"), **alice)
+    assert (status, body, headers["x-amzn-errortype"]) == (
+        403, {"message": "The security token included in the request is invalid."}, "AccessDeniedException")
+    assert started(server) == []
+    iam.update_access_key(UserName="alice", AccessKeyId=alice["key"], Status="Active")
+    assert send(f"{server.url}/v1/changes", change("s#14"), **alice)[0] == 200
+
+
+def test_an_expired_sts_session_is_refused_as_an_expired_token(server, monkeypatch):
+    iam = aws(server, "iam")
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"},
+                                                     "Action": "sts:AssumeRole"}]}
+    role = iam.create_role(RoleName="short", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    session = aws(server, "sts").assume_role(RoleArn=role, RoleSessionName="short-run", DurationSeconds=900)["Credentials"]
+    credentials = {"key": session["AccessKeyId"], "secret": session["SecretAccessKey"], "token": session["SessionToken"]}
+    # within its 15 minutes the session is accepted
+    assert send(f"{server.url}/v1/changes", change("s#15", "c0"), **credentials)[0] == 200
+    # WHEN 16 minutes have passed (the server's clock, and the client signs at that time)
+    later = datetime.now(timezone.utc) + timedelta(minutes=16)
+    monkeypatch.setattr(sigv4, "utcnow", lambda: later, raising=False)
+    status, headers, body = send(f"{server.url}/v1/changes", change("s#15", "c1"), when=later, **credentials)
+    # THEN the EXPIRED_TOKEN gateway response, and the change does not start
+    assert (status, body, headers["x-amzn-errortype"]) == (
+        403, {"message": "The security token included in the request is expired"}, "ExpiredTokenException")
+    assert [e["name"] for e in started(server) if "c1" in e["name"]] == []

@@ -296,14 +296,14 @@ def keys(block: dict) -> set[str]:
 
 def test_the_states_carry_what_the_bound_accounts_for_and_nothing_else():
     states = json.loads(ASL.read_text())["States"]
-    result_fields = {"change", "latest", "content", "writer", "attempt", "proof"}  # proof: changeflow_core.seal
+    result_fields = {"change", "latest", "content", "writer", "attempt", "tries", "proof"}  # proof: changeflow_core.seal
     # R: what both fetch states return (their ResultSelector, the whole state)
     for name in ("Fetch the latest version", "Fetch the latest version again"):
         assert keys(states[name]["ResultSelector"]) == result_fields and states[name]["ResultPath"] == "$"
     # the states that hold the content read only R, the error, written, waitSeconds and the context
     holding = ["Write the new latest version", "Draw a back-off", "Back off before reading again",
                "Fetch the latest version again", "Record the version in history"]
-    allowed = {f"$.{f}" for f in result_fields | {"error", "written", "waitSeconds"}} | {
+    allowed = {f"$.{f}" for f in result_fields | {"error", "written", "waitSeconds", "tried", "error.Error"}} | {
         "$$.Execution.Id", "$$.Execution.Name", "$$.State.RetryCount"}
     for name in holding:
         read = references(states[name].get("Parameters", {}))
@@ -315,9 +315,10 @@ def test_the_states_carry_what_the_bound_accounts_for_and_nothing_else():
     for name in holding:
         for catch in states[name].get("Catch", []):
             assert catch["ResultPath"] in ("$", "$.error"), (name, catch)
-    # the back-off carries less than the write step's output: no latest, no writer
-    assert keys(states["Draw a back-off"]["Parameters"]) == {"change", "content", "error", "attempt", "proof",
-                                                             "waitSeconds"}
+    # the back-off carries no latest and no writer, and what tells the next read whether the write landed
+    # (the version tried and the error's name: carried.LOST_WRITE_BYTES)
+    assert keys(states["Draw a back-off"]["Parameters"]) == {"change", "content", "error", "attempt", "waitSeconds",
+                                                             "tried", "lastWrite", "proof"}
     # the history step's result drops the content: every later state is small
     assert not {"change", "latest", "content"} & keys(states["Record the version in history"]["ResultSelector"])
     # and the allowance covers the largest of what is added

@@ -228,7 +228,7 @@ def test_a_checkpoint_torn_by_a_kill_loses_nothing_after_it(tmp_path):
     first = Checkpoint(path, {"source": "s"})
     first.record("import-next", "e#1", "applied", 1)
     first.close()
-    assert Checkpoint(path, {"source": "s"}).done.keys() == {"import-next"}
+    assert Checkpoint(path, {"source": "s"}).done.keys() == {("e#1", "import-next")}
     with pytest.raises(Exception, match="checkpoint of another import"):
         Checkpoint(path, {"source": "other"})
 
@@ -485,12 +485,12 @@ def test_an_import_through_the_rest_api_of_serve_lands_once_too(served, tmp_path
     client = Changeflow.for_aws_stack("changeflow", "us-east-1", endpoint_url=served)
     executions = len([e for e in client.executions(limit=10_000) if e["name"].startswith("api-")])
     assert executions == 3
-    # run again without the checkpoint: POST /changes answers each change with its original execution and
-    # outcome (the API's own idempotency, docs/api.md): nothing new starts, nothing is written twice
+    # run again without the checkpoint: the importer finds each change in the table before it posts anything,
+    # through the API as through Step Functions: nothing new starts, nothing is written twice
     (tmp_path / "api.jsonl.checkpoint").unlink()
     again = json.loads(subprocess.run(command, cwd=tmp_path, env=_environment(), capture_output=True, text=True,
                                       timeout=120).stdout)
-    assert (again["applied"], again["rejected"]) == (3, 1)
+    assert (again["duplicate"], again["applied"], again["rejected"]) == (3, 0, 1)
     assert len([e for e in client.executions(limit=10_000) if e["name"].startswith("api-")]) == executions
     assert all(versions_of(client, f"api#{i}") == [1] for i in range(3))
 

@@ -5,7 +5,7 @@ machine retries, and safe to run again when a failed execution is redriven.
 Input: the write step's input plus ``written`` (its result, with its proof) and ``retryCount``; without the
 fetch step's and the write step's proofs nothing is written (``seal.Unproven``).
 Output: the execution's output (``entityId``, ``operation``, ``outcome``, ``version``, ``changeId``,
-``effectiveAt``), its ``proof`` for the expiry step, and ``history``: ``written``|``present``|``repaired``|``unrepairable``. A duplicate whose
+``effectiveAt``) and ``history``: ``written``|``present``|``repaired``|``unrepairable``. A duplicate whose
 version this execution wrote (its v0 write landed, the answer was lost) is ``applied``.
 Raises ``HistoryConflict`` if version n belongs to another change (never retried). A redact version, once
 in history, removes the content of the version it redacts here (``chainwork.redact``, idempotent).
@@ -15,7 +15,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import observe, seal, steps
+from changeflow_core import names, observe, seal, steps
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
@@ -23,9 +23,7 @@ HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 CHAIN_PREV_HASH = os.environ.get("CHAIN_PREV_HASH", "true") != "false"
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
-logger = Logger()
-tracer = Tracer()
-metrics = Metrics()
+logger, tracer, metrics = Logger(), Tracer(), Metrics()
 dynamodb = boto3.client("dynamodb")
 SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV])  # read at the first use
 
@@ -34,6 +32,7 @@ SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     change, written = event["change"], event["written"]
     logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
     observe.annotate(tracer, change["entityId"], written["version"], written["outcome"], hashed=HASH_ENTITY_IDS)
@@ -44,5 +43,5 @@ def lambda_handler(event, context):
     if result["history"] == "repaired":
         observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
 
-    logger.info("history put", extra={"version": written["version"], "history": result["history"]})
+    logger.debug("history put", extra={"version": written["version"], "history": result["history"]})
     return result

@@ -15,7 +15,7 @@ POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: author
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
 logger = Logger()
 tracer = Tracer()
-metrics = Metrics()
+metrics = observe.cold_start_only(Metrics())  # API Gateway's own metrics count the reads, by route and status
 dynamodb = boto3.client("dynamodb")
 app = APIGatewayRestResolver(serializer=wire.dumps)  # numbers as JSON numbers with all 38 digits, never floats
 
@@ -64,7 +64,7 @@ def client_error(exc):
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
     # A REST API delivers ``path`` as the client sent it (doc%2F1 stays one segment) and ``pathParameters``
-    # decoded: routing the raw path keeps every id's segments apart.
+    # decoded: routing the raw path keeps every id's segments apart. Logged: the route with HashEntityIds.
     response = app.resolve(event, context)
-    logger.info("read", extra={"path": event["path"], "status": response["statusCode"]})
+    logger.debug("read", extra={"path": observe.request_path(event, HASH_ENTITY_IDS), "status": response["statusCode"]})
     return response

@@ -55,6 +55,6 @@ def lambda_handler(event, context):
     metrics.add_metric(name="ChangesSubmitted", unit=MetricUnit.Count, value=1)
     if attempt > 1:
         metrics.add_metric(name="ChangesRetriedAfterFailure", unit=MetricUnit.Count, value=1)
-    logger.info("submitted", extra={"status": answer["status"], "attempt": attempt,
-                                    "executionArn": answer.get("executionArn")})
+    logger.debug("submitted", extra={"status": answer["status"], "attempt": attempt,
+                                     "executionArn": answer.get("executionArn")})
     return respond(200, answer)

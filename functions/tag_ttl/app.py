@@ -15,16 +15,14 @@ import time
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import observe, seal, steps, store
+from changeflow_core import names, observe, seal, steps, store
 
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 KEEP_VERSIONS = int(os.environ["HISTORY_RETENTION_VERSIONS"])
 KEEP_DAYS = int(os.environ["HISTORY_RETENTION_DAYS"])
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
-logger = Logger()
-tracer = Tracer()
-metrics = Metrics()
+logger, tracer, metrics = Logger(), Tracer(), Metrics()
 dynamodb = boto3.client("dynamodb")
 SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV])  # read at the first use
 
@@ -33,11 +31,12 @@ SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     logger.append_keys(execution=event["execution"]["name"])
     if "stale" in event:
         result = steps.stale_report(event["stale"])
         observe.count(metrics, observe.VERSIONS_EXPIRED, result["operation"], value=0)  # nothing written
-        logger.info("stale", extra=result)
+        logger.debug("stale", extra=result)
         return result
     steps.require_report(SEAL.get(), event)  # seal.Unproven unless the history step reported it: nothing tagged
     logger.append_keys(entityId=observe.entity_ref(event["entityId"], HASH_ENTITY_IDS), changeId=event["changeId"])
@@ -48,5 +47,5 @@ def lambda_handler(event, context):
     observe.count(metrics, observe.VERSIONS_EXPIRED, event["operation"], value=len(tagged))
 
     expires_at = tags[0][1] if tags else None
-    logger.info("retention", extra={"tagged": tagged, "expiresAt": expires_at})
+    logger.debug("retention", extra={"tagged": tagged, "expiresAt": expires_at})
     return {"tagged": tagged, "expiresAt": expires_at}

@@ -12,7 +12,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import observe, seal, steps
+from changeflow_core import names, observe, seal, steps
 from changeflow_core.decisions import ChangeIsStale, WriteConflict
 from changeflow_core.errors import VersionConflict
 
@@ -21,9 +21,7 @@ TABLE_NAME = os.environ["TABLE_NAME"]
 CHAIN_PREV_HASH = os.environ.get("CHAIN_PREV_HASH", "true") != "false"
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
-logger = Logger()
-tracer = Tracer()
-metrics = Metrics()
+logger, tracer, metrics = Logger(), Tracer(), Metrics()
 dynamodb = boto3.client("dynamodb")
 SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV])  # read at the first use
 
@@ -32,6 +30,7 @@ SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event, context):
+    names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     change = event["change"]
     logger.append_keys(execution=event["execution"]["name"], entityId=observe.entity_ref(change["entityId"], HASH_ENTITY_IDS), changeId=change["changeId"])
 
@@ -46,5 +45,5 @@ def lambda_handler(event, context):
         raise
 
     observe.record_outcome(tracer, metrics, change, result, hashed=HASH_ENTITY_IDS)
-    logger.info("v0 write", extra=result)
+    logger.debug("v0 write", extra=result)
     return result

@@ -13,6 +13,7 @@ order ``--help`` lists the commands, and turns what a command raises into one li
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from urllib.error import URLError
@@ -20,16 +21,17 @@ from urllib.error import URLError
 from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError,
                                  NoRegionError)
 
-from .commands import audit, capacity, chainops, local, reads, run, submit, transfer
+from .commands import audit, capacity, chainops, deadletters, local, reads, run, submit, transfer
 from .commands.options import EXIT_DEFAULT
 from .common.errors import FAILED, REJECTED, USAGE, NotFound, ToolFailure, UsageError
 from .local.template import TemplateError
 
 # Every command, in the order --help lists them: each group adds its own, with its help and exit statuses.
 COMMANDS = [run.add_run, run.add_demo, local.add_serve, local.add_local, submit.add_submit, reads.add_versions,
-            reads.add_history, reads.add_executions, audit.add_verify, audit.add_digest, audit.add_proof,
-            audit.add_verify_proof, audit.add_repair, chainops.add_redact, chainops.add_adopt, transfer.add_import,
-            transfer.add_export, transfer.add_verify_export, local.add_console, capacity.add_capacity]
+            reads.add_history, reads.add_executions, reads.add_api, deadletters.add_dead_letters, audit.add_verify,
+            audit.add_digest, audit.add_proof, audit.add_verify_proof, audit.add_repair, chainops.add_redact,
+            chainops.add_adopt, transfer.add_import, transfer.add_export, transfer.add_verify_export,
+            local.add_console, capacity.add_capacity]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +68,9 @@ def explain(exc: BaseException, args) -> tuple[str, int] | None:
         return ("no AWS credentials: configure them (aws configure, AWS_PROFILE) for --stack-name, "
                 "or use --endpoint-url with `changeflow serve`"), FAILED
     if isinstance(exc, EndpointConnectionError):
+        if getattr(args, "stack_name", None):  # AWS: the network, a proxy or the region's name is at fault
+            return (f"cannot reach {exc.kwargs.get('endpoint_url')} (AWS, region "
+                    f"{args.region or 'from the AWS config'}): check the network, a proxy, and the region"), FAILED
         return f"cannot reach {exc.kwargs.get('endpoint_url')}: is `changeflow serve` running there?", FAILED
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
@@ -82,12 +87,21 @@ def explain(exc: BaseException, args) -> tuple[str, int] | None:
     return None
 
 
+# What a shell reports for a program that SIGPIPE stopped (128 + 13): what `changeflow executions | head -1`
+# ends with when `head` has read its line and closed the pipe.
+CLOSED_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # a bad command line: argparse's usage line and exit status 2
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush (a traceback there)
+        return status
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return stdout_closed()
     except Exception as exc:
         explained = explain(exc, args)
         if explained is None:
@@ -95,3 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         message, status = explained
         print(f"changeflow: {message}", file=sys.stderr)
         return status
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away (``| head``): stop quietly, as a program that SIGPIPE stops does. Python
+    ignores SIGPIPE, so a write raises BrokenPipeError instead; what is still buffered goes to /dev/null, so that
+    the interpreter's own flush at exit does not raise it again (the Python docs' recipe, "Note on SIGPIPE" in
+    the signal module's documentation)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the process's stdout (sys.stdout may be the embedded stack's router of handler output)
+    os.close(devnull)
+    return CLOSED_PIPE

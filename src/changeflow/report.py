@@ -19,7 +19,14 @@ def table(headers: list[str], rows: list[list[Any]], max_width: int = 60) -> str
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
+class Whole(str):
+    """A cell shown whole, never cut at the column's width: a workflow's error message (the last column, so
+    nothing after it moves)."""
+
+
 def _cell(value: Any, max_width: int) -> str:
+    if isinstance(value, Whole):
+        return value.replace("\n", " ")
     if value is None:
         text = ""
     elif isinstance(value, (dict, list)):
@@ -57,7 +64,9 @@ def executions(results: Iterable[Execution]) -> str:
     rows = []
     for e in results:
         out = e.output if isinstance(e.output, dict) else {}
-        rows.append([e.name, e.status, out.get("outcome"), out.get("version"), e.error, error_message(e.cause)])
+        message = error_message(e.cause)
+        rows.append([e.name, e.status, out.get("outcome"), out.get("version"), e.error,
+                     Whole(message) if message else None])
     return table(["execution", "status", "outcome", "version", "error", "message"], rows)
 
 
@@ -84,18 +93,44 @@ VERSION_COLUMNS = ["version", "deleted", "effectiveAt", "operation", "changeId",
                    "expiresAt", "patch", "attributes"]
 
 
+def redacted_by(views: Iterable[dict[str, Any]]) -> dict[int, int]:
+    """``{n: m}``: version n was redacted by version m, from what each redact version records (``redacts``),
+    among the versions given."""
+    return {int(v["redacts"]): int(v["version"]) for v in views if v.get("redacts") is not None}
+
+
+def operation(view: dict[str, Any]) -> str:
+    """A version's operation, with the version a redaction removed the content of: ``redact of v2``."""
+    if view.get("redacts") is not None:
+        return f"{view['operation']} of v{view['redacts']}"
+    return view["operation"] or ""
+
+
+def redaction_note(view: dict[str, Any], by: dict[int, int]) -> str:
+    """What a redacted version shows instead of its content (``redacted`` is what the item records); a redact
+    version that holds the redacted form itself never had content of its own."""
+    if view.get("redacts") is not None:
+        return f"(no content: the redaction of version {view['redacts']})"
+    at = by.get(view["version"])
+    return f"(redacted at version {at}: content removed, hash kept)" if at else "(redacted: content removed, hash kept)"
+
+
 def versions(entity_id: str, entity: dict[str, Any], head: str | None = None) -> str:
-    """The table of versions under a head line: ``head``, or what ``v0`` holds."""
+    """The table of versions under a head line: ``head``, or what ``v0`` holds. A redacted version says so
+    (and which version redacted it), never an empty content; a redact version names the version it redacted."""
     rows = []
+    by = redacted_by(entity["versions"])
     for v in entity["versions"]:
-        rows.append([v["version"], "yes" if v["deleted"] else "", v["effectiveAt"], v["operation"], v["changeId"],
+        content = ("(tombstone)" if v["deleted"] else redaction_note(v, by) if v.get("redacted")
+                   else v["attributes"])
+        rows.append([v["version"], "yes" if v["deleted"] else "", v["effectiveAt"], operation(v), v["changeId"],
                      principal.describe(v.get("principal")), v["actor"], v["expiresAt"], patch_summary(v.get("patch")),
-                     v["attributes"] if not v["deleted"] else "(tombstone)"])
+                     content])
     latest = entity["latest"]
     if head is None and latest is None:
         head = f"entity {entity_id}: no v0"
     elif head is None:
-        state = "tombstone" if latest["deleted"] else "live"
+        state = "tombstone" if latest["deleted"] else "live, redacted" if latest.get("redacted") else "live"
         head = f"entity {entity_id}: v0 = version {latest['version']} ({state}, effectiveAt {latest['effectiveAt']}"
         head += f", expires {latest['expiresAt']})" if latest["expiresAt"] else ")"
     return head + "\n" + table(VERSION_COLUMNS, rows)
@@ -140,8 +175,9 @@ def history(events: list[dict[str, Any]]) -> str:
             if key in details:
                 cut = (details.get(f"{key}Details") or {}).get("truncated")  # the execution log cut it at 248 KB
                 shown[key] = "(cut at 248 KB by the execution log) " + details[key] if cut else _json(details[key])
-        if "error" in details:
-            shown = {"error": details["error"], "cause": error_message(details.get("cause"))}
+        if "error" in details:  # the error whole: the reason an execution failed is never cut
+            shown = Whole(wire.dumps({"error": details["error"], "cause": error_message(details.get("cause"))},
+                                     compact=True))
         rows.append([event["id"], event["type"], state, f"{elapsed} ms", shown or ""])
         if event["type"].endswith("StateExited"):
             state = ""

@@ -153,7 +153,24 @@ def version_at(client, table: str, history_table: str, entity_id: str, as_of: in
     if item.get(model.DELETED):
         raise NotFound(f"entity {entity_id!r} was deleted {when}: version {number} is a deletion, effective "
                        f"{utc(int(item[model.EFFECTIVE_AT]))}")
+    number, item = content_version(history, number, item)
+    if item is None:
+        raise Gone(f"entity {entity_id!r} {when}: the content in effect then is version {number}'s, and history no "
+                   "longer holds it (expired by the retention window or TTL)")
+    if item.get(model.REDACTED) is not None:
+        raise Gone(f"entity {entity_id!r} {when}: the content in effect then, version {number}'s, was redacted")
     return items.view(item), history
+
+
+def content_version(history: History, number: int, item: dict) -> tuple[int, dict | None]:
+    """The version whose content ``item`` holds (issue 32.15): a redact or adopt version is not a change of
+    content (it takes effect when the version before it did, and carries that version's content, or its
+    redacted form), so the answer is the version before it, with its own principal and actor, never the
+    redactor's. One more read per such version (they are rare)."""
+    while item is not None and item.get(model.OPERATION) in model.CHAIN_OPERATIONS and number > 1:
+        number -= 1
+        item = history.item(number)
+    return number, item
 
 
 def versions_during(client, table: str, history_table: str, entity_id: str, start: int, end: int,

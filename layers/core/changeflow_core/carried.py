@@ -10,16 +10,18 @@ the data itself, every attempt, before the write.
 
 What each state of ``statemachines/change.asl.json`` carries, read from its Parameters, ResultSelector and
 ResultPath (``tests/test_state_bounds.py`` checks this account against the definition), in terms of R, the
-fetch step's result (``change``, ``latest``, ``content``, ``writer``, ``attempt``, ``proof``):
+fetch step's result (``change``, ``latest``, ``content``, ``writer``, ``attempt``, ``tries``, ``proof``):
 
 - "Fetch the latest version" / "... again": task result = the ``lambda:invoke`` envelope around R
   (``ENVELOPE_BYTES``); output = R.
 - "Write the new latest version": parameters = R without ``writer``, plus ``execution`` {id, name};
   output = R + ``written`` (3 small fields and a proof), or, through its Catch, R + ``error`` {Error, Cause}
   (``ERROR_BYTES``).
-- "Draw a back-off", "Back off before reading again": R without ``latest`` and ``writer``, plus ``error``
-  and ``waitSeconds``: less than the write step's output. The second fetch's parameters: the same, plus the
-  two writers' version ARNs the definition names (``WRITERS_BYTES``).
+- "Draw a back-off", "Back off before reading again": R without ``latest`` and ``writer``, plus ``error``,
+  ``waitSeconds``, and what tells the next read whether the write landed (``tried``, the version R's
+  ``tries`` named, and ``lastWrite``, the error's name: ``LOST_WRITE_BYTES``). The second fetch's
+  parameters: the same, plus the two writers' version ARNs the definition names (``WRITERS_BYTES``). When it
+  keeps failing, its Catch puts its error in place of the write's (``$.error``): no larger.
 - "Record the version in history": parameters = R without ``writer``, plus ``written``, ``execution``
   and ``retryCount``; its result drops the content. Every later state is a few hundred bytes.
 
@@ -63,7 +65,11 @@ WRITTEN_BYTES = 100 + 60
 # FunctionName of at most 170 characters with its qualifier, API_Invoke), as constants of the definition.
 WRITERS_BYTES = 2 * 170 + 64
 
-ADDED_BYTES = max(ENVELOPE_BYTES, ERROR_BYTES + len(', "error": ') + WRITERS_BYTES,
+# ``tried`` (a version number) and ``lastWrite`` (an error name: Step Functions allows 256 characters) on the
+# back-off path (issue 32: the read after a lost answer settles whether the write landed)
+LOST_WRITE_BYTES = 256 + 64
+
+ADDED_BYTES = max(ENVELOPE_BYTES, ERROR_BYTES + len(', "error": ') + WRITERS_BYTES + LOST_WRITE_BYTES,
                   EXECUTION_BYTES + WRITTEN_BYTES + 64)
 MAX_RESULT_BYTES = LARGEST_STATE_BYTES - ADDED_BYTES  # the largest fetch result every state can carry
 

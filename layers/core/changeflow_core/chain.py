@@ -66,7 +66,7 @@ from . import principal as principals
 PREV_HASH = model.PREV_HASH
 CHAIN_HASH = model.CHAIN_HASH
 REDACTED, REDACTION, ADOPTION = model.REDACTED, model.REDACTION, model.ADOPTION
-NOT_HASHED = frozenset({model.PK, model.SK, model.EXPIRES_AT, PREV_HASH, CHAIN_HASH})
+NOT_HASHED = frozenset({model.PK, model.SK, model.EXPIRES_AT, PREV_HASH, CHAIN_HASH, model.ADOPTED_PREV})
 # Format 2's metadata: what the model owns, but for a patch's record (content: it holds the values set)
 METADATA = model.RESERVED - NOT_HASHED - {model.PATCH_RECORD, REDACTED}
 GENESIS_TAG = b"changeflow/chain/v1/genesis\x00"
@@ -249,26 +249,59 @@ def item_hash(wire_item: dict[str, dict]) -> str:
     return hashlib.sha256(ITEM_TAG + encode_version(wire_item)).hexdigest()
 
 
-def redaction_record(wire_item: dict[str, dict]) -> dict[str, Any]:
-    """What a redact version records of the version it redacts (hex; the write step stores bytes)."""
-    return {"version": _version(wire_item), "contentHash": content_hash(wire_item),
-            "itemHash": item_hash(redacted_form(wire_item))}
+def redaction_record(wire_item: dict[str, dict], copies: Iterable[dict[str, dict]] = ()) -> dict[str, Any]:
+    """What a redact version records of the version it redacts (hex; the write step stores bytes), and of
+    each later version that holds the same content as a copy of it (``copies``: version -> item hash), which
+    the redaction erases too (issue 32.8)."""
+    record = {"version": _version(wire_item), "contentHash": content_hash(wire_item),
+              "itemHash": item_hash(redacted_form(wire_item))}
+    copied = {str(_version(c)): item_hash(redacted_form(c)) for c in copies}
+    return {**record, "copies": copied} if copied else record
 
 
-def adoption_hash(entity_id: str, legacy: Iterable[dict[str, dict]]) -> str:
-    """The format-2 chain recomputed from the genesis value over versions written before the chain:
-    what an adopt version records, binding them once."""
-    prev = genesis(entity_id)
+def redacted_versions(record: dict[str, Any]) -> dict[int, str]:
+    """The versions a redaction record erases, each with the hash its redacted item must have: the version
+    it names and its copies."""
+    return {int(record["version"]): record["itemHash"], **{int(k): v for k, v in (record.get("copies") or {}).items()}}
+
+
+def redaction_of(wire_item: dict[str, dict] | None) -> dict[str, Any] | None:
+    """The redaction record a stored redact version holds (hashes as hex), or ``None``."""
+    return _record(wire_item, REDACTION)
+
+
+def adoption_hash(entity_id: str, legacy: Iterable[dict[str, dict]], start: str | None = None) -> str:
+    """The format-2 chain recomputed from the genesis value (or ``start``: an anchor) over versions written
+    before the chain: what an adopt version records, binding them once."""
+    prev = start or genesis(entity_id)
     for item in sorted(legacy, key=_version):
         prev = link_v2(prev, item)
     return prev
+
+
+def adoption_anchors(entity_id: str, legacy: Iterable[dict[str, dict]]) -> dict[int, str]:
+    """Each adopted version's anchor: the recomputed chain's hash before it (the genesis value before version
+    1), which lets the versions after an expired one be recomputed (issue 32.10)."""
+    anchors, prev = {}, genesis(entity_id)
+    for item in sorted(legacy, key=_version):
+        anchors[_version(item)] = prev
+        prev = link_v2(prev, item)
+    return anchors
 
 
 def _record(wire_item: dict[str, dict] | None, name: str) -> dict[str, Any] | None:
     value = (wire_item or {}).get(name)
     if not isinstance(value, dict) or "M" not in value:
         return None
-    return {k: (int(Decimal(v["N"])) if "N" in v else _hash_of(v)) for k, v in value["M"].items()}
+    return {k: _record_value(v) for k, v in value["M"].items()}
+
+
+def _record_value(value: Any) -> Any:
+    if isinstance(value, dict) and "N" in value:
+        return int(Decimal(value["N"]))
+    if isinstance(value, dict) and isinstance(value.get("M"), dict):  # a redaction's copies: version -> hash
+        return {k: _hash_of(v) for k, v in value["M"].items()}
+    return _hash_of(value)
 
 
 def _text(wire_item: dict[str, dict], name: str) -> str | None:
@@ -341,6 +374,7 @@ def audit_chain(entity_id: str, history: Iterable[dict[str, dict]], latest: dict
         newest[_version(latest)] = latest  # its history put still pending
     records = [newest[v] for v in sorted(newest) if ADOPTION in newest[v] or REDACTION in newest[v]]
     _check_adoption(entity_id, legacy, ordered, records, anchored, audit)
+    audit.problems.extend(stripped_operations(legacy))
     _check_redactions(ordered, records, audit)
     return audit
 
@@ -411,6 +445,15 @@ def _link_holds(prev: str, item: dict[str, dict], stored: str) -> bool:
     return link(prev, item) == stored
 
 
+def stripped_operations(legacy: list[dict[str, dict]]) -> list[str]:
+    """A version of the chain's own operations (adopt, redact) is never written without the chain: one
+    among the versions without chain attributes had them removed (issue 32.9: an adoption stripped, so as
+    to adopt the entity again)."""
+    return [f"version {_version(i)}: an {_text(i, model.OPERATION)} version without chain attributes: its chain "
+            "was removed (the chain's own operations are never written without it)"
+            for i in legacy if _text(i, model.OPERATION) in model.CHAIN_OPERATIONS]
+
+
 def _check_adoption(entity_id: str, legacy: list, ordered: list, records: list, anchored: bool,
                     audit: ChainAudit) -> None:
     adopts = [(_version(r), _record(r, ADOPTION)) for r in records if ADOPTION in r]
@@ -431,8 +474,7 @@ def _check_adoption(entity_id: str, legacy: list, ordered: list, records: list, 
         audit.problems.append(f"version {first}: version {m} adopted versions 1..{record['versions']}, but "
                               f"{_span(first, last)} carry no chain hash")
     elif first > 1:
-        audit.notes.append(f"{_span(first, last)}: adopted at version {m}; the oldest expired, so they are no "
-                           "longer recomputed")
+        _check_anchored_adoption(legacy, m, record, audit)
     elif adoption_hash(entity_id, legacy) != record["chainHash"]:
         audit.problems.append(f"version {first}: {_span(first, last)}, adopted at version {m}, changed since "
                               "(their recomputed chain differs from the one the adopt version recorded)")
@@ -440,42 +482,88 @@ def _check_adoption(entity_id: str, legacy: list, ordered: list, records: list, 
         audit.notes.append(f"{_span(first, last)} (written before the chain) adopted at version {m}")
 
 
+def _check_anchored_adoption(legacy: list, m: int, record: dict, audit: ChainAudit) -> None:
+    """Adopted versions whose oldest expired: recomputed from the anchor of the oldest kept (an adoption
+    that recorded ``anchors``); one made before anchors existed is only noted."""
+    first, last = _version(legacy[0]), _version(legacy[-1])
+    anchor = _hash_of(legacy[0].get(model.ADOPTED_PREV))
+    if not record.get("anchors"):
+        audit.notes.append(f"{_span(first, last)}: adopted at version {m}; the oldest expired, so they are no "
+                           "longer recomputed (an adoption made before anchors were recorded)")
+    elif anchor is None:
+        audit.problems.append(f"version {first}: adopted at version {m}, which anchored every version it bound, "
+                              "but it has no anchor (removed), so it cannot be recomputed")
+    elif adoption_hash("", legacy, start=anchor) != record["chainHash"]:
+        audit.problems.append(f"version {first}: {_span(first, last)}, adopted at version {m}, changed since "
+                              "(their chain recomputed from the oldest kept one's anchor differs from the one the "
+                              "adopt version recorded)")
+    else:
+        audit.notes.append(f"{_span(first, last)} (written before the chain) adopted at version {m}; recomputed "
+                           f"from version {first}'s anchor (the oldest expired)")
+
+
 def _check_redactions(ordered: list, records: list, audit: ChainAudit) -> None:
+    """Each version a redaction record names (the version and its copies) is redacted as recorded; a version
+    without content that no record names is a redact or adopt version born without it (``_born_redacted``),
+    or its content was removed without a redaction version."""
     present = {_version(i): i for i in ordered}
-    redacts = {}
+    redacts = _redaction_targets(records, audit)
+    for k in sorted(set(present) | set(redacts)):
+        item = present.get(k)
+        if item is None:
+            continue  # expired under the retention window (a gap is the walk's problem)
+        if k in redacts:
+            _check_redacted(item, k, *redacts[k], audit)
+        elif REDACTED in item and not _born_redacted(item, present):
+            audit.problems.append(f"version {k}: its content was removed without a redaction version")
+
+
+def _redaction_targets(records: list, audit: ChainAudit) -> dict[int, tuple]:
+    """``{version: (redact version item, record, item hash)}`` for every version a redaction erases."""
+    redacts: dict[int, tuple] = {}
     for r in records:
         record = _record(r, REDACTION)
         if record is None:
             continue
         m, n = _version(r), record["version"]
-        if n >= m or n in redacts:
+        targets = redacted_versions(record)
+        if any(k >= m or k < n or k in redacts for k in targets):
             audit.problems.append(f"version {m}: redacts version {n}, which it cannot (not an earlier version, or "
                                   "redacted already)")
             continue
-        redacts[n] = (r, record)
-        if n == m - 1 and content_names(r):
+        redacts.update({k: (r, record, expected) for k, expected in targets.items()})
+        if m - 1 in targets and content_names(r):
             audit.problems.append(f"version {m}: redacts the version before it, but still holds content")
-    for n in sorted(set(present) | set(redacts)):
-        item = present.get(n)
-        if item is None:
-            continue  # expired under the retention window (a gap is the walk's problem)
-        if n not in redacts:
-            if REDACTED in item:
-                audit.problems.append(f"version {n}: its content was removed without a redaction version")
-            continue
-        r, record = redacts[n]
-        m = _version(r)
-        if REDACTED not in item:
-            audit.problems.append(f"version {n}: holds content that version {m} redacted (the redaction did not "
-                                  "finish: `changeflow repair` finishes it; or the content was restored)")
-        elif content_names(item):
-            audit.problems.append(f"version {n}: holds content again after its redaction at version {m}")
-        elif (_hash_of(item[REDACTED]), item_hash(item)) != (record["contentHash"], record["itemHash"]):
-            audit.problems.append(f"version {n}: is not the version that version {m} redacted (its hashes differ "
-                                  "from the redaction record)")
-        else:
-            why = _text(r, model.REASON)
-            audit.notes.append(f"version {n} redacted at version {m} by {_who(r)}" + (f": {why}" if why else ""))
+    return redacts
+
+
+def _check_redacted(item: dict, k: int, r: dict, record: dict, expected: str, audit: ChainAudit) -> None:
+    m, n = _version(r), record["version"]
+    if REDACTED not in item:
+        audit.problems.append(f"version {k}: holds content that version {m} redacted (the redaction did not "
+                              "finish: `changeflow repair` finishes it; or the content was restored)")
+    elif content_names(item):
+        audit.problems.append(f"version {k}: holds content again after its redaction at version {m}")
+    elif (_hash_of(item[REDACTED]), item_hash(item)) != (record["contentHash"], expected):
+        audit.problems.append(f"version {k}: is not the version that version {m} redacted (its hashes differ "
+                              "from the redaction record)")
+    elif k != n:
+        audit.notes.append(f"version {k}, a copy of version {n}, redacted with it at version {m}")
+    else:
+        why = _text(r, model.REASON)
+        audit.notes.append(f"version {n} redacted at version {m} by {_who(r)}" + (f": {why}" if why else ""))
+
+
+def _born_redacted(item: dict, present: dict) -> bool:
+    """A redact or adopt version carries the content of the version before it; where that content was
+    redacted (by this very redaction, or earlier) it carries its redacted form instead: the same hash."""
+    if _text(item, model.OPERATION) not in model.CHAIN_OPERATIONS:
+        return False
+    kept, own = _hash_of(item[REDACTED]), _record(item, REDACTION)
+    if own is not None and _version(item) - 1 in redacted_versions(own):
+        return kept == own["contentHash"]
+    before = present.get(_version(item) - 1)
+    return before is None or _hash_of(before.get(REDACTED)) == kept  # None: expired under a retention window
 
 
 # --- digests ----------------------------------------------------------------------------------------

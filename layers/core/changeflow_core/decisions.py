@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import model
+from . import model, names
 from .errors import ChangeflowError, VersionConflict
 from .validation import Change
 
@@ -22,11 +22,19 @@ MAX_ATTEMPTS = 10  # conditional v0 writes per change before VersionConflict (th
 
 class ChangeIsStale(ChangeflowError):
     """Not an error: the stored effectiveAt is newer, nothing is written. The message is the execution's
-    output (JSON), which the report step returns; the execution succeeds with outcome ``stale``."""
+    output (JSON), which the report step returns; the execution succeeds with outcome ``stale``. With
+    ``HashEntityIds`` the message names the entity by its digest (``names.shown``): it is logged, traced
+    and kept in the execution history as the error's cause. ``result`` (the entity id itself) is for the
+    step that raises it; it is not an attribute X-Ray's SDK would serialise with the exception."""
 
     def __init__(self, result: dict[str, Any]):
-        self.result = result
-        super().__init__(json.dumps(result, separators=(",", ":")))
+        self._result = result
+        shown = {**result, "entityId": names.entity_ref(result["entityId"], True)} if names.hashing() else result
+        super().__init__(json.dumps(shown, separators=(",", ":")))
+
+    @property
+    def result(self) -> dict[str, Any]:
+        return self._result
 
 
 class WriteConflict(ChangeflowError):

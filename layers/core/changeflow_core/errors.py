@@ -25,3 +25,9 @@ class VersionConflict(ChangeflowError):
 
 class HistoryConflict(ChangeflowError):
     """History item n exists but was written by another change: never overwritten, never retried."""
+
+
+class OutcomeUnknown(ChangeflowError):
+    """A ``v0`` write whose answer was lost may or may not have landed, and nothing left tells which (issue
+    32): the execution ends with this name, never as applied, stale or failed. The message says what is
+    known (the version it may have written) and to send the same change id again."""

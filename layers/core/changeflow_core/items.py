@@ -107,8 +107,17 @@ def latest_item(
     if change.operation == model.PATCH:  # the audit answers "who changed this field" from the item itself
         item[model.PATCH_RECORD] = {"set": from_wire(change.set), "remove": list(change.remove or [])}
     for name, record in (change.chainRecord or {}).items():  # what a redact or adopt binds into the chain
-        item[name] = {k: bytes.fromhex(v) if isinstance(v, str) else v for k, v in record.items()}
+        item[name] = _stored(record)
     return sealed(item, latest, keep_prev)
+
+
+def _stored(record: Any) -> Any:
+    """A chain record as the item stores it: its hashes (hex in the state) as bytes, numbers as they are."""
+    if isinstance(record, str):
+        return bytes.fromhex(record)
+    if isinstance(record, dict):
+        return {k: _stored(v) for k, v in record.items()}
+    return record
 
 
 def patched(item: dict[str, Any], change: Change) -> dict[str, Any]:

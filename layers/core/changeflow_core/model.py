@@ -34,6 +34,11 @@ REDACTION = "chainRedacts"  # a redact version: {"version", "contentHash", "item
 ADOPTION = "chainAdopts"  # an adopt version: {"versions", "chainHash"}: the legacy versions it bound into the chain
 REDACT_VERSION = "redactVersion"  # a redact request: the version whose content it removes
 
+# Issue 32.10: under a retention window, an adoption anchors each version it bound (the hash of the chain
+# recomputed over the versions before it, as prevHash anchors a chained version), so the versions kept are
+# still recomputed once the oldest expire. Written after the fact, like expiresAt: not hashed (chain.NOT_HASHED).
+ADOPTED_PREV = "chainAdoptedPrev"
+
 # How many change ids v0 remembers: a change whose id is among them is a duplicate whatever its effectiveAt.
 # Bounded, so v0 and the state stay small; past it, a resend keeps its first receipt as its default
 # effectiveAt, so it is stale at worst (docs/identity.md, the resend window).
@@ -44,6 +49,7 @@ RESERVED = frozenset(
         PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, PRINCIPAL, REASON,
         EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH, PATCH_RECORD,
         REDACTED, REDACTION, ADOPTION,
+        ADOPTED_PREV,  # issue 32.10
     }
 )
 

@@ -21,6 +21,7 @@ CloudWatch Logs, the name should only contain 0-9, A-Z, a-z, - and _"). At most 
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import re
@@ -49,6 +50,29 @@ def entity_ref(entity_id: str, hashed: bool = False) -> str:
     if not hashed:
         return entity_id
     return "sha256:" + hashlib.sha256(entity_id.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+
+
+# How this invocation names an entity in what leaves the table: each handler sets it first, from its
+# HashEntityIds (a context variable, not a module setting: on the embedded stack one process runs the
+# versions of several releases, whose settings differ).
+_HASHED = contextvars.ContextVar("changeflow_entity_ids_hashed", default=False)
+
+
+def hash_entity_ids(hashed: bool) -> None:
+    """Set for the invocation under way (its context) whether ``shown`` hashes entity ids (issue 33.5)."""
+    _HASHED.set(hashed)
+
+
+def shown(entity_id: str) -> str:
+    """The entity id as an error message names it: quoted, or with ``HashEntityIds`` its ``entity_ref``. A
+    message goes where the table's access control does not reach: the function's log (the runtime's
+    ``[ERROR]`` line), X-Ray (Tracer records the exception) and the execution history's ``cause``."""
+    return entity_ref(entity_id, True) if _HASHED.get() else repr(entity_id)
+
+
+def hashing() -> bool:
+    """Whether the invocation under way hashes entity ids (``hash_entity_ids``)."""
+    return _HASHED.get()
 
 
 def execution_name(entity_id: str, change_id: str, attempt: int = 1, hashed: bool = False) -> str:

@@ -3,6 +3,7 @@ outcome, by operation. Metric names live here only."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -34,6 +35,11 @@ def annotate(tracer, entity_id: str, version: int | None = None, outcome: str | 
 
 
 def count(metrics, name: str, operation: str, value: int = 1) -> None:
+    """One EMF count by operation. A count of 0 is not sent (a history put's first attempt, a retention
+    step that tagged nothing): a metric's Sum is the same without it, and every EMF document is a log event
+    CloudWatch Logs bills (issue 37: fewer EMF lines per change)."""
+    if not value:
+        return
     metrics.add_dimension(name="operation", value=operation)
     metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
@@ -41,3 +47,18 @@ def count(metrics, name: str, operation: str, value: int = 1) -> None:
 def record_outcome(tracer, metrics, change: dict[str, Any], result: dict[str, Any], hashed: bool = False) -> None:
     annotate(tracer, change["entityId"], result["version"], result["outcome"], hashed)
     count(metrics, METRIC_OF_OUTCOME[result["outcome"]], change["operation"])
+
+
+def cold_start_only(metrics):
+    """``metrics`` for a function that publishes no application metric, only its cold start (the read API:
+    API Gateway counts the reads). Powertools warns "No application metrics to publish" after every such
+    call, into every read's log; its Metrics documentation gives this filter for a function that expects
+    none (docs.powertools.aws.dev/lambda/python/latest/core/metrics/, "raise_on_empty_metrics")."""
+    warnings.filterwarnings("ignore", "No application metrics to publish")
+    return metrics
+
+
+def request_path(event: dict[str, Any], hashed: bool = False) -> str:
+    """What a read's log line names: the raw path (the id in it, as the client sent it), or with
+    ``HashEntityIds`` the route (``/entities/{id}``), which names no entity."""
+    return event["resource" if hashed else "path"]

@@ -25,6 +25,9 @@ def latest(client, table: str, entity_id: str) -> dict[str, Any]:
     if item.get(model.DELETED):
         raise NotFound(f"entity {entity_id!r} was deleted at version {int(item[model.VERSION])} "
                        f"on {asof.utc(int(item[model.EFFECTIVE_AT]))}")
+    if item.get(model.REDACTED) is not None:  # issue 32.8: a 410, never the redacted content
+        raise asof.Gone(f"entity {entity_id!r} has no current content: it was redacted (v0 is version "
+                        f"{int(item[model.VERSION])}, a {item.get(model.OPERATION)}); a put gives it content again")
     return items.view(item)
 
 

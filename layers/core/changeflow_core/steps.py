@@ -17,7 +17,7 @@ import json
 import time
 from typing import Any
 
-from . import authorization, carried, chainwork, items, model, principal, seal, store, wire
+from . import authorization, carried, chainwork, items, lostwrites, model, principal, seal, store, wire
 from .decisions import (
     MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, report,
 )
@@ -62,13 +62,20 @@ def take(event: dict[str, Any], policy: list | None = None,
         return change, content, 1
     require_step(key, event, "the fetch step after a back-off")
     change, content, attempt = Change.from_json(event["change"]), event.get("content"), event["attempt"]
-    if attempt > MAX_ATTEMPTS:
-        last = event.get("error") or {}
-        if last.get("Error") == "WriteConflict":
-            raise VersionConflict(f"the entity kept changing through {MAX_ATTEMPTS} attempts")
-        raise LatestWriteFailed(f"the v0 write failed {MAX_ATTEMPTS} times; last: {last.get('Error')}: "
-                                f"{str(last.get('Cause'))[:1000]}")
+    lost = lostwrites.lost(event)
+    if attempt > MAX_ATTEMPTS and lost is None:  # a lost answer: the read settles it first (fetch)
+        give_up(event.get("error") or {})
+    if attempt > MAX_ATTEMPTS + 1:  # the step after the last read kept failing too: no more attempts
+        raise lostwrites.unknown(change, lost["version"], "every step after it kept failing")
     return change, content, attempt
+
+
+def give_up(last: dict[str, Any]) -> None:
+    """The attempts are spent, and the last write is known not to have landed: the named failure."""
+    if last.get("Error") == lostwrites.CONDITION_FAILED:
+        raise VersionConflict(f"the entity kept changing through {MAX_ATTEMPTS} attempts")
+    raise LatestWriteFailed(f"the v0 write failed {MAX_ATTEMPTS} times; last: {last.get('Error')}: "
+                            f"{str(last.get('Cause'))[:1000]}")
 
 
 def _step(name: str, change: dict[str, Any], content: Any) -> dict[str, Any]:
@@ -102,32 +109,43 @@ def writers_named(event: dict[str, Any], defaults: dict[str, str]) -> dict[str, 
 
 
 def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,
-          writers: dict[str, str], key: seal.Key | None = None, execution_name: str | None = None) -> dict[str, Any]:
+          writers: dict[str, str], lost: dict[str, Any] | None = None,
+          adoption_closed: bool = False, key: seal.Key | None = None,
+          execution_name: str | None = None) -> dict[str, Any]:
     """Read ``v0`` consistently (making sure history holds the version it holds: ``store.read_latest``),
     and a rollback's source version, and decide. A stale change ends here (``ChangeIsStale``); the result
-    names the function that writes ``v0`` for this operation (the state machine calls it by that name).
+    names the function that writes ``v0`` for this operation (the state machine calls it by that name) and
+    the version it tries to write (``tries``). ``lost``: the write before this read may have landed
+    (``lostwrites``): settled first, from the data, or ``OutcomeUnknown``. ``adoption_closed``: the stack's
+    ChainAdoptionClosed (an adopt is refused). With ``key``, the result carries the proof of its change and
+    content for execution ``execution_name`` (``proven``).
     Every state of the attempt must be able to carry the result (``carried.check``), or nothing is
     written: a ``ValidationError`` names the field that takes the room."""
     item, latest, helped = store.read_latest(client, table, history_table, change.entityId)
     repaired = {"historyRepaired": helped} if helped is not None else {}  # in the task result: the audit trail
+    if lost is not None:
+        latest = lostwrites.resolve(client, history_table, change, latest, lost["version"])
+        if attempt > MAX_ATTEMPTS and change.changeId not in (latest or {}).get("changeIds", {}):
+            give_up(lost["error"])  # it did not land: the named failure take() leaves to this read
     if change.operation == model.ROLLBACK and content is None:
         content = rollback_content(client, history_table, change.entityId, change.toVersion)
     if attempt == 1 and change.operation != model.PATCH:
         items.check_item_size_of_values(change, items.from_wire(content) if content is not None else None)
     outcome, version = decide(change, latest)
     if outcome == model.DUPLICATE:  # nothing to write: the history step copies v0 if it must
+        # tries: the version it holds, so that the read after a failed step finds it again past the 16 ids
         duplicate = {"change": {**change.to_json(), "set": None, "remove": None}, "latest": latest, "content": None,
-                     "writer": writers[change.operation], "attempt": attempt, **repaired}
+                     "writer": writers[change.operation], "attempt": attempt, "tries": version, **repaired}
         return proven(key, execution_name, duplicate) if key is not None else duplicate
     if change.operation == model.PATCH:  # applied to the version just read, on every attempt
         content = patch_content(item, change) if outcome == WRITE else None
     writer = writers[change.operation]
     if change.operation in model.CHAIN_OPERATIONS and outcome != model.DUPLICATE:  # on every attempt, like a patch
-        change, content = chainwork.prepare(client, table, history_table, change, item, latest)
+        change, content = chainwork.prepare(client, table, history_table, change, item, latest, adoption_closed)
         outcome, version = decide(change, latest)
         writer = writers[model.DELETE] if latest["deleted"] else writer  # a deleted entity stays a tombstone
     result = {"change": change.to_json(), "latest": latest, "content": content, "writer": writer,
-              "attempt": attempt, **repaired}
+              "attempt": attempt, "tries": version if outcome == WRITE else None, **repaired}
     if key is not None:
         result = proven(key, execution_name, result)
     carried.check(result)
@@ -143,6 +161,9 @@ def patch_content(item: dict | None, change: Change) -> dict:
     if item is None or item.get(model.DELETED):
         state = "was deleted" if item is not None else "does not exist"
         raise NotFound(f"the entity {state}: a patch changes a live entity (create it with a put)")
+    if item.get(model.REDACTED) is not None:  # issue 32.8: no current content to patch
+        raise NotFound("the entity's current content was redacted: a patch changes content it no longer has "
+                       "(give it content again with a put)")
     values = items.patched(item, change)
     items.check_item_size_of_values(change, values)
     return items.to_wire(values)
@@ -229,6 +250,8 @@ def record_history(client, table: str, history_table: str, state: dict[str, Any]
             outcome = model.APPLIED
     if (change.chainRecord or {}).get(model.REDACTION):  # after version m is in history: it authorises this
         chainwork.redact(client, history_table, change.entityId, change.chainRecord[model.REDACTION])
+    if (change.chainRecord or {}).get(model.ADOPTION):  # and anchors the versions an adoption bound
+        chainwork.anchor_adopted(client, history_table, change.entityId, change.chainRecord[model.ADOPTION])
     told = report(change, outcome, written["version"])
     return {**told, "history": history,
             "proof": key.prove(seal.REPORT, {"execution": state["execution"]["name"], "report": tagged_part(told)})}

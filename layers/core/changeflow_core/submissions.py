@@ -33,7 +33,7 @@ from botocore.exceptions import ClientError
 
 from . import attempts, authorization, model, principal as principals, seal, store, wire
 from .errors import ValidationError
-from .names import MAX_ATTEMPT, event_execution_name, execution_name
+from .names import MAX_ATTEMPT, event_execution_name, execution_name, hash_entity_ids
 from .validation import MAX_REQUEST_BYTES, request_size, validate_request
 
 CHANGE_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,64}(?![\s\S])"  # same meaning in Python re, ECMA 262 and Java
@@ -161,7 +161,9 @@ def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str
 
     The latest attempt is found in O(1) calls whatever the number of earlier ones (changeflow_core.attempts):
     the first attempt's name, then the number the attempts table holds, then a claim of the next. Every
-    attempt carries the change's first receipt (an earlier attempt's ``receivedAt``)."""
+    attempt carries the change's first receipt (an earlier attempt's ``receivedAt``). With ``hashed`` (the
+    stack's HashEntityIds) a refusal names the entity by its digest, as the workflow's errors do."""
+    hash_entity_ids(hashed)
     try:
         authorization.check(policy, principal, request["entityId"], request.get("operation"))
     except authorization.Forbidden as exc:

@@ -65,11 +65,23 @@ def _integer(text: str) -> int | JsonNumber:
     return int(text) if len(text) <= _MAX_INT_DIGITS else JsonNumber(text)
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes, *, unique_keys: bool = False) -> Any:
     """JSON text -> Python, every non-integer number a ``JsonNumber`` (exact), integers ``int`` (exact).
     ``NaN`` and ``Infinity`` (not JSON, but Python's ``json.dumps`` writes them) become JsonNumbers too,
-    so that validation refuses them by the field that holds them."""
-    return json.loads(text, parse_float=JsonNumber, parse_int=_integer, parse_constant=JsonNumber)
+    so that validation refuses them by the field that holds them. With ``unique_keys``, an object that
+    names a key twice is a ``ValueError`` naming it (RFC 8259 leaves which value wins to each parser)."""
+    hook = _unique_object if unique_keys else None
+    return json.loads(text, parse_float=JsonNumber, parse_int=_integer, parse_constant=JsonNumber,
+                      object_pairs_hook=hook)
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"repeats the key {repeated!r}: which of its values counts differs from parser to parser")
+    return found
 
 
 def number_text(number: Any) -> str:

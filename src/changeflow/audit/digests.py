@@ -75,8 +75,6 @@ def audit_chain(client: Changeflow, entity_id: str, now_s: float | None = None) 
     import time
 
     now_s = time.time() if now_s is None else now_s
-    from changeflow_core import chainwork
-
     history, unnumbered = numbered(_unexpired(raw_history(client, entity_id), now_s))
     latest = raw_latest(client, entity_id)
     if latest is not None and _number(latest, model.VERSION) is None:
@@ -85,14 +83,25 @@ def audit_chain(client: Changeflow, entity_id: str, now_s: float | None = None) 
         return altered
     audit = chain.audit_chain(entity_id, history, latest, anchored=client.history_expires)
     audit.problems[:0] = unnumbered
-    closed = chainwork.adoption_closed(client.dynamodb, client.table)
+    closed = closed_adoption(client)
     if closed is not None:  # no version can be legacy any more: one without a chain had it removed
-        when = closed.get("closedAt", {}).get("S")
         audit.problems = [p.replace("(written before the chain, or chain attributes removed); `changeflow adopt` "
                                     "binds versions written before the chain, once",
-                                    f"(chain attributes removed: adoption was closed at {when})")
+                                    f"(chain attributes removed: {closed})")
                           for p in audit.problems]
     return audit
+
+
+def closed_adoption(client: Changeflow) -> str | None:
+    """Why no version may lack a chain any more, or ``None``: the stack was deployed with
+    ``ChainAdoptionClosed=true`` (which no table edit undoes), or ``adopt --all --close`` recorded it in the
+    table (which an insider who deletes the record undoes: docs/audit.md)."""
+    from changeflow_core import chainwork
+
+    if str((client.outputs or {}).get("ChainAdoptionClosed", "false")).lower() == "true":
+        return "adoption is closed for this stack (ChainAdoptionClosed=true)"
+    record = chainwork.adoption_closed(client.dynamodb, client.table)
+    return f"adoption was closed at {record.get('closedAt', {}).get('S')}" if record is not None else None
 
 
 def head_of(client: Changeflow, entity_id: str) -> dict[str, Any] | None:

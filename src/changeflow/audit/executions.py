@@ -15,12 +15,13 @@ from .digests import raw_history
 
 def check_executions(client: Changeflow, entity_id: str) -> list[str]:
     """Each version's executionArn names an execution that exists and reports writing that version of that
-    entity for that change. A version forged with a correct-looking hash fails here."""
+    entity for that change, by that operation. A version forged with a correct-looking hash fails here, and
+    so does an adopt version passed off as a put once its chain was stripped (issue 32.9)."""
     problems = []
     for item in raw_history(client, entity_id):
         version = int(item[model.VERSION]["N"])
         arn = item.get(model.EXECUTION, {}).get("S")
-        change_id = item.get(model.CHANGE_ID, {}).get("S")
+        change_id, operation = item.get(model.CHANGE_ID, {}).get("S"), item.get(model.OPERATION, {}).get("S")
         if not arn:
             problems.append(f"version {version}: names no execution")
             continue
@@ -46,9 +47,9 @@ def check_executions(client: Changeflow, entity_id: str) -> list[str]:
             problems.append(f"version {version}: cannot be vouched for: its execution's output in the log is "
                             "cut or not JSON")
             continue
-        claimed = (output.get("entityId"), output.get("version"), output.get("changeId")) \
-            if isinstance(output, dict) else (None, None, None)
-        if claimed != (entity_id, version, change_id):
+        claimed = tuple(output.get(k) for k in ("entityId", "version", "changeId", "operation")) \
+            if isinstance(output, dict) else (None, None, None, None)
+        if claimed != (entity_id, version, change_id, operation):
             problems.append(f"version {version}: its execution reports {claimed}, not "
-                            f"({entity_id!r}, {version}, {change_id!r})")
+                            f"({entity_id!r}, {version}, {change_id!r}, {operation!r})")
     return problems

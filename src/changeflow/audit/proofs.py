@@ -364,12 +364,27 @@ def _stored_versions(client: Changeflow, entity_id: str, first: int, last: int) 
             return found
 
 
+def _check_written(client: Changeflow, entity_id: str, version: int) -> None:
+    """A version past the digest's head that the entity never reached is not "written after the digest":
+    ``NoSuchVersion``, naming the entity's latest version."""
+    latest = raw_latest(client, entity_id)
+    newest = int(Decimal(latest[model.VERSION]["N"])) if latest is not None else 0
+    if version > newest:
+        raise ProofRejected("NoSuchVersion", f"{entity_id!r} has no version {version}: its latest is version "
+                            f"{newest}" if newest else f"{entity_id!r} has no version {version}: it has no v0")
+
+
 def prove(client: Changeflow, entity_id: str, version: int, digest_document: Any) -> dict[str, Any]:
     """The proof of ``version`` of ``entity_id`` against a digest (as read from its file), from the table:
     the version and every later one up to the head the digest recorded. It is checked before it is returned,
     so that a table that no longer matches the digest is refused here (ProofRejected) rather than later."""
     digest = parse_digest(digest_document)
-    head = _head_in(digest, entity_id, version)["version"]
+    try:
+        head = _head_in(digest, entity_id, version)["version"]
+    except ProofRejected as exc:
+        if exc.name == "VersionAfterDigest":  # or never written at all: the table says which
+            _check_written(client, entity_id, version)
+        raise
     stored = _stored_versions(client, entity_id, max(version - 1, 1), head)
     if head not in stored:  # the history put of the newest version may not have happened yet
         latest = raw_latest(client, entity_id)
@@ -380,8 +395,9 @@ def prove(client: Changeflow, entity_id: str, version: int, digest_document: Any
         raise ProofRejected("VersionGone", f"version {missing[0]} of {entity_id!r} is not in the table (deleted, "
                             "or expired under the retention window): the chain to the digest cannot be shown")
     chained = [stored[v] for v in range(version, head + 1)]
-    covered = {int(Decimal(i[chain.REDACTION]["M"]["version"]["N"])) for i in chained if chain.REDACTION in i}
-    emptied = [v for v in range(version, head + 1) if chain.REDACTED in stored[v] and v not in covered]
+    covered = {v for i in chained if chain.REDACTION in i for v in chain.redacted_versions(chain.redaction_of(i))}
+    emptied = [v for v in range(version, head + 1) if chain.REDACTED in stored[v] and v not in covered
+               and stored[v].get(model.OPERATION, {}).get("S") not in model.CHAIN_OPERATIONS]  # born without it
     if emptied:
         raise ProofRejected("RedactedAfterDigest", f"version {emptied[0]} of {entity_id!r} holds no content (redacted "
                             f"after the digest taken {digest['takenAt']}, or removed): the digest does not cover "

@@ -47,12 +47,11 @@ def finish_redactions(client, entity_id: str) -> list[str]:
     if latest is not None and all(int(i[model.VERSION]["N"]) != int(latest[model.VERSION]["N"]) for i in found):
         found.append(latest)
     for item in found:
-        record = item.get(model.REDACTION, {}).get("M")
+        record = chain.redaction_of(item)  # the version it names and its copies (issue 32.8)
         if record is None:
             continue
-        plain = {"version": int(record["version"]["N"]), "contentHash": chain.hash_text(record["contentHash"]["B"])}
-        if chainwork.redact(client.dynamodb, client.history_table, entity_id, plain) == "redacted":
-            done.append(f"removed the content of version {plain['version']}, as version "
+        if chainwork.redact(client.dynamodb, client.history_table, entity_id, record) == "redacted":
+            done.append(f"removed the content of version {record['version']}, as version "
                         f"{item[model.VERSION]['N']} redacted it")
     return done
 

@@ -1,14 +1,15 @@
-"""Calibration and prediction.
+"""Calibration: the simulation on the embedded platform against the embedded stack, measured.
 
 1. ``measure_embedded``: the embedded stack's latencies, measured now with a few sequential changes (each
    Lambda invocation timed in-process; a state transition's share is the rest of the execution's time).
-2. ``measured_contention``: ``make cost``'s contention rows (this design, K = 10, 50, 200) from
-   ``docs/cost.md``.
-3. ``calibrate``: the simulation on the embedded platform (one process, the measured latencies, real
-   back-off waits) beside those rows, with the ratio of each figure.
-4. ``predict``: AWS at K = 1,000 writers on one key and at 10⁴ changes/s over 10⁶ entities, Standard and
-   Express, with the cost per million changes from the cost model (``changeflow.cost``), the logs a change
-   writes measured with it (``measure_logs``).
+2. ``measure_contention``: the cost model's contention run (K writers to one entity, real back-off timing)
+   measured now, twice: one run the two scheduling figures are fitted on (``fit``), and one held out that
+   the verdicts are given on (``calibrate``, ``verdicts``): a fit is never judged on the rows it was fitted
+   to. ``measured_contention``: the rows docs/cost.md recorded on another day, shown beside them.
+3. ``fit``: the two figures that sequential changes cannot measure, over their whole range (0 to 1), a coarse
+   grid refined around its best point; a value at an edge of its range is reported as such.
+
+The predictions for AWS are in ``predictions``.
 """
 
 from __future__ import annotations
@@ -20,17 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from changeflow.cost.bill import cost_per_million as bill
 from changeflow.cost.contention import contention
-from changeflow.cost.paths import measure_paths
-from changeflow.cost.prices import HANDLER_MS, PRICES
 
-from .quotas import Quota
-from .simulation import Platform, Simulation, aws, empirical, fixed, summary
+from .simulation import Platform, Simulation, empirical, fixed, summary
 from .workflow import Workflow
 
 KS = (1, 10, 50, 200)  # shown: K = 1 gives the step latencies of the measured run's day beside today's
-FIT_KS = (10, 50, 200)  # the issue's three: what the fit is judged on
+FIT_KS = (10, 50, 200)  # docs/cost.md's rows the fit uses when no contention is measured now (nothing held out)
 TOLERANCE = 0.25
 COMPARED = (("transitions_per_applied", "transitions"), ("version_conflicts", "VersionConflict"),
             ("p50_s", "p50 s"), ("p99_s", "p99 s"))
@@ -118,16 +115,16 @@ def measured_contention(cost_page: Path) -> dict[int, dict[str, Any]]:
     return rows
 
 
-def measure_contention(root: Path, ks: tuple[int, ...]) -> dict[int, dict[str, Any]]:
+def measure_contention(root: Path, ks: tuple[int, ...], label: str = "this run") -> dict[int, dict[str, Any]]:
     """``make cost``'s contention run (``changeflow.cost.contention``: K writers to one entity, one
     effectiveAt, real back-off timing) at each K, now: rows in ``measured_contention``'s shape."""
     day = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = {}
     for k in ks:
-        row = contention(k, 1.0, root, label="today")
+        row = contention(k, 1.0, root, label=label)
         rows[k] = {"transitions_per_applied": row["transitions_per_applied"],
                    "version_conflicts": float(row["version_conflicts"]), "p50_s": row["p50_s"], "p99_s": row["p99_s"],
-                   "applied": float(row["applied"]), "measured_on": f"{day}, this run"}
+                   "applied": float(row["applied"]), "measured_on": f"{day}, {label}"}
     return rows
 
 
@@ -145,7 +142,9 @@ def simulate_k(platform: Platform, workflow: Workflow, k: int, seeds: int = 3) -
 
 
 def calibrate(platform: Platform, workflow: Workflow, measured: dict[int, dict[str, Any]],
-              seeds: int = 3, ks: tuple[int, ...] = KS) -> list[dict[str, Any]]:
+              seeds: int = 3, ks: tuple[int, ...] = KS, role: str = "held out") -> list[dict[str, Any]]:
+    """The simulation beside each measured K (``role``: what the rows are to the fit: ``held out``,
+    ``fitted on``, ``another day``), each figure's ratio and whether it is within ±25%."""
     rows = []
     for k in ks:
         if k not in measured:
@@ -157,90 +156,67 @@ def calibrate(platform: Platform, workflow: Workflow, measured: dict[int, dict[s
             ratio = None if m == 0 and s == 0 else (float("inf") if m == 0 else s / m)
             compared[key] = {"measured": m, "simulated": s, "ratio": ratio,
                              "within": ratio is None or abs(ratio - 1) <= TOLERANCE}
-        rows.append({"k": k, "measured_on": measured[k]["measured_on"], "compared": compared, "simulated": simulated})
+        rows.append({"k": k, "measured_on": measured[k]["measured_on"], "role": role, "compared": compared,
+                     "simulated": simulated})
     return rows
 
 
-def measure_logs(root: Path) -> dict[str, float]:
-    """The logs a change writes at the default settings, measured with the cost model's paths at 1 KB:
-    the functions' bytes per Lambda invocation (an update's, Lambda's own lines included) and the execution
-    log's bytes per caught error (a stale change's: at ERROR the execution log keeps the caught failure of
-    a Task, as it keeps a conflicting write's)."""
-    paths = measure_paths(1000, root=root)
-    update, stale = paths["update"], paths["stale"]
-    return {"function_bytes_per_invocation": update["function_log_bytes"] / update["lambda_invocations"],
-            "execution_bytes_per_caught_error": float(stale["execution_log_bytes"])}
+# The embedded stack's scheduling is not measured directly: two figures are fitted, each over its whole range.
+FIT_RANGE = {"interleave": (0.0, 1.0), "transition_held": (0.0, 1.0)}
+COARSE = 6  # points per figure on the first pass (0, 0.2, ..., 1), then a 3 x 3 grid at half the spacing
+FITTED_ON = ("transitions_per_applied", "p50_s")
 
 
-def cost_per_million(figures: dict[str, float], standard: bool, workflow: Workflow, logs: dict[str, float]) -> float:
-    """Dollars per million applied changes from the simulated figures per applied change, with the cost
-    model's function: the logs from ``logs`` (``measure_logs``) per invocation and per conflict (each
-    conflict is one caught write); Express's duration charge on the simulated mean execution time (the
-    model assumes 0.1 s, which a contended key exceeds by far)."""
-    conflicts = max(0.0, figures["transitions_per_applied"] - workflow.transitions_per_applied) / \
-        workflow.transitions_per_conflict
-    path = {"lambda_invocations": figures["invocations_per_applied"], "state_transitions":
-            figures["transitions_per_applied"], "read_units": figures["read_units_per_applied"],
-            "write_units": figures["write_units_per_applied"],
-            "function_log_bytes": figures["invocations_per_applied"] * logs["function_bytes_per_invocation"],
-            "execution_log_bytes": conflicts * logs["execution_bytes_per_caught_error"]}
-    dollars = bill(path, HANDLER_MS)
-    if standard:
-        return dollars["standard"]
-    extra = 0.0625 * max(0.0, figures["mean_s"] - 0.1) * PRICES["express_per_gb_second"] * 1e6
-    return dollars["express"] + extra
+def fit_error(platform: Platform, workflow: Workflow, measured: dict[int, dict[str, Any]], seeds: int,
+              ks: tuple[int, ...]) -> float:
+    """Sum of squared log ratios (simulated / measured) of transitions per applied change and p50 over ``ks``."""
+    import math
 
-
-def predict(table: dict[str, Quota], workflow: Workflow, logs: dict[str, float], seeds: int = 2, k: int = 1000,
-            rate: float = 10_000, entities: int = 1_000_000, seconds: float = 4.0,
-            warmup: float = 2.0) -> list[dict[str, Any]]:
-    """AWS, Standard and Express: ``k`` writers on one key, and a Poisson stream of ``rate`` changes/s over
-    ``entities`` entities for ``seconds``, counting the executions started after ``warmup`` (the cold
-    starts and the full token buckets of the first seconds left out: Express's 6,000-token bucket lasts
-    1.5 s at 10⁴/s; steady state after)."""
-    rows = []
-    for standard in (True, False):
-        platform = aws(table, standard)
-        hot = simulate_k(platform, workflow, k, seeds)
-        rows.append({"scenario": f"K = {k:,} on one key", "platform": platform.name, **hot,
-                     "admitted_per_s": None, "cost": cost_per_million(hot, standard, workflow, logs)})
-        runs = []
-        for seed in range(1, seeds + 1):
-            sim = Simulation(platform, workflow, seed=seed)
-            sim.poisson(rate, entities, seconds)
-            runs.append(summary(sim.run(), since=warmup))
-        stream = {key: statistics.fmean(r[key] for r in runs) for key in (
-            "applied", "version_conflicts", "transitions_per_applied", "invocations_per_applied",
-            "read_units_per_applied", "write_units_per_applied", "p50_s", "p99_s", "mean_s", "cold_starts",
-            "lambda_throttles", "throttled_starts", "executions")}
-        stream["admitted_per_s"] = (stream["executions"] - stream["throttled_starts"]) / (seconds - warmup)
-        rows.append({"scenario": f"{rate:,.0f}/s over {entities:,} entities (s {warmup:g} to {seconds:g})",
-                     "platform": platform.name, **stream, "cost": cost_per_million(stream, standard, workflow, logs)})
-    return rows
-
-
-# the embedded stack's scheduling is not measured directly: two figures are fitted to the measured rows
-FIT_GRID = {"interleave": (0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0), "transition_held": (0.25, 0.5, 1.0)}
+    error = 0.0
+    for row in calibrate(platform, workflow, measured, seeds, ks):
+        for key in FITTED_ON:
+            c = row["compared"][key]
+            if c["measured"] > 0 and c["simulated"] > 0:
+                error += math.log(c["simulated"] / c["measured"]) ** 2
+    return error
 
 
 def fit(platform: Platform, workflow: Workflow, measured: dict[int, dict[str, Any]], seeds: int = 3,
-        grid: dict[str, tuple[float, ...]] | None = None) -> dict[str, float]:
-    """The grid point whose simulation is closest to the measured rows (sum of squared log ratios of
-    transitions per applied change and p50, over K = 10, 50, 200)."""
-    import math
+        ks: tuple[int, ...] | None = None, coarse: int = COARSE, refine: bool = True) -> dict[str, Any]:
+    """The (interleave, transition_held) whose simulation is closest to ``measured`` (``fit_error``): a
+    ``coarse`` x ``coarse`` grid over each figure's whole range, then a 3 x 3 grid at half the spacing around
+    the best point. Deterministic (seeded simulations, ties to the first point in order). ``edges``: the
+    figures that ended at an end of their range (the measured contention lies beyond what that figure can
+    express, and the fit says so), never at an end of a grid inside the range."""
     from dataclasses import replace
 
-    grid = grid or FIT_GRID
-    best, best_error = None, math.inf
-    for interleave in grid["interleave"]:
-        for held in grid["transition_held"]:
-            candidate = replace(platform, interleave=interleave, transition_held=held)
-            error = 0.0
-            for row in calibrate(candidate, workflow, measured, seeds, FIT_KS):
-                for key in ("transitions_per_applied", "p50_s"):
-                    c = row["compared"][key]
-                    if c["measured"] > 0 and c["simulated"] > 0:
-                        error += math.log(c["simulated"] / c["measured"]) ** 2
-            if error < best_error:
-                best, best_error = {"interleave": interleave, "transition_held": held}, error
-    return best
+    ks = tuple(k for k in (ks or tuple(measured)) if k in measured)
+    points = {name: [lo + (hi - lo) * i / (coarse - 1) for i in range(coarse)] for name, (lo, hi) in FIT_RANGE.items()}
+    best, best_error, evaluated = None, float("inf"), 0
+
+    def search(interleaves, helds):
+        nonlocal best, best_error, evaluated
+        for interleave in interleaves:
+            for held in helds:
+                evaluated += 1
+                error = fit_error(replace(platform, interleave=interleave, transition_held=held), workflow,
+                                  measured, seeds, ks)
+                if error < best_error - 1e-12:
+                    best, best_error = {"interleave": interleave, "transition_held": held}, error
+
+    search(points["interleave"], points["transition_held"])
+    if refine:
+        step = {name: (hi - lo) / (coarse - 1) / 2 for name, (lo, hi) in FIT_RANGE.items()}
+        around = {name: sorted({min(FIT_RANGE[name][1], max(FIT_RANGE[name][0], round(best[name] + d * step[name], 6)))
+                                for d in (-1, 0, 1)}) for name in FIT_RANGE}
+        search(around["interleave"], around["transition_held"])
+    edges = [name for name, (lo, hi) in FIT_RANGE.items() if best[name] in (lo, hi)]
+    return {**best, "error": best_error, "edges": edges, "points": evaluated, "fitted_on_ks": list(ks)}
+
+
+def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every held-out figure outside ±25% (``TOLERANCE``), in the rows' order: a pure function of the rows."""
+    return [{"k": row["k"], "figure": label, "ratio": row["compared"][key]["ratio"],
+             "measured": row["compared"][key]["measured"], "simulated": row["compared"][key]["simulated"]}
+            for row in rows if row.get("role") == "held out"
+            for key, label in COMPARED if not row["compared"][key]["within"]]

@@ -79,6 +79,10 @@ MOVES = {
     "ddb_table_read": "quota increase (adjustable)",
     "ddb_new_table_write": "ramp up over 30 minutes, or pre-warm the table (warm throughput)",
     "apigw_account": "quota increase (adjustable); EventBridge or direct StartExecution; shard across Regions",
+    "api_stage": "raise ApiThrottlingRateLimit / BurstLimit (parameters, up to the account's 10,000/s); "
+                 "EventBridge or direct StartExecution for bulk writers (changeflow import); reads elsewhere",
+    "sfn_describe_execution": "quota increase (adjustable); fewer resends (a client waits for its answer); "
+                              "Express (no DescribeExecution: it reads v0 instead)",
     "events_put": "batch up to 10 entries per PutEvents; quota increase (adjustable)",
     "events_invocations": "quota increase (adjustable); over it EventBridge delays, it does not drop",
     "ddb_partition_write": "an SQS FIFO front (MessageGroupId = entityId) or merging changes; split the entity",
@@ -93,9 +97,13 @@ def demand_of(workflow: Workflow, units: tuple[float, float], invocation_seconds
                   invocation_seconds)
 
 
-def loads(rate: float, standard: bool, demand: Demand, table: dict[str, Quota], entry: str = "api") -> list[Load]:
+def loads(rate: float, standard: bool, demand: Demand, table: dict[str, Quota], entry: str = "api",
+          reads_per_change: float = 0.0, resends_per_change: float = 0.0) -> list[Load]:
     """Every quota's load at ``rate`` changes/s over many entities, for one workflow type and entry point
-    (``api``: the REST API and SubmitChange; ``events``: EventBridge's rule, one event per PutEvents)."""
+    (``api``: the REST API and SubmitChange; ``events``: EventBridge's rule, one event per PutEvents). Through
+    the API, the stage's throttle (``api_stage``, when the table has the stack's) takes every request of the
+    stage: the changes, ``reads_per_change`` reads and ``resends_per_change`` resends; on Standard each
+    resend is a DescribeExecution."""
     invocations = demand.invocations + (demand.entry_invocations if entry == "api" else 0)
     rows = [Load(table["sfn_standard_start" if standard else "sfn_express_start"], rate,
                  MOVES["sfn_standard_start" if standard else "sfn_express_start"])]
@@ -108,7 +116,12 @@ def loads(rate: float, standard: bool, demand: Demand, table: dict[str, Quota], 
         Load(table["ddb_table_read"], rate * demand.read_units, MOVES["ddb_table_read"]),
     ]
     if entry == "api":
-        rows.append(Load(table["apigw_account"], rate, MOVES["apigw_account"]))
+        requests = rate * (1 + reads_per_change + resends_per_change)
+        rows.append(Load(table["apigw_account"], requests, MOVES["apigw_account"]))
+        if "api_stage" in table:
+            rows.append(Load(table["api_stage"], requests, MOVES["api_stage"]))
+        if standard:
+            rows.append(Load(table["sfn_describe_execution"], rate * resends_per_change, MOVES["sfn_describe_execution"]))
     else:
         rows += [Load(table["events_put"], rate, MOVES["events_put"]),
                  Load(table["events_invocations"], rate, MOVES["events_invocations"])]

@@ -13,6 +13,7 @@ lower ("New AWS accounts have reduced state transition quotas", the live page), 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 READ_ON = "2026-11-24"
 SFN_QUOTAS = "https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html"
@@ -73,6 +74,9 @@ QUOTAS: tuple[Quota, ...] = (
     Quota("ddb_new_table_write", "DynamoDB", "a new on-demand table's writes", 4000, None, "WRU/s",
           "grows by itself", DDB_ON_DEMAND, "12,000 RRU/s reads; instantly up to double the previous peak, "
           "more than that within 30 minutes may throttle"),
+    Quota("sfn_describe_execution", "Step Functions", "DescribeExecution", 15, 300, "/s", "yes", SFN_SOURCE,
+          "us-east-1, us-west-2, eu-west-1 (other Regions 250 / 10); POST /changes calls it once for each "
+          "resend of a change on Standard (its StartExecution answers ExecutionAlreadyExists)", read_on="2026-11-25"),
     Quota("apigw_account", "API Gateway", "account throttle, all APIs", 10_000, 5000, "requests/s", "yes",
           APIGW_THROTTLING, "per account and Region; the stage's own ApiThrottling* parameters sit below it"),
     Quota("events_put", "EventBridge", "PutEvents", 10_000, None, "requests/s", "yes", EVENTS_QUOTAS,
@@ -82,9 +86,26 @@ QUOTAS: tuple[Quota, ...] = (
 )
 
 
-def quotas(**overrides: float) -> dict[str, Quota]:
-    """The quotas by key; ``overrides`` replace a quota's rate (``key=value``), e.g. a granted increase."""
+def stage_throttle(template_path: Path) -> Quota:
+    """The stack's own first wall on the API path: the REST API stage's throttle (``ApiThrottlingRateLimit``,
+    ``ApiThrottlingBurstLimit``: the template's defaults), one bucket for every route of the stage, so
+    ``POST /changes`` shares it with the read routes (``GET /entities/...``). Over it API Gateway answers 429."""
+    from changeflow.local.template import Template
+
+    template = Template(template_path)
+    rate = float(template.parameters["ApiThrottlingRateLimit"])
+    burst = float(template.parameters["ApiThrottlingBurstLimit"])
+    return Quota("api_stage", "API Gateway", "this stack's stage throttle, every route", rate, burst, "requests/s",
+                 "a template parameter (ApiThrottlingRateLimit, ApiThrottlingBurstLimit)", APIGW_THROTTLING,
+                 "POST /changes and the read routes take from one bucket; over it, 429", read_on="from template.yaml")
+
+
+def quotas(template_path: Path | None = None, **overrides: float) -> dict[str, Quota]:
+    """The quotas by key; ``template_path``: with the stack's own stage throttle (``stage_throttle``);
+    ``overrides`` replace a quota's rate (``key=value``), e.g. a granted increase."""
     table = {q.key: q for q in QUOTAS}
+    if template_path is not None:
+        table["api_stage"] = stage_throttle(template_path)
     for key, value in overrides.items():
         if key not in table:
             raise KeyError(f"no quota {key!r}: one of {', '.join(table)}")

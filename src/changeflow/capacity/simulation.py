@@ -103,6 +103,7 @@ class Platform:
     # the share of a state transition's time spent in the one process (the rest: thread hand-offs and
     # timers, which do not hold it); 1 on a platform without one process has no effect
     transition_held: float = 1.0
+    entry_bucket: tuple[float, float] | None = None  # the API stage (bucket, refill): over it 429, nothing starts
     start_bucket: tuple[float, float] | None = None  # StartExecution (bucket, refill)
     transition_bucket: tuple[float, float] | None = None  # StateTransition (bucket, refill): Standard only
     lambda_concurrency: int | None = None
@@ -117,18 +118,23 @@ class Platform:
         return self.handler.mean / 2 + self.transition.mean + self.invoke.mean + self.handler.mean / 2 + self.write.mean
 
 
-def aws(table: dict[str, Quota], standard: bool = True, **latencies: Dist) -> Platform:
-    """AWS with the quotas of ``table``. Latencies (assumed, not measured: see docs/capacity.md): a Standard
-    state transition 25 ms median (Express 10 ms), a warm Lambda invoke 15 ms, a handler's own work 3 ms, a
+def aws(table: dict[str, Quota], standard: bool = True, entry: str = "direct", **latencies: Dist) -> Platform:
+    """AWS with the quotas of ``table``. Latencies (assumed, not measured: see docs/capacity.md; the cost
+    model bills durations on the same figures, ``changeflow.cost.prices.AWS_LATENCY``): a Standard state
+    transition 25 ms median (Express 10 ms), a warm Lambda invoke 15 ms, a handler's own work 3 ms, a
     DynamoDB request 5 ms median (p99 20 ms, "single-digit milliseconds"), a cold start 400 ms median."""
-    base = dict(transition=Dist(0.025, 0.08) if standard else Dist(0.010, 0.04), invoke=Dist(0.015, 0.05),
-                handler=Dist(0.003, 0.01), read=Dist(0.005, 0.02), write=Dist(0.005, 0.02),
-                cold_start=Dist(0.4, 1.0))
+    from changeflow.cost.prices import AWS_LATENCY as L
+
+    base = dict(transition=Dist(*L["standard_transition" if standard else "express_transition"]),
+                invoke=Dist(*L["invoke"]), handler=Dist(*L["handler"]), read=Dist(*L["dynamodb"]),
+                write=Dist(*L["dynamodb"]), cold_start=Dist(*L["cold_start"]))
     base.update(latencies)
     q = table
     start = q["sfn_standard_start" if standard else "sfn_express_start"]
     trans = q["sfn_standard_transition"]
-    return Platform(name=f"AWS {'Standard' if standard else 'Express'}", **base,
+    stage = table.get("api_stage") if entry == "api" else None  # POST /changes: the stack's stage throttle first
+    return Platform(name=f"AWS {'Standard' if standard else 'Express'}" + (" via POST /changes" if stage else ""),
+                    **base, entry_bucket=(stage.bucket or stage.rate, stage.rate) if stage else None,
                     start_bucket=(start.bucket or start.rate, start.rate),
                     transition_bucket=(trans.bucket or trans.rate, trans.rate) if standard else None,
                     lambda_concurrency=int(q["lambda_concurrency"].rate),
@@ -204,6 +210,7 @@ class Simulation:
         self.entities: dict[str, Entity] = {}
         self.process = simpy.PriorityResource(self.env, capacity=1) if p.one_process else None
         self.started = 0
+        self.entry = Bucket(self.env, *p.entry_bucket) if p.entry_bucket else None
         self.starts = Bucket(self.env, *p.start_bucket) if p.start_bucket else None
         self.transitions = Bucket(self.env, *p.transition_bucket) if p.transition_bucket else None
         self.busy = 0
@@ -351,6 +358,10 @@ class Simulation:
         started = self.env.now
         self.started += 1
         result = Result("applied", order=self.started, started_at=started)
+        if self.entry is not None and not self.entry.try_take():
+            result.outcome = "ThrottledRequest"  # the stage's 429: no StartExecution
+            self.results.append(result)
+            return
         if self.starts is not None and not self.starts.try_take():
             result.outcome = "ThrottledStart"
             self.results.append(result)
@@ -445,14 +456,15 @@ def summary(results: list[Result], since: float = 0.0) -> dict[str, Any]:
     to outcome of the executions that started (p50 and p99 picked as changeflow.cost.contention picks them);
     ``since``: only executions started at or after that time (a warm-up left out)."""
     results = [r for r in results if r.started_at >= since]
-    started = [r for r in results if r.outcome != "ThrottledStart"]
+    started = [r for r in results if r.outcome not in ("ThrottledStart", "ThrottledRequest")]
     applied = sum(1 for r in results if r.outcome == core_model.APPLIED)
     per = max(applied, 1)
     seconds = sorted(r.seconds for r in started)
     pick = lambda q: seconds[min(len(seconds) - 1, int(q * len(seconds)))] if seconds else 0.0  # noqa: E731
     return {"executions": len(results), "applied": applied,
             "version_conflicts": sum(1 for r in results if r.outcome == "VersionConflict"),
-            "throttled_starts": len(results) - len(started),
+            "throttled_starts": sum(1 for r in results if r.outcome == "ThrottledStart"),
+            "throttled_requests": sum(1 for r in results if r.outcome == "ThrottledRequest"),
             "other": sorted({r.outcome for r in started} - {core_model.APPLIED, "VersionConflict"}),
             "transitions_per_applied": sum(r.transitions for r in started) / per,
             "invocations_per_applied": sum(r.invocations for r in started) / per,

@@ -33,7 +33,8 @@ BLOCK = re.compile(r"<!-- capacity:(?P<name>[a-z0-9-]+) begin [^\n]*-->\n(?P<bod
 MODEL_BLOCKS = ("capacity-quotas", "capacity-workflow", "capacity-walls", "capacity-load")
 SIMULATED_BLOCKS = ("capacity-calibration", "capacity-predictions")
 PAGE = Path("docs") / "capacity.md"
-SERVICE_SHORT = {"sfn_standard_start": "SFN start", "sfn_standard_transition": "SFN transitions",
+SERVICE_SHORT = {"api_stage": "API stage (this stack)", "sfn_describe_execution": "SFN DescribeExecution",
+                 "sfn_standard_start": "SFN start", "sfn_standard_transition": "SFN transitions",
                  "sfn_express_start": "SFN Express start"}
 
 
@@ -72,7 +73,7 @@ def headroom(load: model.Load) -> str:
 
 def model_blocks(root: Path, table_: dict[str, Quota] | None = None, asl: Path | None = None) -> dict[str, str]:
     """The model's four blocks from the quotas (``table_``, default ``quotas()``), the ASL and the cost page."""
-    q = table_ or quotas()
+    q = table_ or quotas(root / "template.yaml" if (root / "template.yaml").is_file() else None)
     workflow = read(asl or root / "statemachines" / "change.asl.json")
     units = update_units(root / "docs" / "cost.md")
     standard_aws, express_aws = aws(q, True), aws(q, False)
@@ -113,17 +114,23 @@ def model_blocks(root: Path, table_: dict[str, Quota] | None = None, asl: Path |
 
     walls, load_rows = [], {}
     for label, standard, platform in (("Standard", True, standard_aws), ("Express", False, express_aws)):
-        for rate in model.RATES:
-            rows_ = model.loads(rate, standard, demand, q)
-            first = model.binding(rows_)
-            others = sorted((r for r in rows_ if r is not first and r.quota.key not in model.TRANSIENT),
-                            key=lambda r: r.utilisation, reverse=True)
-            second = others[0] if others else None
-            walls.append([label, f"{rate:,}", f"{cited(first.quota)}: {percent(first.utilisation)}", headroom(first),
-                          f"{second.quota.name}: {percent(second.utilisation)}" if second else "",
-                          first.moves])
-            for r in rows_:
-                load_rows.setdefault(r.quota.key, {"quota": r.quota})[(label, rate)] = r.utilisation
+        for entry, entry_label in (("api", "POST /changes"), ("events", "EventBridge")):
+            for rate in model.RATES:
+                rows_ = model.loads(rate, standard, demand, q, entry)
+                first = model.binding(rows_)
+                others = sorted((r for r in rows_ if r is not first and r.quota.key not in model.TRANSIENT),
+                                key=lambda r: r.utilisation, reverse=True)
+                second = others[0] if others else None
+                walls.append([label, f"{rate:,} through {entry_label}",
+                              f"{cited(first.quota)}: {percent(first.utilisation)}", headroom(first),
+                              f"{second.quota.name}: {percent(second.utilisation)}" if second else "", first.moves])
+                for r in rows_:
+                    load_rows.setdefault(r.quota.key, {"quota": r.quota})[(label, rate)] = r.utilisation
+        if standard and "sfn_describe_execution" in q:  # a resend of a change that ran: one DescribeExecution
+            describe = q["sfn_describe_execution"]
+            walls.append([label, "resends through POST /changes",
+                          f"{cited(describe)}: {describe.rate:,.0f}/s steady (bucket {describe.bucket:,.0f})",
+                          "", "", model.MOVES["sfn_describe_execution"]])
         hot = model.hot_key(model.demand_of(workflow, units, invocation_seconds(platform)), q, platform.window())
         partition = q["ddb_partition_write"]
         walls.append([label, f"one entity: {hot.limit:,.0f} applied/s at most",
@@ -141,7 +148,8 @@ def model_blocks(root: Path, table_: dict[str, Quota] | None = None, asl: Path |
             "capacity-load": load_block}
 
 
-def calibration_block(rows: list[dict[str, Any]], measured: dict[str, Any], fit: dict[str, float], day: str) -> str:
+def calibration_block(rows: list[dict[str, Any]], measured: dict[str, Any], fit: dict[str, Any], day: str,
+                      outside: list[dict[str, Any]] | None = None) -> str:
     from .calibration import COMPARED, TOLERANCE
 
     body = []
@@ -149,30 +157,43 @@ def calibration_block(rows: list[dict[str, Any]], measured: dict[str, Any], fit:
         for key, label in COMPARED:
             c = row["compared"][key]
             ratio = "" if c["ratio"] is None else ("∞" if math.isinf(c["ratio"]) else f"{c['ratio']:.2f}")
-            body.append([row["k"], label, row["measured_on"], f"{c['measured']:.2f}", f"{c['simulated']:.2f}", ratio,
-                         "yes" if c["within"] else f"no (beyond ±{TOLERANCE:.0%})"])
+            body.append([row["k"], label, row.get("role", ""), row["measured_on"], f"{c['measured']:.2f}",
+                         f"{c['simulated']:.2f}", ratio, "yes" if c["within"] else f"no (beyond ±{TOLERANCE:.0%})"])
     inv, tr, st = measured["invocation_s"], measured["transition_s"], measured["start_s"]
+    edges = fit.get("edges") or []
     head = (f"Simulated on {day} (`make capacity`): embedded latencies measured {measured['measured_at']} over "
             f"{measured['changes']} sequential changes, load average {measured.get('load_average', 0):.1f} (invocation median {inv['median'] * 1000:.1f} ms, p99 "
             f"{inv['p99'] * 1000:.0f} ms; transition median {tr['median'] * 1000:.1f} ms, p99 {tr['p99'] * 1000:.0f} ms; "
-            f"StartExecution median {st['median'] * 1000:.1f} ms; each drawn from its samples); fitted: interleave {fit['interleave']:g}, "
-            f"transition_held {fit['transition_held']:g} (on docs/cost.md's rows); rows measured \"this run\": "
-            "the cost model's contention run (changeflow.cost.contention), K writers at time scale 1, in the same make capacity.")
-    return head + "\n\n" + table(["K", "figure", "measured on", "measured", "simulated", "sim / measured",
-                                   "within ±25%"], "rllrrrl", body)
+            f"StartExecution median {st['median'] * 1000:.1f} ms; each drawn from its samples); fitted on "
+            f"{fit.get('fitted_on', 'the fit run')}: interleave {fit['interleave']:g}, transition_held "
+            f"{fit['transition_held']:g} ({fit.get('points', 0)} points over each figure's range 0 to 1; "
+            + (f"at an end of its range: {', '.join(edges)}" if edges else "neither at an end of its range")
+            + "); the verdicts are on the held-out run, measured after the fit run in the same make capacity "
+            "(the cost model's contention run, K writers at time scale 1); \"another day\" is docs/cost.md's rows.")
+    held = [row for row in rows if row.get("role") == "held out"]
+    if held:
+        verdict = (f"Held out: {len(outside)} of {len(held) * len(COMPARED)} figures beyond ±{TOLERANCE:.0%}"
+                   + (": " + "; ".join(f"K = {o['k']} {o['figure']} (×{o['ratio']:.2f})" if o["ratio"] not in (None, float("inf"))
+                                       else f"K = {o['k']} {o['figure']}" for o in outside) if outside else "") + ".")
+    else:
+        verdict = "Nothing held out (no --contention): every row is one the fit saw."
+    return head + "\n\n" + verdict + "\n\n" + table(
+        ["K", "figure", "rows", "measured on", "measured", "simulated", "sim / measured", "within ±25%"],
+        "rlllrrrl", body)
 
 
 def predictions_block(rows: list[dict[str, Any]], day: str) -> str:
     body = [[r["scenario"], r["platform"], f"{r['applied']:,.0f}", f"{r['version_conflicts']:,.0f}",
-             f"{r['throttled_starts']:,.0f}", "" if r["admitted_per_s"] is None else f"{r['admitted_per_s']:,.0f}",
+             f"{r.get('throttled_requests', 0):,.0f}", f"{r['throttled_starts']:,.0f}",
+             "" if r["admitted_per_s"] is None else f"{r['admitted_per_s']:,.0f}",
              f"{r['transitions_per_applied']:.1f}", f"{r['invocations_per_applied']:.1f}",
              f"{r['cold_starts']:,.0f}", f"{r['lambda_throttles']:,.0f}", f"{r['p50_s']:.2f}", f"{r['p99_s']:.2f}",
              f"{r['cost']:.2f}"] for r in rows]
-    return (f"Simulated on {day} (`make capacity`), assumed AWS latencies, default quotas; cost with "
-            "the cost model's prices and function (changeflow.cost.bill), the logs measured with it:\n\n"
-            + table(["scenario", "workflow", "applied", "VersionConflict", "throttled starts", "admitted/s",
-                     "transitions / applied", "invocations / applied", "cold starts", "Lambda throttles",
-                     "p50 s", "p99 s", "$ per million applied"], "llrrrrrrrrrrr", body))
+    return (f"Simulated on {day} (`make capacity`), assumed AWS latencies, default quotas and this stack's stage "
+            "throttle; cost with the cost model's bill (changeflow.cost.bill), the logs measured with it:\n\n"
+            + table(["scenario", "workflow", "applied", "VersionConflict", "429 (stage)", "throttled starts",
+                     "admitted/s", "transitions / applied", "invocations / applied", "cold starts", "Lambda throttles",
+                     "p50 s", "p99 s", "$ per million applied"], "llrrrrrrrrrrrr", body))
 
 
 def blocks_in(text: str) -> dict[str, str]:

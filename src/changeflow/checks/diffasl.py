@@ -51,6 +51,7 @@ class Scenario:
     requests: list[dict]
     faults: list[tuple[str, str, int]] = field(default_factory=list)  # (function logical id, kind, times)
     rival_writes: int = 0  # another writer gets in between fetch and write this many times
+    lost_then_unreadable: bool = False  # the write lands, its answer is lost, and every read after it fails
     params: dict[str, str] = field(default_factory=dict)
     # What the design says the change under test ends in: an outcome ("applied", "stale", "duplicate")
     # or a named error; and Lambda invocations it must at least make ({function logical id: count}).
@@ -121,6 +122,8 @@ def scenarios() -> list[Scenario]:
         Scenario("LatestReadFailed", base + [_put(e, "c2", 2000)],
                  faults=[("FetchLatestFunction", "service", 100)], expect="LatestReadFailed",
                  at_least={"FetchLatestFunction": 2}),
+        Scenario("OutcomeUnknown", base + [_put(e, "c2", 2000)], lost_then_unreadable=True, expect="OutcomeUnknown",
+                 at_least={"FetchLatestFunction": 2, "UpdateLatestFunction": 1}),
         Scenario("ReportFailed", base + [_put(e, "c0", 500, title="late")],
                  faults=[("TagTtlFunction", "service", 100)], expect="ReportFailed",
                  at_least={"TagTtlFunction": 2}),
@@ -163,6 +166,26 @@ def _rival_hook(stack, times: int):
     return hook
 
 
+def _lost_then_unreadable_hook():
+    """The v0 write lands and its answer is lost; every read after it fails (the Lambda service): the
+    workflow cannot tell whether the change was applied (``OutcomeUnknown``)."""
+    from ..local.lambdas import LambdaServiceError
+    from .faults import InjectedFault
+
+    written = []
+
+    def hook(function, event, invoke):
+        if function.logical_id == "FetchLatestFunction" and written:
+            raise LambdaServiceError()
+        if function.logical_id in ("UpdateLatestFunction", "DeleteTombstoneFunction") and not written:
+            invoke()
+            written.append(function.logical_id)
+            raise InjectedFault(f"{function.logical_id} failed after its write")
+        return invoke()
+
+    return hook
+
+
 def _write_rival(stack, items, store, change_type) -> None:
     outputs = stack.outputs
     table, history = outputs["ChangeTableName"], outputs["HistoryTableName"]
@@ -185,6 +208,8 @@ def _faults(stack, scenario: Scenario):
     with contextlib.ExitStack() as stack_of_hooks:
         if scenario.rival_writes:
             stack_of_hooks.enter_context(fault_hook(stack.lambdas, _rival_hook(stack, scenario.rival_writes)))
+        elif scenario.lost_then_unreadable:
+            stack_of_hooks.enter_context(fault_hook(stack.lambdas, _lost_then_unreadable_hook()))
         elif scenario.faults:
             stack_of_hooks.enter_context(Injector().around(stack.lambdas, scenario.faults))
         yield
@@ -216,7 +241,8 @@ def run_moto(scenario: Scenario) -> Run:
                 _, arn = client.start(request, name=f"diff-{i}")
                 done = client.wait(arn, timeout=120)
             events = list(client.history(arn))
-            executions.append({"status": done.status, "output": done.output, "error": done.error,
+            # Step Functions' own status (the client shows OutcomeUnknown's FAILED as UNKNOWN), as LocalStack's
+            executions.append({"status": client.describe(arn)["status"], "output": done.output, "error": done.error,
                                "cause": done.cause, "events": events,
                                "invocations": _delta(before, _invocations(stack))})
         return Run(executions, _table(stack))

@@ -24,6 +24,7 @@ from typing import Any
 from ..audit.repair import repair
 from ..audit.verify import verify
 from ..client import Changeflow, Execution, named_errors
+from ..client.logged import UNKNOWN
 from ..local.moto_patches.stepfunctions.clock import Holds
 from .faults import THROTTLE_CODES, Injector
 
@@ -71,7 +72,7 @@ def check(cf: Changeflow, entity: str, submitted: list[tuple[dict, Execution]], 
             problems.append(f"{execution.name} succeeded with outcome {outcome!r}")
         if execution.status == "FAILED" and execution.error not in NAMED_ERRORS:
             problems.append(f"{execution.name} failed with an unnamed error {execution.error!r}")
-        if execution.status not in ("SUCCEEDED", "FAILED"):
+        if execution.status not in ("SUCCEEDED", "FAILED", UNKNOWN):  # UNKNOWN: OutcomeUnknown, never false
             problems.append(f"{execution.name} ended {execution.status}")
     state = cf.entity(entity)
     versions = state["versions"]

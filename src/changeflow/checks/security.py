@@ -32,86 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-CFN_LINT = "cfn-lint"
-SAM_VALIDATE = "sam validate --lint"
-SERVERLESS = "cfn-lint-serverless"
-CHECKOV = "checkov"
-CONTROL_TOWER = "cfn-guard (Control Tower)"
-PROJECT_GUARD = "cfn-guard (rules/changeflow.guard)"
+from .skips import (CFN_LINT, CHECKOV, CONTROL_TOWER, PROJECT_GUARD, SAM_VALIDATE, SERVERLESS, SKIPPED,  # noqa: F401
+                    Skip)
 
 # The Control Tower rule folders for the services in the template (IAM's is
 # identityandaccessmanagement; CloudWatch Logs and alarms are both in cloudwatch; EventBridge has none).
 CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandaccessmanagement", "lambda", "sqs",
                           "stepfunctions")
 
-READ_API_PERMISSIONS = tuple(f"ReadApiFunction{event}PermissionStage"
-                             for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution")) + (
-    "SubmitChangeApiPermission",)
-
-
-@dataclass(frozen=True)
-class Skip:
-    """A finding that is not right for this app: ``tool`` and ``check`` as the tool names them,
-    ``resources`` the logical ids it is skipped for (empty: every resource)."""
-
-    tool: str
-    check: str
-    resources: tuple[str, ...]
-    reason: str
-
-    def covers(self, finding: "Finding") -> bool:
-        return (finding.tool == self.tool and finding.check == self.check
-                and (not self.resources or finding.resource in self.resources))
-
-
-# Every check skipped, with its reason: the one place (docs/operations.md's table is this table).
-SKIPPED: tuple[Skip, ...] = (
-    Skip(CHECKOV, "CKV_AWS_117", (), "Lambda in a VPC: the functions call only DynamoDB over its AWS endpoint; "
-         "a VPC would add NAT gateway or VPC endpoint cost and cold-start time and protect nothing here."),
-    Skip(CONTROL_TOWER, "CT.LAMBDA.PR.3", (), "The same control (Lambda in a customer VPC) as CKV_AWS_117."),
-    Skip(CHECKOV, "CKV_AWS_116", (), "Lambda dead-letter queue: the functions are invoked synchronously (Step "
-         "Functions, API Gateway: callers retry and catch), but the event function, whose failures go to an "
-         "on-failure destination (EventInvokeConfig: the rule's queue), which supersedes a DLQ."),
-    Skip(SERVERLESS, "ES1007", ("ReceiveChangeEventPermission",), "The event function's on-failure destination is "
-         "SAM's EventInvokeConfig property: on template.yaml the rule sees no AWS::Lambda::EventInvokeConfig "
-         "resource; on the translated template, where SAM made it, it finds it and passes."),
-    Skip(CHECKOV, "CKV_AWS_115", (), "Reserved concurrency: a reservation takes capacity out of the account's "
-         "shared pool in every deployment; requests are throttled at the API stage (ApiThrottling* parameters) "
-         "and executions by Step Functions' quotas. An account that needs a cap sets it per deployment."),
-    Skip(CHECKOV, "CKV_AWS_173", (), "Lambda environment variables with a customer-managed KMS key: they hold "
-         "only table names and settings (no secrets), and Lambda encrypts them at rest with its AWS-managed key."),
-    Skip(CHECKOV, "CKV_AWS_119", (), "DynamoDB with a customer-managed KMS key: the tables are encrypted at rest "
-         "(SSESpecification.SSEEnabled, the AWS-managed key); a CMK adds per-request KMS cost and key-policy "
-         "management without changing who can read the table (IAM decides)."),
-    Skip(CHECKOV, "CKV_AWS_120", ("ChangeApiStage",), "API Gateway caching: reads must return the latest "
-         "version (a cache would serve stale versions) and POST /changes must never be cached; caching also "
-         "bills by the hour."),
-    Skip(CHECKOV, "CKV_AWS_27", ("ChangeEventsDeadLetterQueue",), "The dead-letter queue is encrypted with "
-         "SSE-SQS (SqsManagedSseEnabled), which the check does not recognise; EventBridge cannot deliver to a "
-         "queue encrypted with the AWS-managed aws/sqs KMS key."),
-    Skip(SERVERLESS, "ES6000", ("ChangeEventsDeadLetterQueue",), "The queue is itself the dead-letter queue "
-         "(of the EventBridge rule's target); the rule only recognises dead-letter queues of other SQS queues."),
-    Skip(CONTROL_TOWER, "CT.SQS.PR.1", ("ChangeEventsDeadLetterQueue",), "The same finding as ES6000: the queue "
-         "is the EventBridge target's dead-letter queue (RedriveAllowPolicy denyAll), not a work queue."),
-    Skip(CONTROL_TOWER, "CT.LAMBDA.PR.2", READ_API_PERMISSIONS, "Not public: SAM's permissions for the read "
-         "routes, and SubmitChangeApiPermission for POST /changes, name the API Gateway principal with a SourceArn "
-         "on this API, built with Fn::Sub, which the rule does not resolve (it accepts only a literal, Ref or GetAtt)."),
-    Skip(CONTROL_TOWER, "CT.STEPFUNCTIONS.PR.1", ("ChangeStateMachine",), "Logging is on: Level is the "
-         "StateMachineLogLevel parameter, which allows only ALL or ERROR (rules/changeflow.guard enforces it), "
-         "and the rule does not resolve a Ref."),
-    Skip(CONTROL_TOWER, "CT.APIGATEWAY.PR.1", ("ChangeApiStage",), "Access logging is on (AccessLogSetting, to a "
-         "log group with retention); execution logging would write to a log group API Gateway creates outside "
-         "the stack, with no retention or encryption setting."),
-    Skip(CONTROL_TOWER, "CT.CLOUDWATCH.PR.1", (), "Alarm actions are optional: they notify the AlarmTopicArn "
-         "parameter's topic when one is given (Fn::If); without one the alarms still change state, visible in "
-         "CloudWatch and to EventBridge."),
-    Skip(CONTROL_TOWER, "CT.CLOUDWATCH.PR.2", (), "Every log group has a retention: the LogRetentionDays "
-         "parameter (default 30 days), and for the state machine's execution log, the audit trail past Step "
-         "Functions' 90 days, ExecutionLogRetentionDays (default 731); the rule does not resolve a Ref."),
-    Skip(CONTROL_TOWER, "CT.CLOUDWATCH.PR.3", (), "CloudWatch Logs encrypts every log group at rest; a "
-         "customer-managed key is the LogKmsKeyArn parameter (Fn::If on every log group, enforced by "
-         "rules/changeflow.guard), which the rule does not resolve."),
-)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,22 @@ from botocore.config import Config
 from changeflow_core import items, model, principal, store, wire
 from changeflow_core.names import event_execution_name
 
-from . import logged, names
+from . import logged, names, rest
 
 # An Express execution's history is its execution log (DescribeExecution and GetExecutionHistory refuse
 # its ARN), read by ``logged``: the event that ends an execution, and the status it gives it; UNKNOWN once
 # an execution has ended but the log lost its end. https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", logged.UNKNOWN}
 TERMINAL_EVENTS = logged.TERMINAL_EVENTS
+# The workflow's named error for an outcome it cannot know (a write whose answer was lost, and nothing left
+# to tell whether it landed: changeflow_core.lostwrites). Such an execution is shown UNKNOWN, never FAILED.
+OUTCOME_UNKNOWN = "OutcomeUnknown"
+
+
+def shown_status(status: str, error: str | None) -> str:
+    """The status a person is shown: Step Functions' own, but UNKNOWN for an execution that ended
+    ``OutcomeUnknown`` (Step Functions says FAILED: the workflow says it does not know)."""
+    return logged.UNKNOWN if status == "FAILED" and error == OUTCOME_UNKNOWN else status
 
 
 def named_errors(definition: dict) -> set[str]:
@@ -166,30 +175,22 @@ class Changeflow:
         _, arn = self.start(request, name, redeliver=redeliver)
         return self.wait(arn, timeout)
 
-    def submit_via_api(self, request: Any, timeout: float = 300.0) -> Execution:
-        """POST /changes on the stack's REST API (SigV4-signed; serve does not check the signature)."""
-        import urllib.error
-        import urllib.request
-
-        from botocore.auth import SigV4Auth
-        from botocore.awsrequest import AWSRequest
-
+    def api(self, method: str, path: str, body: bytes | None = None) -> rest.Answer:
+        """One call to the stack's REST API (``path`` under its stage), SigV4-signed with this client's
+        credentials, as API Gateway's AWS_IAM authorization and ``changeflow serve`` require."""
         if not self.api_url:
             raise RuntimeError("this stack has no REST API (no ChangeApiUrl output)")
-        url = f"{self.api_url.rstrip('/')}/changes"
+        return rest.call(self.session or boto3.session.Session(), self.sfn.meta.region_name, self.api_url, method,
+                         path, body)
+
+    def submit_via_api(self, request: Any, timeout: float = 300.0) -> Execution:
+        """POST /changes on the stack's REST API (SigV4-signed)."""
         body = (request if isinstance(request, str) else wire.dumps(request)).encode("utf-8")  # exact numbers
-        signed = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
-        credentials = (self.session or boto3.session.Session()).get_credentials()
-        if credentials is not None:
-            SigV4Auth(credentials, "execute-api", self.sfn.meta.region_name).add_auth(signed)
-        http = urllib.request.Request(url, data=body, method="POST", headers=dict(signed.headers.items()))
-        try:
-            with urllib.request.urlopen(http, timeout=60) as response:  # noqa: S310 - the stack's own API URL
-                answer = wire.loads(response.read())
-        except urllib.error.HTTPError as exc:
+        answer = self.api("POST", "/changes", body)
+        if answer.status >= 300:
             return Execution(name="(not started)", arn="", status="REJECTED", input=request,
-                             error=f"HTTP {exc.code}", cause=exc.read().decode("utf-8", "replace"))
-        return self.wait(answer["executionArn"], timeout)
+                             error=f"HTTP {answer.status}", cause=answer.body.decode("utf-8", "replace"))
+        return self.wait(wire.loads(answer.body)["executionArn"], timeout)
 
     def submit_via_events(self, request: Any, timeout: float = 300.0) -> Execution:
         """PutEvents to the stack's bus; the rule's function starts an execution named after the event's id
@@ -309,10 +310,19 @@ class Changeflow:
             if not token:
                 return
 
-    def executions(self, limit: int = 50) -> list[dict[str, Any]]:
-        """Newest first. ListExecutions refuses an Express state machine: its executions come from the log."""
+    def executions(self, limit: int = 50, errors: bool = False) -> list[dict[str, Any]]:
+        """Newest first. ListExecutions refuses an Express state machine: its executions come from the log.
+        With ``errors``, a failed execution's summary carries its ``error`` too (DescribeExecution's: one call
+        per failed execution), so that an ``OutcomeUnknown`` can be told from a failure."""
         if self.state_machine_type() == "EXPRESS":
-            return self._express_executions(limit)
+            return self._express_executions(limit, errors)
+        found = self._standard_executions(limit)
+        for summary in found if errors else ():
+            if summary["status"] == "FAILED":
+                summary["error"] = self.describe(summary["executionArn"]).get("error")
+        return found
+
+    def _standard_executions(self, limit: int) -> list[dict[str, Any]]:
         found, token = [], None
         while len(found) < limit:
             kwargs = {"stateMachineArn": self.state_machine_arn, "maxResults": min(100, limit - len(found))}
@@ -331,7 +341,7 @@ class Changeflow:
                 stateMachineArn=self.state_machine_arn).get("type", "STANDARD")
         return self._state_machine_type
 
-    def _express_executions(self, limit: int) -> list[dict[str, Any]]:
+    def _express_executions(self, limit: int, errors: bool = False) -> list[dict[str, Any]]:
         prefix = self.state_machine_arn.replace(":stateMachine:", ":express:", 1) + ":"
         # its start or its end: the log is best-effort, and an execution whose start it lost is still listed
         kinds = ["ExecutionStarted", *TERMINAL_EVENTS]
@@ -353,7 +363,10 @@ class Changeflow:
             kwargs["nextToken"] = page["nextToken"]
         newest = sorted(found.values(), key=lambda e: e["startDate"], reverse=True)[:limit]
         for summary in newest:
-            summary["status"] = self.describe(summary["executionArn"])["status"]
+            description = self.describe(summary["executionArn"])
+            summary["status"] = description["status"]
+            if errors and description.get("error"):
+                summary["error"] = description["error"]
         return newest
 
     # --- data ---------------------------------------------------------------------------------------
@@ -387,7 +400,7 @@ def _execution(description: dict[str, Any]) -> Execution:
     return Execution(
         name=description["name"],
         arn=description["executionArn"],
-        status=description["status"],
+        status=shown_status(description["status"], description.get("error")),
         input=parse(description.get("input")),
         output=parse(description.get("output")),
         error=description.get("error"),

@@ -104,7 +104,7 @@ def cmd_digest(args) -> int:
     if not args.all and not taken["entities"]:
         raise no_such_entity(args.entity)
     text = wire.dumps(taken)
-    if args.output:
+    if args.output and args.output != "-":
         Path(args.output).write_text(text + "\n", encoding="utf-8")
         print(f"digest of {len(taken['entities'])} entities, root {taken['root']}, written to {args.output}")
     else:
@@ -149,7 +149,7 @@ def cmd_proof(args) -> int:
             raise no_such_entity(args.entity) from exc
         return _refused(exc)
     text = proofs.dumps(proof)
-    if args.output:
+    if args.output and args.output != "-":
         Path(args.output).write_text(text, encoding="utf-8", newline="")
         print(f"proof of version {args.version} of {args.entity!r} ({len(proof['links'])} later versions to the "
               f"head at the digest, a Merkle path of {len(proof['merkle']['path'])}), written to {args.output}")
@@ -235,7 +235,7 @@ def add_digest(command) -> None:
     which = digest.add_mutually_exclusive_group(required=True)
     which.add_argument("entity", nargs="?", help="entity id")
     which.add_argument("--all", action="store_true", help="every entity (scans the tables)")
-    digest.add_argument("--output", metavar="FILE", help="write the digest to FILE instead of standard output")
+    digest.add_argument("--output", metavar="FILE", help="write the digest to FILE instead of standard output (-)")
     digest.set_defaults(func=cmd_digest)
 
 
@@ -258,7 +258,7 @@ def add_proof(command) -> None:
     proof.add_argument("entity", help="entity id")
     proof.add_argument("version", type=COUNT, help="the version to prove (1 or more)")
     proof.add_argument("--digest", metavar="FILE", required=True, help="a digest (changeflow digest) kept elsewhere")
-    proof.add_argument("--output", metavar="FILE", help="write the proof to FILE instead of standard output")
+    proof.add_argument("--output", metavar="FILE", help="write the proof to FILE instead of standard output (-)")
     proof.set_defaults(func=cmd_proof)
 
 

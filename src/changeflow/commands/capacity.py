@@ -16,7 +16,9 @@ def cmd_capacity(args) -> int:
         ks = tuple(int(k) for k in args.contention.split(",") if k.strip())
     except ValueError:
         raise UsageError(f"--contention {args.contention!r}: give whole numbers separated by commas, e.g. 10,50") from None
-    built = report.build(root, simulate=not args.model_only, seeds=args.seeds, contention=ks)
+    if args.quick and not ks:
+        ks = (3,)
+    built = report.build(root, simulate=not args.model_only, seeds=args.seeds, contention=ks, quick=args.quick)
     for name, body in built["blocks"].items():
         print(f"{name}:\n{body}\n")
     if built["figures"]:
@@ -43,6 +45,10 @@ def add_capacity(command) -> None:
     capacity.add_argument("--seeds", type=COUNT, default=3, metavar="N",
                           help="simulation runs per figure, averaged (default %(default)s)")
     capacity.add_argument("--contention", default="", metavar="K,K",
-                          help="also measure make cost's contention run now at these K (e.g. 10,50; real back-off "
-                               "timing, tens of seconds) and compare the simulation with it (default: none)")
+                          help="also measure make cost's contention run now at these K, twice: the fit is made on the "
+                               "first run and judged on the second, held out (e.g. 10,50; real back-off timing, tens of "
+                               "seconds each; default: none, and the fit is on docs/cost.md's rows)")
+    capacity.add_argument("--quick", action="store_true",
+                          help="the same path on a small budget (4 changes, one seed, K = 3, a small prediction): "
+                               "the test of make capacity, not its figures")
     capacity.set_defaults(func=cmd_capacity)

@@ -75,7 +75,12 @@ def close_adoption(client, adopted: int) -> str:
               "entitiesAdoptedLast": {"N": str(adopted)}, **({"closedBy": {"S": who}} if who else {})}
     client.dynamodb.put_item(TableName=client.table, Item=record, ConditionExpression="attribute_not_exists(#pk)",
                              ExpressionAttributeNames={"#pk": model.PK})
-    return f"adoption closed at {now}: a version without a chain is now reported as stripped, and adopt refuses"
+    done = f"adoption closed at {now}: a version without a chain is now reported as stripped, and adopt refuses"
+    if str((client.outputs or {}).get("ChainAdoptionClosed", "false")).lower() == "true":
+        return done
+    # the record is an item of the table: whoever may delete items may delete it, and adopt again (issue 32.9)
+    return (f"{done}. The record is an item of the table: to close adoption so that no table edit undoes it, "
+            "deploy with ChainAdoptionClosed=true")
 
 
 def _common(parser) -> None:

@@ -19,8 +19,8 @@ from ..local.runtime.emulator import (EmulatorProcess, RuntimeSetupError, interp
                                       runtime_python)
 from ..local.runtime.functions import InvokeError, deployed_template, function_spec
 from ..local.template import Template
-from .options import (DEFAULT_ENDPOINT, ENDPOINT, EXIT_2, FACTOR, PORT, add_lambda_runtime_option, add_param_option,
-                      add_remote_options, exit_help)
+from .options import (ENDPOINT, EXIT_2, FACTOR, PORT, add_lambda_runtime_option, add_param_option, add_remote_options,
+                      default_endpoint, exit_help)
 
 
 # --- changeflow serve ---------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def add_local(command) -> None:
     invoke.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="override a template parameter")
     invoke.add_argument("-t", "--template", help="the SAM template (default: template.yaml of the project)")
     where = invoke.add_mutually_exclusive_group()
-    where.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, type=ENDPOINT,
+    where.add_argument("--endpoint-url", default=default_endpoint(), type=ENDPOINT,
                        help="the AWS endpoint the function's clients use: a running changeflow serve "
                             "(default %(default)s)")
     where.add_argument("--stack-name", help="a stack deployed on AWS: its resources' names, real AWS endpoints")

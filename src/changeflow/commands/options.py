@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import textwrap
 from urllib.parse import urlsplit
+
+from changeflow_core.validation import MAX_REQUEST_BYTES
 
 from ..local.runtime import LAMBDA_RUNTIMES
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+ENDPOINT_VARIABLE = "CHANGEFLOW_ENDPOINT_URL"  # serve on another port: the default of every --endpoint-url
+
+
+def default_endpoint() -> str:
+    """``--endpoint-url``'s default: ``CHANGEFLOW_ENDPOINT_URL`` if set (checked as the option is), else
+    serve's own default port on 127.0.0.1."""
+    return os.environ.get(ENDPOINT_VARIABLE) or DEFAULT_ENDPOINT
 
 
 def _number(kind, low, high=None, what="a number"):
@@ -61,6 +71,8 @@ def exit_help(*lines: str) -> str:
 EXIT_2 = "2  bad command line or file (unreadable, not JSON, bad --param, --stack-name without a region)"
 EXIT_3_REMOTE = "3  could not reach the endpoint or the stack, or AWS refused the request"
 EXIT_0_EXECUTIONS = "0  every execution SUCCEEDED (stale and duplicate outcomes included)"  # run, submit
+# the one request limit (changeflow_core.validation), as run's and submit's --help say it
+TOO_LARGE = f"over {MAX_REQUEST_BYTES // 1024} KiB"
 EXIT_DEFAULT = exit_help("0  done", "1  rejected: the stack answered no", EXIT_2, "3  could not do it")
 
 
@@ -70,8 +82,9 @@ def add_remote_options(sub: argparse.ArgumentParser, json: bool = True,
     """Where the stack is, for the commands that talk to one: ``--endpoint-url`` (a running ``changeflow
     serve``) or ``--stack-name`` (a stack deployed on AWS), its ``--region``, and ``--json``."""
     where = sub.add_mutually_exclusive_group()
-    where.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, metavar="URL", type=ENDPOINT,
-                       help="a running `changeflow serve` (default %(default)s)")
+    where.add_argument("--endpoint-url", default=default_endpoint(), metavar="URL", type=ENDPOINT,
+                       help=f"a running `changeflow serve` (default ${ENDPOINT_VARIABLE} if set, else "
+                            f"{DEFAULT_ENDPOINT})")
     where.add_argument("--stack-name", metavar="NAME", help=stack_help)
     sub.add_argument("--region", default=None,
                      help="AWS region of --stack-name (default: AWS_REGION or the AWS config; "

@@ -11,15 +11,21 @@ from changeflow_core import wire
 
 from .. import report
 from ..client import Changeflow, Execution, named_errors
+from ..client.logged import UNKNOWN
 from ..common.errors import FAILED, OK, REJECTED, NotFound
 
 
 def execution_status(results: list[Execution], known: set[str], history_hint: str = "changeflow history {name}") -> int:
     """One rule for ``run`` and ``submit``: 0 when every execution SUCCEEDED; 1 when a change was rejected
     (FAILED with one of the workflow's named errors, refused before it started, or a 4xx from the API);
-    3 when an execution ended otherwise (an error the workflow does not name, TIMED_OUT, ABORTED)."""
+    3 when an execution ended otherwise (an error the workflow does not name, TIMED_OUT, ABORTED) or its
+    outcome is UNKNOWN (``OutcomeUnknown``: send the same change id again)."""
     failures = [e for e in results if not _rejected(e, known) and e.status != "SUCCEEDED"]
     for e in failures:
+        if e.status == UNKNOWN:
+            print(f"changeflow: the outcome of execution {e.name} is unknown: {report.error_message(e.cause)}",
+                  file=sys.stderr)
+            continue
         print(f"changeflow: execution {e.name} ended {e.status} with {e.error!r}, not one of the workflow's "
               f"named errors: see its history (`{history_hint.format(name=e.name)}`)", file=sys.stderr)
     if failures:

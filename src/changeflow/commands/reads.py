@@ -1,7 +1,10 @@
-"""``changeflow versions``, ``history`` and ``executions``: what a stack holds, read through the client,
-against ``changeflow serve`` or a stack deployed on AWS."""
+"""``changeflow versions``, ``history``, ``executions`` and ``api``: what a stack holds, read through the client
+(``api``: through its REST API, signed), against ``changeflow serve`` or a stack deployed on AWS."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 from botocore.exceptions import ClientError
 from changeflow_core import asof, wire
@@ -9,8 +12,8 @@ from changeflow_core.errors import NotFound as CoreNotFound
 from changeflow_core.errors import ValidationError
 
 from .. import report
-from ..client import targets
-from ..common.errors import OK, NotFound, UsageError
+from ..client import rest, shown_status, targets
+from ..common.errors import FAILED, OK, REJECTED, NotFound, UsageError
 from .options import COUNT, EXIT_2, EXIT_3_REMOTE, add_remote_options, exit_help
 from .output import dump, no_such_entity
 
@@ -97,14 +100,51 @@ def cmd_history(args) -> int:
 
 
 def cmd_executions(args) -> int:
-    found = targets.client_for(args).executions(args.limit)
+    found = targets.client_for(args).executions(args.limit, errors=not args.json)
     if args.json:
         dump([{"name": e["name"], "executionArn": e["executionArn"], "status": e["status"],
                "startDate": e["startDate"], "stopDate": e.get("stopDate")} for e in found])
         return OK
-    rows = [[e["name"], e["status"], e["startDate"], e.get("stopDate")] for e in found]
+    rows = [[e["name"], shown_status(e["status"], e.get("error")), e["startDate"], e.get("stopDate")]
+            for e in found]
     print(report.table(["execution", "status", "started", "stopped"], rows, max_width=90))
     return OK
+
+
+def cmd_api(args) -> int:
+    try:
+        path = rest.route(args.path, args.id)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    body = None
+    if args.data is not None:
+        try:
+            body = sys.stdin.buffer.read() if args.data == "-" else Path(args.data).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{args.data}: cannot read it ({exc.strerror or exc})") from None
+    answer = targets.client_for(args).api("POST" if body is not None else "GET", path, body)
+    if answer.status >= 300:  # the API's own message, on one line: 4xx the stack said no, else it failed
+        message = report.error_message(answer.body.decode("utf-8", "replace")) or ""
+        print(f"changeflow: {path} answered {answer.status}: {' '.join(message.split())}", file=sys.stderr)
+        return REJECTED if answer.status < 500 else FAILED
+    sys.stdout.write(answer.body.decode("utf-8", "replace").rstrip("\n") + "\n")  # as the API sent it
+    return OK
+
+
+def add_api(command) -> None:
+    api = command("api", "call the REST API, signed (SigV4) with the same credentials: GET, or POST with --data",
+                  "Call a route of the stack's REST API (docs/api.md) as an AWS_IAM client does: signed with SigV4 "
+                  "for execute-api with the credentials the other commands use (on `changeflow serve`, testing/"
+                  "testing), and print the JSON it answers. PATH is under the API's stage; an entity id goes in "
+                  "it percent-encoded (user%231001), or as {id} with --id, which encodes any id.",
+                  exits=exit_help("0  the API answered 2xx (its body on stdout)", "1  the API answered 4xx (its "
+                                  "message on stderr)", EXIT_2, EXIT_3_REMOTE + "; the API answered 5xx"))
+    add_remote_options(api, json=False)
+    api.add_argument("path", metavar="PATH", help="e.g. /entities/{id}/versions?limit=2 with --id 'user#1001', "
+                     "or /entities/user%%231001")
+    api.add_argument("--id", metavar="ENTITY", help="the entity id that {id} in PATH stands for (encoded here)")
+    api.add_argument("--data", metavar="FILE", help="POST the JSON in FILE (- for stdin), e.g. to /changes")
+    api.set_defaults(func=cmd_api)
 
 
 def add_versions(command) -> None:

@@ -14,7 +14,8 @@ from ..client import Changeflow, Execution
 from ..common.errors import UsageError
 from ..common.params import parse_params
 from .changes import load_changes, refused
-from .options import (COUNT, EXIT_0_EXECUTIONS, EXIT_2, FACTOR, PORT, add_lambda_runtime_option, add_param_option, exit_help)
+from .options import (COUNT, EXIT_0_EXECUTIONS, EXIT_2, FACTOR, PORT, TOO_LARGE, add_lambda_runtime_option,
+                      add_param_option, exit_help)
 from .output import dump, execution_status, known_errors, public
 
 # run's time scale when none is given: 0.001 one change at a time (Waits and back-offs almost vanish), 0.1
@@ -114,9 +115,10 @@ def add_run(command) -> None:
                   exit_help(
                       EXIT_0_EXECUTIONS,
                       "1  a change was rejected: FAILED with one of the workflow's named errors (ValidationError, "
-                      "NotFound, VersionConflict, ...), or over 256 KiB and never started (REFUSED)",
+                      "NotFound, VersionConflict, ...), or " + TOO_LARGE + " and never started (REFUSED)",
                       EXIT_2 + "; an unknown --history name",
-                      "3  an execution ended with an error the workflow does not name, TIMED_OUT or ABORTED"))
+                      "3  an execution ended with an error the workflow does not name, TIMED_OUT or ABORTED, or its "
+                      "outcome is UNKNOWN (OutcomeUnknown: send the same change id again)"))
     run.add_argument("files", nargs="+", metavar="FILE", help="JSON file: one change request, or an array of them")
     run.add_argument("--json", action="store_true",
                      help="print one JSON document {executions, entities[, histories]} instead of the report")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..client import targets
 from .changes import add_via, load_changes, submit_each
-from .options import EXIT_0_EXECUTIONS, EXIT_2, EXIT_3_REMOTE, SECONDS, add_remote_options, exit_help
+from .options import EXIT_0_EXECUTIONS, EXIT_2, EXIT_3_REMOTE, SECONDS, TOO_LARGE, add_remote_options, exit_help
 
 
 def cmd_submit(args) -> int:
@@ -19,11 +19,12 @@ def add_submit(command) -> None:
                      "end. With --json, one JSON object per execution, one per line.",
                      exit_help(
                          EXIT_0_EXECUTIONS,
-                         "1  a change was rejected: FAILED with one of the workflow's named errors, over 256 KiB "
-                         "and never started (REFUSED), or POST /changes answered 4xx (REJECTED)",
+                         "1  a change was rejected: FAILED with one of the workflow's named errors, " + TOO_LARGE +
+                         " and never started (REFUSED), or POST /changes answered 4xx (REJECTED)",
                          EXIT_2,
                          EXIT_3_REMOTE + "; an execution ended with an error the workflow does not name, TIMED_OUT "
-                         "or ABORTED, or was still running after --timeout"))
+                         "or ABORTED, or was still running after --timeout; or its outcome is UNKNOWN (OutcomeUnknown: "
+                         "a write whose answer was lost may have landed; send the same change id again)"))
     add_remote_options(submit)
     submit.add_argument("files", nargs="+", metavar="FILE", help="JSON file: one change request, or an array of them")
     submit.add_argument("--timeout", type=SECONDS, default=300.0, metavar="SECONDS",

@@ -36,8 +36,10 @@ def cmd_import(args) -> int:
     client = targets.client_for(args)
     start, wait = entry_point(client, args.via, args.timeout)
     checkpoint_path = Path(args.checkpoint) if args.checkpoint else default_checkpoint(args.source)
+    rejects_path = Path(args.rejects) if args.rejects else checkpoint_path.with_suffix(".rejects.jsonl")
+    distinct_files(args.source if kind != "table" else None, checkpoint_path, rejects_path)
     checkpoint = Checkpoint(checkpoint_path, {"source": args.source, **plan.settings()})
-    rejects = Rejects(Path(args.rejects) if args.rejects else checkpoint_path.with_suffix(".rejects.jsonl"))
+    rejects = Rejects(rejects_path)
     progress = Progress(None if kind == "table" else sources.count(args.source), every=args.progress_every,
                         enabled=not args.quiet)
     importer = Importer(start, wait, plan, checkpoint, rejects, rate=args.rate, concurrency=args.concurrency,
@@ -49,26 +51,50 @@ def cmd_import(args) -> int:
               "rejects": str(rejects.path)})
     else:
         print(f"import of {args.source}: {summary_text(summary)}")
-        if summary.counts["rejected"] or summary.counts["failed"]:
+        if not_applied(summary):
             print(f"the records not applied, with why: {rejects.path}")
     if summary.stopped:
         print(f"stopped: nothing is half-done. Resume with the same command: the checkpoint {checkpoint_path} "
               "skips what is done", file=sys.stderr)
         return INTERRUPTED
-    return REJECTED if summary.counts["rejected"] or summary.counts["failed"] else OK
+    return REJECTED if not_applied(summary) else OK
+
+
+def distinct_files(source: str | None, checkpoint: Path, rejects: Path) -> None:
+    """The source, the checkpoint and the rejects file are three files: the rejects file is written anew
+    (a source named as it would be emptied before it is read) and the checkpoint appended to."""
+    named = {"the source": Path(source) if source else None, "--checkpoint": checkpoint, "--rejects": rejects}
+    seen: dict[Path, str] = {}
+    for what, path in named.items():
+        if path is None:
+            continue
+        key = path.resolve()
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {what} are the same file, {path}: give each its own")
+        seen[key] = what
+
+
+def not_applied(summary) -> int:
+    """Records the import could not apply, or cannot say it applied: rejected, failed, outcome unknown."""
+    return summary.counts["rejected"] + summary.counts["failed"] + summary.counts["unknown"]
 
 
 def cmd_export(args) -> int:
     if bool(args.entity) == bool(args.all):
         raise UsageError("give an ENTITY or --all")
     client = targets.client_for(args)
-    written = exporter.export(client, [args.entity] if args.entity else None, Path(args.output),
+    to_stdout = args.output == "-"  # the lines on standard output: what is said about them goes to stderr
+    if to_stdout and args.json:
+        raise UsageError("--output - writes the lines to standard output: --json has nowhere to go")
+    written = exporter.export(client, [args.entity] if args.entity else None, None if to_stdout else Path(args.output),
                               Path(args.digest) if args.digest else None)
     if args.json:
         dump(written)
     else:
-        print(f"exported {written['versions']:,} versions of {written['entities']:,} entities to {args.output}"
-              + (f"; digest (root {written['root']}) to {args.digest}" if args.digest else ""))
+        print(f"exported {written['versions']:,} versions of {written['entities']:,} entities to "
+              f"{'standard output' if to_stdout else args.output}"
+              + (f"; digest (root {written['root']}) to {args.digest}" if args.digest else ""),
+              file=sys.stderr if to_stdout else sys.stdout)
     return OK
 
 
@@ -93,8 +119,8 @@ def add_import(command) -> None:
         "rejects file with their reason and the import goes on. Ctrl-C lets the changes in flight end, "
         "then stops (exit status 130) and says how to resume. docs/transfer.md",
         exit_help("0  every record applied (or duplicate, stale, or done by an earlier run)",
-                  "1  some records were rejected or failed: see the rejects file (a resumed run retries the "
-                  "failed ones)", EXIT_2, EXIT_3_REMOTE))
+                  "1  some records were rejected, failed or have an unknown outcome: see the rejects file (a "
+                  "resumed run retries the failed and unknown ones)", EXIT_2, EXIT_3_REMOTE))
     add_remote_options(parser)
     parser.add_argument("source", help="a .jsonl file, a DynamoDB export data file (.json.gz), or dynamodb://TABLE")
     parser.add_argument("--id-field", required=True, metavar="NAME", help="the field that holds each entity's id")
@@ -141,7 +167,8 @@ def add_export(command) -> None:
     add_remote_options(parser)
     parser.add_argument("entity", nargs="?", help="one entity id")
     parser.add_argument("--all", action="store_true", help="every entity")
-    parser.add_argument("--output", required=True, metavar="FILE", help="the JSON Lines file to write")
+    parser.add_argument("--output", required=True, metavar="FILE", help="the JSON Lines file to write (- for "
+                        "standard output)")
     parser.add_argument("--digest", metavar="FILE", help="also write the digest of what was exported")
     parser.set_defaults(func=cmd_export)
 

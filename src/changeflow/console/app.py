@@ -28,7 +28,8 @@ from changeflow_core.errors import ValidationError
 from . import data, graph
 
 HERE = Path(__file__).resolve().parent
-STATUSES = ["RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
+# Step Functions' statuses, and UNKNOWN: an execution that ended OutcomeUnknown (Step Functions says FAILED)
+STATUSES = ["RUNNING", "SUCCEEDED", "FAILED", "UNKNOWN", "TIMED_OUT", "ABORTED"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 HEADERS = {
     # No script may run, styles and images only from here, forms only post here, never framed.

@@ -17,9 +17,11 @@ from changeflow_core import asof, items, model, principal, store, wire
 from changeflow_core.errors import NotFound as CoreNotFound
 from changeflow_core.errors import ValidationError
 
+from .. import report
 from ..audit import repair as audit_repair
 from ..audit import verify as audit_verify
-from ..client import TERMINAL, Changeflow
+from ..client import TERMINAL, Changeflow, shown_status
+from ..client.logged import UNKNOWN
 
 PAGE = 50
 VERIFY_AT_ONCE = 200  # up to this many versions, an entity's page runs verify itself; above, a link does
@@ -27,10 +29,11 @@ MAX_SCANNED = 1000  # executions examined for one page of an entity filter
 
 
 def parse_json(text: Any) -> Any:
+    """JSON text parsed with its numbers exact (``wire.loads``); anything else as it is."""
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text)
+        return wire.loads(text)
     except ValueError:
         return text
 
@@ -50,17 +53,24 @@ def describe_principal(value: Any) -> str:
     return principal.describe(value if isinstance(value, dict) else None)
 
 
-def pretty(value: Any) -> str:
-    value = parse_json(value)
-    if isinstance(value, str):
+def pretty(value: Any, indent: str = "") -> str:
+    """JSON indented by two spaces a level, numbers as JSON numbers with every digit (a stored 303.3 is a
+    ``Decimal``: never shown as the string ``"303.3"``)."""
+    value = parse_json(value) if not indent else value
+    if isinstance(value, str) and not indent:
         return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    inner = indent + "  "
+    if isinstance(value, dict) and value:
+        fields = [f"{inner}{compact(str(k))}: {pretty(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(fields) + "\n" + indent + "}"
+    if isinstance(value, (list, tuple)) and value:
+        return "[\n" + ",\n".join(inner + pretty(v, inner) for v in value) + "\n" + indent + "]"
+    return compact(value)
 
 
 def compact(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    """JSON on one line, numbers as JSON numbers with every digit (``wire.dumps``)."""
+    return wire.dumps(value, default=str)
 
 
 def ms_date(ms: Any) -> str:
@@ -142,6 +152,7 @@ class Reader:
                     self._described[arn] = None
             return None
         description.pop("ResponseMetadata", None)
+        description["status"] = shown_status(description["status"], description.get("error"))  # UNKNOWN, not FAILED
         if description["status"] in TERMINAL:
             with self._lock:
                 if len(self._described) > 20_000:
@@ -157,14 +168,15 @@ class Reader:
     def list_executions(self, status: str = "", entity: str = "", since: datetime | None = None,
                         until: datetime | None = None, token: str | None = None) -> tuple[list[dict], str | None, int]:
         """One page of executions, newest first: ``(rows, next token, executions examined)``. Status is
-        ListExecutions' own ``statusFilter``; entity and time are checked on each execution (time first,
-        from the listing; the entity from the execution's input)."""
+        ListExecutions' own ``statusFilter`` (UNKNOWN: the FAILED ones that ended ``OutcomeUnknown``, which
+        FAILED leaves out); entity and time are checked on each execution (time first, from the listing; the
+        entity from the execution's input)."""
         rows: list[dict] = []
         examined = 0
         while True:
             kwargs: dict[str, Any] = {"stateMachineArn": self.client.state_machine_arn, "maxResults": 100}
             if status:
-                kwargs["statusFilter"] = status
+                kwargs["statusFilter"] = "FAILED" if status == UNKNOWN else status
             if token:
                 kwargs["nextToken"] = token
             page = self.client.sfn.list_executions(**kwargs)
@@ -178,11 +190,12 @@ class Reader:
                 description = self.describe(summary["executionArn"]) or {}
                 request = change_request(description.get("input"))
                 entity_id = request.get("entityId") if isinstance(request, dict) else None
-                if entity and entity_id != entity:
+                shown = shown_status(summary["status"], description.get("error"))
+                if entity and entity_id != entity or status and shown != status:
                     continue
                 output = parse_json(description.get("output"))
                 rows.append({
-                    "name": summary["name"], "arn": summary["executionArn"], "status": summary["status"],
+                    "name": summary["name"], "arn": summary["executionArn"], "status": shown,
                     "start": start, "stop": summary.get("stopDate"),
                     "entity": entity_id, "operation": request.get("operation") if isinstance(request, dict) else None,
                     "outcome": output.get("outcome") if isinstance(output, dict) else None,
@@ -228,12 +241,16 @@ class Reader:
                                               newest_first=True, limit=size + 1, start_key=start)
         views = [items.view(i) for i in found]
         shown = views[:size]
+        by = report.redacted_by(views)  # which version redacted which, as the redact versions record it
         rows = []
         for i, v in enumerate(shown):
             previous = views[i + 1] if i + 1 < len(views) else None
             if previous is not None and previous["version"] != v["version"] - 1:
                 previous = None  # a gap (expired or missing): no diff against an unrelated version
-            rows.append({"view": v, "previous": previous, "diff": diff(previous, v) if previous or v["version"] == 1 else None})
+            # a redacted version's content is gone: no diff from it or to it (it would show the data deleted)
+            comparable = not v.get("redacted") and not (previous or {}).get("redacted")
+            rows.append({"view": v, "previous": previous, "redacted_at": by.get(v["version"]),
+                         "diff": diff(previous, v) if comparable and (previous or v["version"] == 1) else None})
         more = len(views) > size  # the extra item exists: there is an older page
         return rows, (shown[-1]["version"] if more else None)
 

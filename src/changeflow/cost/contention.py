@@ -16,8 +16,8 @@ from pathlib import Path
 from changeflow.checks.reliability import T0
 from changeflow.common.project import project_root
 
-from .bill import express_billed_seconds
-from .prices import PRICES
+from .bill import express_billed_seconds, seconds_of_history
+from .prices import EXPRESS_MEMORY_GB, PRICES
 from .units import billed_transitions, lambda_invocations, units_of_call, wait_seconds
 
 BACKOFF_ARRAY = re.compile(r"States\.Array\(([0-9, ]+)\)")
@@ -96,8 +96,8 @@ def contention(k: int, time_scale: float, root: Path | None = None, label: str =
             events = list(cf.history(execution.arn))
             transitions += billed_transitions(events)
             invocations += lambda_invocations(events)
-            express_usd += PRICES["express_per_request"] + 0.0625 * express_billed_seconds(wait_seconds(events)) * \
-                PRICES["express_per_gb_second"]
+            express_usd += PRICES["express_per_request"] + EXPRESS_MEMORY_GB * express_billed_seconds(
+                seconds_of_history(events, wait_seconds(events))) * PRICES["express_per_gb_second"]
         reads = writes = 0.0
         for function in stack.lambdas.functions.values():
             for _, operation, params, response in function.api_calls:

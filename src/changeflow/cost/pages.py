@@ -78,8 +78,11 @@ def cost_blocks(report: dict, day: str) -> dict[str, str]:
                   ["l", "l"] + ["r"] * (len(sizes) + 7), rows)
 
     command = "make cost" if "cold_start" in report else "benchmarks/cost.py --units-only --json"
+    blocks = {"cost-units": f"{measured_line(day, command)}\n\n{units}"}
+    if "bill" in report:
+        blocks["cost-bill"] = f"{measured_line(day, command)}\n\n{bill_table(report['bill'])}"
     if "cold_start" not in report:  # units only (load-independent): the timings stay as they were measured
-        return {"cost-units": f"{measured_line(day, command)}\n\n{units}"}
+        return blocks
     cold = report["cold_start"]
     base_ms = cold["bare_boto3_dynamodb_client"] * 1000
     packages = report.get("package_bytes", {})
@@ -93,8 +96,25 @@ def cost_blocks(report: dict, day: str) -> dict[str, str]:
             rows.append([PACKAGE_LABELS.get(name, name), "", "", f"{size / 1024:,.0f} KiB"])
     starts = table(["function", "cold start", f"× bare boto3 client ({base_ms:.0f} ms)", "package (sam build)"],
                    ["l", "r", "r", "r"], rows)
-    return {"cost-units": f"{measured_line(day, 'make cost')}\n\n{units}",
-            "cold-start": f"{measured_line(day, 'make cost')}\n\n{starts}"}
+    return {**blocks, "cold-start": f"{measured_line(day, 'make cost')}\n\n{starts}"}
+
+
+def bill_table(bills: dict) -> str:
+    """``cost-bill``: the complete bill of an update per entry point, size and workflow type (USD per million),
+    the floor beside it and the ratio (Express: to the DynamoDB requests; Standard: its transitions)."""
+    from .bill import LINES
+
+    rows = []
+    for entry, sizes in bills.items():
+        for size, row in sorted(sizes.items(), key=lambda item: int(item[0])):
+            for kind in ("standard", "express"):
+                lines = row[kind]
+                ratio = (f"{row['express_over_floor']:.2f} × {row['floor']:.2f}" if kind == "express" else
+                         f"{lines['total'] / row['standard_floor']:.2f} × {row['standard_floor']:.2f} (transitions)")
+                rows.append([entry, f"{int(size) // 1000} KB", kind.capitalize(),
+                             *(f"{lines[line]:.3f}" for line in LINES), f"{lines['total']:.2f}", ratio])
+    return table(["entry", "size", "workflow", *LINES, "total", "× floor"], ["l", "l", "l"] + ["r"] * (len(LINES) + 2),
+                 rows)
 
 
 def bench_blocks(summary: dict, day: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from changeflow.checks.reliability import T0  # one fixed start for every measurement
 
-from .prices import LAMBDA_PLATFORM_BYTES, LOG_EVENT_OVERHEAD
+from .prices import DYNAMODB_ITEM_OVERHEAD, LOG_EVENT_OVERHEAD
 from .units import billed_transitions, item_size, lambda_invocations, table_sizes, units_of_call, wait_seconds
 
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
@@ -30,16 +30,30 @@ def attributes_for(item_bytes: int) -> dict:
     return {"body": "x" * max(0, item_bytes - overhead)}
 
 
-def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | None = None) -> dict:
+ENTRIES = ("direct", "api", "events")  # how a change starts: StartExecution, POST /changes, PutEvents
+FRONT = "SubmitChangeFunction"  # POST /changes' function (API Gateway's Lambda proxy integration)
+
+
+def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | None = None,
+                  entry: str = "direct", paths: tuple[str, ...] | None = None) -> dict:
     """Each path once, in order, on one entity whose ``v0`` item is ``item_bytes``; ``write-back`` last: an
     update read after the history item of the version ``v0`` holds went missing (its writer's answer was
-    lost, or its history put failed), which the fetch step writes back from ``v0`` before going on."""
+    lost, or its history put failed), which the fetch step writes back from ``v0`` before going on.
+
+    ``entry``: how each change starts: ``direct`` (StartExecution), ``api`` (POST /changes: the front
+    function invoked with API Gateway's proxy event, its execution then awaited) or ``events`` (PutEvents on
+    the stack's bus, the rule starting the execution). The principal each records differs in size, and with
+    it the items. ``paths``: only these (the plan's order kept; a quick run)."""
     from changeflow.client import Changeflow
+    from changeflow.common.project import project_root
     from changeflow.local.embedded import EmbeddedStack
 
+    if entry not in ENTRIES:
+        raise ValueError(f"entry {entry!r}: one of {', '.join(ENTRIES)}")
+    root = root or project_root()
     attrs = attributes_for(item_bytes)
     e = "bench#x"
-    change = lambda n, at, **kw: {"entityId": e, "changeId": f"{e}-c{n}", "effectiveAt": T0 + at,  # noqa: E731
+    change = lambda n, at, **kw: {"entityId": e, "changeId": f"bench-x-c{n}", "effectiveAt": T0 + at,  # noqa: E731
                                   "actor": "benchmark", **kw}
     plan = [
         ("create", change(1, 0, operation="put", attributes=attrs)),
@@ -55,64 +69,106 @@ def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | 
         ("patch", change(7, 50, operation="patch", set={"status": "approved"}, remove=["draftNote"])),
         ("write-back", change(8, 60, operation="put", attributes=attrs)),
     ]
+    wanted = set(paths or PATHS)
     results = {}
-    from changeflow.common.project import project_root
-
-    with EmbeddedStack(root or project_root(), time_scale=0.001, parameters=parameters or {}) as stack:
+    with EmbeddedStack(root, time_scale=0.001, parameters=parameters or {}) as stack:
         cf = Changeflow.for_embedded(stack)
         stack.warm()
+        start = _starter(stack, cf, entry, root)
         for path, request in plan:
+            if wanted <= set(results):
+                break
             if path == "write-back":  # the history item of the version v0 holds is missing
                 held = cf.entity(e)["latest"]["version"]
                 cf.dynamodb.delete_item(TableName=cf.history_table,
                                         Key={"pk": {"S": e}, "sk": {"S": f"v#{held:010d}"}})
-            old = {**table_sizes(cf.dynamodb, cf.table), **table_sizes(cf.dynamodb, cf.history_table)}
-            old_unchained = {**table_sizes(cf.dynamodb, cf.table, chain=False),
-                             **table_sizes(cf.dynamodb, cf.history_table, chain=False)}
-            old_format_1 = {**table_sizes(cf.dynamodb, cf.table, chain="format 1"),
-                            **table_sizes(cf.dynamodb, cf.history_table, chain="format 1")}
+            if path not in wanted:  # run anyway (the next rows read what it wrote), not measured
+                assert start(request).status == "SUCCEEDED", path
+                continue
+            tables = (cf.table, cf.history_table)
+            old = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t).items()}
+            old_unchained = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t, chain=False).items()}
+            old_format_1 = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t, chain="format 1").items()}
             for function in stack.lambdas.functions.values():
                 function.api_calls.clear()
                 function.logs.clear()
+                function.invocations = 0
             started = time.perf_counter()
-            execution = cf.submit(request)
+            execution = start(request)
             seconds = time.perf_counter() - started
             assert execution.status == "SUCCEEDED", (path, execution.error, execution.cause)
-            function_log_bytes = sum(len(str(line).encode("utf-8")) + LOG_EVENT_OVERHEAD
-                                     for f in stack.lambdas.functions.values() for line in f.logs)
-            reads = writes = reads_unchained = writes_unchained = reads_format_1 = writes_format_1 = 0.0
-            chain_bytes = max((item_size(p["Item"]) - item_size(p["Item"], chain=False) for f in
-                               stack.lambdas.functions.values() for _, op, p, _ in f.api_calls if op == "PutItem"),
-                              default=0)
-            calls = []
-            for function in stack.lambdas.functions.values():
-                for _, operation, params, response in function.api_calls:
-                    r, w = units_of_call(operation, params, response, old)
-                    reads, writes = reads + r, writes + w
-                    r, w = units_of_call(operation, params, response, old_unchained, chain=False)
-                    reads_unchained, writes_unchained = reads_unchained + r, writes_unchained + w
-                    r, w = units_of_call(operation, params, response, old_format_1, chain="format 1")
-                    reads_format_1, writes_format_1 = reads_format_1 + r, writes_format_1 + w
-                    calls.append(operation)
-            events = list(cf.history(execution.arn))
-            entered, invocations = billed_transitions(events), lambda_invocations(events)
-            history_bytes = len(json.dumps(events, default=str, separators=(",", ":")).encode())
-            v0_writes = [w for f in stack.lambdas.functions.values() if f.logical_id in (
-                "UpdateLatestFunction", "DeleteTombstoneFunction") for w in f.api_calls]
-            history_writes = [w for w in stack.function("PutHistoryFunction").api_calls if w[1] == "PutItem"]
-            transactional_writes = 2 * sum(units_of_call(op, p, r, old)[1] for _, op, p, r in v0_writes + history_writes)
-            results[path] = {
-                "outcome": execution.output["outcome"], "read_units": reads, "write_units": writes,
-                "read_units_without_chain": reads_unchained, "write_units_without_chain": writes_unchained,
-                "read_units_chain_format_1": reads_format_1, "write_units_chain_format_1": writes_format_1,
-                "chain_bytes_per_item": chain_bytes,
-                "requests": sorted(calls), "state_transitions": entered, "lambda_invocations": invocations,
-                "seconds": seconds, "transactional_write_units": transactional_writes if v0_writes else None,
-                "execution_log_bytes": execution_log_bytes(stack, execution.arn),
-                "function_log_bytes": function_log_bytes + invocations * LAMBDA_PLATFORM_BYTES,
-                "history_bytes": history_bytes, "wait_seconds": wait_seconds(events),
-            }
+            results[path] = _figures(stack, cf, execution, old, old_unchained, old_format_1, tables)
+            results[path].update(seconds=seconds, entry=entry)
     return results
+
+
+def _starter(stack, cf, entry: str, root: Path):
+    """The function that starts a change through ``entry`` and returns its ended execution."""
+    if entry == "direct":
+        return cf.submit
+    if entry == "events":
+        return cf.submit_via_events
+    front = stack.function(FRONT)
+    template = json.loads((root / "events" / "functions" / "submit_change.json").read_text(encoding="utf-8"))
+
+    def via_api(request: dict):
+        from changeflow_core import wire
+
+        payload, failed = stack.lambdas.invoke(front, {**template, "body": wire.dumps(request)})
+        assert not failed and payload["statusCode"] == 200, payload
+        return cf.wait(json.loads(payload["body"])["executionArn"], 60)
+
+    return via_api
+
+
+def _figures(stack, cf, execution, old: dict, old_unchained: dict, old_format_1: dict, tables) -> dict:
+    """What one change consumed: units (with the chain, without it, with format 1's), requests, transitions,
+    invocations, log bytes, wait seconds, the bytes it added to the tables, and each function's share."""
+    functions = stack.lambdas.functions.values()
+    calls = [(f, op, p, r) for f in functions for _, op, p, r in f.api_calls]
+    units = {"": [0.0, 0.0], "_without_chain": [0.0, 0.0], "_chain_format_1": [0.0, 0.0]}
+    for _, op, params, response in calls:
+        if op not in ("GetItem", "Query", "PutItem", "UpdateItem"):
+            continue  # StartExecution, DescribeExecution: not DynamoDB
+        for suffix, sizes, chain in (("", old, True), ("_without_chain", old_unchained, False),
+                                     ("_chain_format_1", old_format_1, "format 1")):
+            r, w = units_of_call(op, params, response, sizes, chain)
+            units[suffix][0] += r
+            units[suffix][1] += w
+    chain_bytes = max((item_size(p["Item"]) - item_size(p["Item"], chain=False)
+                       for _, op, p, _ in calls if op == "PutItem"), default=0)
+    events = list(cf.history(execution.arn))
+    v0_writes = [c for c in calls if c[0].logical_id in ("UpdateLatestFunction", "DeleteTombstoneFunction")]
+    history_writes = [c for c in calls if c[0].logical_id == "PutHistoryFunction" and c[1] == "PutItem"]
+    transactional = 2 * sum(units_of_call(op, p, r, old)[1] for _, op, p, r in v0_writes + history_writes)
+    new = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t).items()}
+    stored = sum(size + (DYNAMODB_ITEM_OVERHEAD if key not in old else 0) - old.get(key, 0)
+                 for key, size in new.items())
+    per_function = {}
+    for f in functions:
+        requests = [op for _, op, _, _ in f.api_calls]
+        if f.invocations or requests:
+            per_function[f.logical_id] = {
+                "invocations": f.invocations, "requests": len(requests),
+                "dynamodb_requests": sum(1 for op in requests if op in ("GetItem", "Query", "PutItem", "UpdateItem",
+                                                                        "DeleteItem")),
+                "log_bytes": sum(len(str(line).encode("utf-8")) + LOG_EVENT_OVERHEAD for line in f.logs)}
+    return {
+        "outcome": execution.output["outcome"], "read_units": units[""][0], "write_units": units[""][1],
+        "read_units_without_chain": units["_without_chain"][0], "write_units_without_chain": units["_without_chain"][1],
+        "read_units_chain_format_1": units["_chain_format_1"][0],
+        "write_units_chain_format_1": units["_chain_format_1"][1],
+        "chain_bytes_per_item": chain_bytes, "requests": sorted(op for _, op, _, _ in calls),
+        "state_transitions": billed_transitions(events), "lambda_invocations": lambda_invocations(events),
+        "states_entered": sum(1 for ev in events if ev["type"].endswith("StateEntered")),
+        "transactional_write_units": transactional if v0_writes else None,
+        "execution_log_bytes": execution_log_bytes(stack, execution.arn),
+        "function_log_bytes": sum(v["log_bytes"] for k, v in per_function.items() if k != FRONT),
+        "functions": per_function, "stored_bytes": stored,
+        "input_bytes": len(json.dumps(execution.input, separators=(",", ":")).encode("utf-8")),
+        "history_bytes": len(json.dumps(events, default=str, separators=(",", ":")).encode()),
+        "wait_seconds": wait_seconds(events),
+    }
 
 
 def execution_log_bytes(stack, arn: str) -> int:

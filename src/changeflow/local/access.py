@@ -1,8 +1,8 @@
 """The template's access control on the embedded stack (issue 33 item 2), so that moto_patches.iam evaluates
 what AWS would: the roles, the ``AWS::IAM::Policy`` resources attached to them, each function's session of its
 role (the credentials Lambda gives a function, with ``lambda:SourceFunctionArn`` in their context), the
-functions' resource-based policies (``AWS::Lambda::Permission``), the event buses' policies, and the KMS keys
-and Secrets Manager secrets with their policies.
+functions' resource-based policies (``AWS::Lambda::Permission``), the queues' and event buses' policies, and the
+KMS keys and Secrets Manager secrets with their policies.
 
 The role SAM makes for a function or a state machine without a ``Role`` is made as SAM makes it
 (https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-specification-generated-resources-function.html):
@@ -171,6 +171,11 @@ class Access:
                                                  **({"Condition": condition} if condition else {})})
         for arn, statements in policies.items():
             enforcement.set_function_policy(arn, statements)
+        sqs = self.client("sqs")
+        for spec in self.template.of_type("AWS::SQS::QueuePolicy").values():  # a queue's policy
+            props = self.template.resolve(spec["Properties"])
+            for url in props["Queues"]:
+                sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(props["PolicyDocument"])})
         events = self.client("events")
         for spec in self.template.of_type("AWS::Events::EventBusPolicy").values():  # an event bus's policy
             props = self.template.resolve(spec["Properties"])

@@ -5,10 +5,14 @@ cfn-guard, cfn-lint-serverless) and for tests of what SAM generates (API methods
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+
+_PARSED: dict[str, dict] = {}  # the template text's digest -> aws-sam-translator's parse of it
 
 
 class _BundledPolicies:
@@ -27,8 +31,11 @@ def transform(template_path: Path, parameters: dict[str, str] | None = None,
     from samtranslator.yaml_helper import yaml_parse
 
     template_path = Path(template_path)
-    body = yaml_parse(template_path.read_text(encoding="utf-8"))
-    body = copy.deepcopy(body)
+    text = template_path.read_text(encoding="utf-8")
+    key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if key not in _PARSED:  # a deploy translates the same text for every release and parameter set
+        _PARSED[key] = yaml_parse(text)
+    body = copy.deepcopy(_PARSED[key])
     for name, resource in body.get("Resources", {}).items():
         props = resource.get("Properties", {})
         if resource["Type"] == "AWS::Serverless::StateMachine" and isinstance(props.get("DefinitionUri"), str):

@@ -24,6 +24,7 @@ from ..common.project import project_root
 from . import botocore_loader, deploy, moto_patches
 from .access import Access
 from .lambdas import Function, LambdaService
+from .logging_controls import LoggingControls
 from .moto_patches.iam import enforcement
 from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
@@ -151,9 +152,11 @@ class EmbeddedStack:
         layers = template.of_type("AWS::Serverless::LayerVersion")
         return [root / template.resolve(spec["Properties"]["ContentUri"]) for spec in layers.values()]
 
-    def _create_tables(self) -> None:
+    def _create_tables(self, only_new_since: Template | None = None) -> None:
         dynamodb = self._client("dynamodb")
         for logical_id, spec in self.template.of_type("AWS::DynamoDB::Table").items():
+            if only_new_since is not None and logical_id in only_new_since.of_type("AWS::DynamoDB::Table"):
+                continue
             props = self.template.resolve(spec["Properties"])
             name = props.get("TableName") or self.template.physical_name(logical_id)
             kwargs = {
@@ -168,7 +171,9 @@ class EmbeddedStack:
                 if optional in props:
                     kwargs[optional] = props[optional]
             if "SSESpecification" in props:
-                kwargs["SSESpecification"] = {"Enabled": bool(props["SSESpecification"].get("SSEEnabled"))}
+                sse = props["SSESpecification"]
+                kwargs["SSESpecification"] = {"Enabled": bool(sse.get("SSEEnabled")),
+                                              **{k: sse[k] for k in ("SSEType", "KMSMasterKeyId") if k in sse}}
             if "DeletionProtectionEnabled" in props:
                 kwargs["DeletionProtectionEnabled"] = str(props["DeletionProtectionEnabled"]).lower() == "true"
             dynamodb.create_table(**kwargs)
@@ -185,11 +190,13 @@ class EmbeddedStack:
         for logical_id in self.template.of_type("AWS::Events::EventBus"):
             self._client("events").create_event_bus(Name=self.template.physical_name(logical_id))
 
-    def _create_log_groups(self) -> None:
+    def _create_log_groups(self, only_new_since: Template | None = None) -> None:
         """The template's log groups, so that a state machine's LoggingConfiguration has somewhere to deliver
         its execution log (an Express execution's only history)."""
         logs = self._client("logs")
         for logical_id in self.template.of_type("AWS::Logs::LogGroup"):
+            if only_new_since is not None and logical_id in only_new_since.of_type("AWS::Logs::LogGroup"):
+                continue
             logs.create_log_group(logGroupName=self.template.physical_name(logical_id))
 
     def _create_event_rules(self) -> None:
@@ -224,6 +231,8 @@ class EmbeddedStack:
     def _function_of(self, template: Template, root: Path, logical_id: str) -> Function:
         props = template.function_properties(logical_id)
         environment = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+        controls = LoggingControls.of(props)
+        environment.update(controls.environment())  # what Lambda sets for the LoggingConfig
         environment.update(self.function_env)
         environment.update(
             AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(props.get("MemorySize", 128)),
@@ -242,6 +251,8 @@ class EmbeddedStack:
             timeout_s=int(props.get("Timeout", 3)),
             layer_dirs=tuple(self._layer_dirs(template, root)),
             event_invoke=_event_invoke(props.get("EventInvokeConfig")),
+            runtime=str(props.get("Runtime", "")),
+            controls=controls,
         )
 
     def _register_function(self, template: Template, root: Path, logical_id: str) -> Function:
@@ -258,37 +269,45 @@ class EmbeddedStack:
         return function
 
     # --- a deploy into the running stack ----------------------------------------------------------
-    def deploy(self, root: Path | None = None) -> dict[str, str]:
-        """``sam deploy`` of the template, functions and ASL at ``root`` (another checkout: the next release)
-        into this running stack, as CloudFormation updates it. A function with ``AutoPublishAlias`` publishes
-        a new version exactly when SAM gives its version a new logical id (``changeflow.local.deploy``); a
-        published version is immutable and kept (``DeletionPolicy: Retain``). Every changed function's
-        ``$LATEST`` takes the new code and configuration. Then every state machine gets the new definition
-        (UpdateStateMachine: running executions keep the definition they started with). Tables, queues,
-        buses and rules are the stack's own and must not have changed. Returns the version each function's
-        ``.Version`` names now."""
+    def deploy(self, root: Path | None = None, parameters: dict[str, str] | None = None) -> dict[str, str]:
+        """``sam deploy`` of the template, functions and ASL at ``root`` (another checkout: the next release;
+        this one by default) with ``parameters`` changed (the others keep their values, as ``sam deploy``
+        does), into this running stack, as CloudFormation updates it. A function with ``AutoPublishAlias``
+        publishes a new version exactly when AWS would (``changeflow.local.deploy.published``: SAM gives its
+        version a new logical id, or CloudFormation replaces the version because its Description resolves to
+        another value); a published version is immutable and kept (``DeletionPolicy``/``UpdateReplacePolicy:
+        Retain``). Every changed function's ``$LATEST`` takes the new code and configuration. Tables and log
+        groups the new parameters bring in are created (the stack's Outputs follow). Then every state machine
+        gets the new definition (UpdateStateMachine: running executions keep the definition they started
+        with). Returns the version each function's ``.Version`` names now."""
         if self.lambda_runtime == "emulator":
             raise RuntimeError("deploy: the embedded stack deploys new code in-process only")
         root = Path(root) if root else self.root
         current = {f.logical_id: f for f in self.lambdas.functions.values()}
-        published = {lid: self.template.versions.get(lid, "1") for lid in current
-                     if self.template.function_properties(lid).get("AutoPublishAlias")}
+        versions = {lid: self.template.versions.get(lid, "1") for lid in current
+                    if self.template.function_properties(lid).get("AutoPublishAlias")}
         template = Template(root / "template.yaml", self.template.stack_name, self.region,
-                            dict(self.template.overrides), versions=dict(published), physical=self.template.physical)
+                            {**self.template.overrides, **(parameters or {})}, versions=dict(versions),
+                            physical=self.template.physical)
+        _refuse_replacements(self.template, template)
+        deploy.carry_attributes(self.template, template)
         self.access.deploy(template)  # its new roles and secrets, before its functions take their credentials
         before = self._version_ids or deploy.version_ids(self.template, self.root)
         after = deploy.version_ids(template, root)
-        for lid in template.of_type("AWS::Serverless::Function"):
-            if template.function_properties(lid).get("AutoPublishAlias") and before.get(lid) != after.get(lid):
-                template.versions[lid] = str(len(self.lambdas.versions.get(template.physical_name(lid), {})) + 1)
+        for lid in sorted(deploy.published(self.template, template, before, after)):
+            template.versions[lid] = str(len(self.lambdas.versions.get(template.physical_name(lid), {})) + 1)
         for lid in template.of_type("AWS::Serverless::Function"):
             function = self._function_of(template, root, lid)
             if lid in current and _release_of(function) == _release_of(current[lid]):
                 continue
             self.lambdas.add(function)  # $LATEST
-            if template.versions.get(lid) not in (None, published.get(lid)):
+            if template.versions.get(lid) not in (None, versions.get(lid)):
                 self.lambdas.publish(function, template.function_properties(lid)["AutoPublishAlias"])
-        self.template, self.root, self._version_ids = template, root, after
+        previous, self.template, self.root, self._version_ids = self.template, template, root, after
+        self._create_tables(only_new_since=previous)
+        self._create_log_groups(only_new_since=previous)
+        self.outputs = template.outputs()
+        self._publish_outputs(update=True)
         sfn = self._client("stepfunctions")
         for logical_id, spec in template.of_type("AWS::Serverless::StateMachine").items():
             props = template.resolve(spec["Properties"])
@@ -315,18 +334,19 @@ class EmbeddedStack:
             )["stateMachineArn"]
             self.state_machines[logical_id] = arn
 
-    def _publish_outputs(self) -> None:
+    def _publish_outputs(self, update: bool = False) -> None:
         """Record the stack's Outputs as a CloudFormation stack of the same name, so that a client finds
-        the state machine and tables through ``DescribeStacks`` here exactly as on AWS."""
+        the state machine and tables through ``DescribeStacks`` here exactly as on AWS (``update``: after a
+        deploy)."""
         body = {
             "Resources": {"EmbeddedStack": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
             "Outputs": {name: {"Value": str(value)} for name, value in self.outputs.items()},
         }
         with warnings.catch_warnings():  # moto creates no resource for the marker, and says so
             warnings.simplefilter("ignore", UserWarning)
-            self._client("cloudformation").create_stack(
-                StackName=self.template.stack_name, TemplateBody=json.dumps(body)
-            )
+            cloudformation = self._client("cloudformation")
+            (cloudformation.update_stack if update else cloudformation.create_stack)(
+                StackName=self.template.stack_name, TemplateBody=json.dumps(body))
 
     # --- conveniences for tests and tools -------------------------------------------------------
     @staticmethod
@@ -343,9 +363,25 @@ class EmbeddedStack:
             self.lambdas.load(function)
 
 
+def _refuse_replacements(before: Template, after: Template) -> None:
+    """A deploy that would make CloudFormation replace a table or a state machine (a new key schema, another
+    WorkflowType) is not modelled here: refused by name rather than half done."""
+    for kind in ("AWS::DynamoDB::Table", "AWS::Serverless::StateMachine"):
+        for logical_id, spec in after.of_type(kind).items():
+            old = before.of_type(kind).get(logical_id)
+            if old is None:
+                continue
+            keys = ("KeySchema", "TableName") if kind == "AWS::DynamoDB::Table" else ("Type", "Name")
+            changed = [k for k in keys
+                       if before.resolve(old["Properties"].get(k)) != after.resolve(spec["Properties"].get(k))]
+            if changed:
+                raise RuntimeError(f"deploy: {logical_id}.{changed[0]} changes, which replaces {logical_id} "
+                                   "(not modelled by the embedded stack)")
+
+
 def _release_of(function: Function) -> tuple:
     """What a function runs: its code and its layers' (by content), handler and configuration."""
-    return (deploy.digest(function.code_dir, *function.layer_dirs), function.handler,
+    return (deploy.digest(function.code_dir, *function.layer_dirs), function.handler, function.runtime,
             tuple(sorted(function.environment.items())), function.memory_mb, function.timeout_s)
 
 

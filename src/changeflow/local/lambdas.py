@@ -6,7 +6,9 @@ its identity's policies or the function's resource-based policy, moto_patches.ia
 is Lambda's asynchronous invocation (``async_invoke``).
 
 What a handler prints (Powertools' JSON logs and EMF metrics), the warnings it raises and the traceback
-of an unhandled error go to the function's log, like CloudWatch Logs, not to the terminal. Faults can be injected around the handler from the outside.
+of an unhandled error go to the function's log, like CloudWatch Logs, not to the terminal, with the lines
+Lambda itself writes for each invocation, as the function's ``LoggingConfig`` filters them
+(``logging_controls``). Faults can be injected around the handler from the outside.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import traceback
 import uuid
 import warnings
@@ -34,6 +37,7 @@ from botocore.response import StreamingBody
 from moto.core.botocore_stubber import MockRawResponse
 
 from .async_invoke import AsyncInvocations
+from .logging_controls import LoggingControls
 
 
 class LambdaServiceError(Exception):
@@ -97,6 +101,19 @@ class Function:
     layer_dirs: tuple[Path, ...] = ()
     # asynchronous invocation (SAM's EventInvokeConfig): MaximumRetryAttempts, and the on-failure destination
     event_invoke: dict = field(default_factory=dict)
+    runtime: str = ""  # the template's Runtime (the in-process service runs every handler on this Python)
+    # LoggingConfig: which lines reach the log group (CloudWatch Logs' place: ``logs``)
+    controls: LoggingControls = field(default_factory=LoggingControls)
+    loggers: list = field(default_factory=list)  # the handler module's Powertools Loggers
+
+    def log(self, line: str, level: str | None = None) -> None:
+        """An application line, kept if Lambda's log-level filtering sends it (``level``: the runtime's)."""
+        if self.controls.sends(line, level):
+            self.logs.append(line)
+
+    def log_invocation(self, request_id: str, seconds: float) -> None:
+        """Lambda's own lines for one invocation (START, END, REPORT or their JSON records), as filtered."""
+        self.logs.extend(self.controls.platform_lines(request_id, seconds * 1000, self.memory_mb))
 
     @property
     def qualified_arn(self) -> str:
@@ -125,7 +142,7 @@ class _ThreadLocalStdout(io.TextIOBase):
             return self.current.write(text)
         for line in text.splitlines():
             if line.strip():
-                function.logs.append(line)
+                function.log(line)
         return len(text)
 
     def flush(self) -> None:
@@ -171,14 +188,14 @@ def _routed_showwarning(message, category, filename, lineno, file=None, line=Non
     function = getattr(_STDOUT.local, "function", None)
     if function is None or file is not None:
         return _show_warning(message, category, filename, lineno, file, line)
-    function.logs.append(warnings.formatwarning(message, category, filename, lineno, line).rstrip("\n"))
+    function.log(warnings.formatwarning(message, category, filename, lineno, line).rstrip("\n"))
 
 
 def _log_unhandled(function: "Function", exc: BaseException, frames: list[str]) -> None:
     """What the Lambda Python runtime logs for an unhandled error: one log event with the error and its
     traceback (the execution history's ``cause`` keeps the error message for people)."""
-    function.logs.append(f"[ERROR] {getattr(exc, 'error_type', type(exc).__name__)}: {exc}\n"
-                         "Traceback (most recent call last):\n" + "".join(frames).rstrip("\n"))
+    function.log(f"[ERROR] {getattr(exc, 'error_type', type(exc).__name__)}: {exc}\n"
+                 "Traceback (most recent call last):\n" + "".join(frames).rstrip("\n"), level="ERROR")
 
 
 def _handler_frames(exc: BaseException) -> list[str]:
@@ -293,6 +310,7 @@ class LambdaService(AsyncInvocations):
             # a Powertools Logger (known by what it offers: a test may have re-imported Powertools): its
             # process-wide stdlib logger may hold a handler bound to a stdout that predates this stack
             if hasattr(type(value), "registered_handler") and isinstance(getattr(value, "service", None), str):
+                function.loggers.append(value)
                 for handler in logging.getLogger(value.service).handlers:
                     if isinstance(handler, logging.StreamHandler):
                         _rebind(handler)
@@ -308,6 +326,11 @@ class LambdaService(AsyncInvocations):
             _route_stdout()
             function.invocations += 1
             self.stdout.local.function = function
+            started = time.perf_counter()
+            # each function's own process on Lambda: its logger at its own level (in this one process, every
+            # stack's Powertools Logger of a service is one stdlib logger, configured by the first)
+            for logger in function.loggers:
+                logger.setLevel(function.controls.python_level(function.environment.get("POWERTOOLS_LOG_LEVEL")))
             try:
                 run = lambda: function.entry_point()(event, context)  # noqa: E731
                 result = self.fault_hook(function, event, run) if self.fault_hook else run()
@@ -325,6 +348,7 @@ class LambdaService(AsyncInvocations):
                 }, True
             finally:
                 self.stdout.local.function = None
+                function.log_invocation(context.aws_request_id, time.perf_counter() - started)
 
     # botocore ``before-call.lambda.Invoke`` (the state machine's Lambda tasks): answering here skips
     # serialising, signing and HTTP. The state machine's role is not evaluated (tests/test_template reads it).

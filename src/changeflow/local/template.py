@@ -18,6 +18,7 @@ import yaml
 
 ACCOUNT = "123456789012"
 NO_VALUE = object()
+UNSET = object()  # a parameter without a default that no override gives: an error where it is used
 
 
 class TemplateError(Exception):
@@ -73,6 +74,9 @@ class Template:
     # ids that only the service that made a resource knows (a KMS key's id, a secret's ARN with its random
     # suffix): logical id -> {"Ref": ..., "Arn": ...}, filled in by the stack as it creates them
     physical: dict[str, dict[str, str]] = field(default_factory=dict)
+    # attributes a deploy gave a resource ("Logical.Attribute" -> value), e.g. the VersionNumber of an AppConfig
+    # hosted configuration version CloudFormation has replaced (changeflow.local.deploy)
+    attributes: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -83,17 +87,16 @@ class Template:
         if unknown:
             raise TemplateError(f"unknown template parameter(s): {', '.join(sorted(unknown))}")
         self.parameters = self._parameters()
-        self.conditions = {
-            name: bool(self.resolve(expr)) for name, expr in self.body.get("Conditions", {}).items()
-        }
+        self.conditions = _Conditions(self)
 
     # --- parameters and names -------------------------------------------------------------------
     def _parameters(self) -> dict[str, Any]:
         values = {}
         for name, spec in self.body.get("Parameters", {}).items():
             raw = self.overrides.get(name, spec.get("Default"))
-            if raw is None:
-                raise TemplateError(f"parameter {name} has no default; pass --param {name}=VALUE")
+            if raw is None:  # CloudFormation requires it at deploy; here, where something reads it (``ref``)
+                values[name] = UNSET
+                continue
             raw = str(raw)
             allowed = [str(v) for v in spec.get("AllowedValues", [])]
             if allowed and raw not in allowed:
@@ -139,6 +142,8 @@ class Template:
         if name in pseudo:
             return pseudo[name]
         if name in self.parameters:
+            if self.parameters[name] is UNSET:
+                raise TemplateError(f"parameter {name} has no default; pass --param {name}=VALUE")
             return self.parameters[name]
         if name.endswith((".Version", ".Alias")) and name.rsplit(".", 1)[0] in self.resources:
             return self.published(*name.rsplit(".", 1))
@@ -204,6 +209,11 @@ class Template:
     def get_att(self, logical_id: str, attribute: str) -> Any:
         if logical_id not in self.resources and not self.generated_role(logical_id):
             raise TemplateError(f"!GetAtt {logical_id}.{attribute}: no such resource")
+        if f"{logical_id}.{attribute}" in self.attributes:
+            return self.attributes[f"{logical_id}.{attribute}"]
+        if (self.resources.get(logical_id, {}).get("Type"), attribute) == (
+                "AWS::AppConfig::HostedConfigurationVersion", "VersionNumber"):
+            return "1"  # the first version of a profile
         if attribute == "Arn":
             return self.arn(logical_id)
         if attribute in self.physical.get(logical_id, {}):
@@ -285,6 +295,22 @@ class Template:
             for name, spec in self.body.get("Outputs", {}).items()
             if spec.get("Condition") is None or self.conditions[spec["Condition"]]
         }
+
+
+class _Conditions(dict):
+    """The template's conditions, each evaluated when first asked (one over a parameter without a value is
+    an error only if something depends on it)."""
+
+    def __init__(self, template: "Template"):
+        super().__init__()
+        self.template = template
+        self.expressions = template.body.get("Conditions", {})
+
+    def __missing__(self, name: str) -> bool:
+        if name not in self.expressions:
+            raise KeyError(name)
+        self[name] = bool(self.template.resolve(self.expressions[name]))
+        return self[name]
 
 
 _REF_IS_ARN = {"AWS::Serverless::StateMachine", "AWS::StepFunctions::StateMachine", "AWS::SNS::Topic",

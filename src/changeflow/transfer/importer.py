@@ -3,14 +3,20 @@ workflow (whichever entry point the client submits through), once.
 
 - **Idempotent.** A record's change id is derived from what it says: its entity id, its effective time and
   its content (their canonical bytes, as the hash chain encodes them). Run twice, or resumed after a kill,
-  the same record is the same change: the ids ``v0`` remembers answer it ``duplicate`` (read before it starts,
-  ``outcomes``, and by the workflow itself), and an older timestamp never lets it overwrite newer data.
-- **Resumable.** A checkpoint (JSON Lines: a header with the import's settings, then one line per record
-  whose execution ended) lets a resumed run skip what is done without starting executions for it. A
-  record whose execution failed for a reason that is not the record's is not checkpointed: a resumed run
-  tries it again. A run with another source's or other settings' checkpoint is refused.
-- **Bad records** (not JSON, no id, a field the workflow refuses) go to the rejects file with the reason,
-  checked here with the workflow's own validation before anything starts; the run goes on.
+  the same record is the same change: before it starts, ``outcomes`` answers it ``duplicate`` from the ids
+  ``v0`` remembers or, past those 16, from the entity's history; the workflow itself answers a repeat it
+  still remembers, and an older timestamp never lets it overwrite newer data.
+- **In order.** An entity's records are applied one after another, in the source's order, whatever the
+  concurrency (which runs different entities side by side): under one effective time, the source's last
+  record of an entity is its last version. A record whose outcome is not known (failed, unknown) stops its entity's later records in
+  this run, so that a resumed run applies them in order after it.
+- **Resumable.** A checkpoint (``checkpoint.py``) lets a resumed run skip what is done without starting
+  executions for it. A record whose execution failed for a reason that is not the record's is not
+  checkpointed: a resumed run tries it again. A run with another source's or other settings' checkpoint is
+  refused.
+- **Bad records** (a line that cannot be one, ``sources``; no id, a field the workflow refuses) go to the
+  rejects file with the reason, checked here with the workflow's own validation before anything starts; the
+  run goes on.
 - **Quotas.** Executions start at ``rate`` per second at most (a token bucket, ``rate.py``), lowered while
   throttled as botocore's adaptive mode does; a throttled call (HTTP 429/503, ``ThrottlingException``) is
   backed off and tried again, never dropped.
@@ -19,12 +25,11 @@ workflow (whichever entry point the client submits through), once.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
-from concurrent.futures import wait as first_done
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -34,19 +39,20 @@ from changeflow_core import chain, model, wire
 from changeflow_core.errors import ValidationError
 from changeflow_core.validation import validate_request
 
-from ..common.errors import UsageError
 from . import outcomes
+from .checkpoint import CHECKPOINT_FORMAT, Checkpoint, Rejects  # noqa: F401 - the importer's parts, named here too
 from .rate import AdaptiveRate, TokenBucket
 from .sources import Bad, Record
 
-CHECKPOINT_FORMAT = "changeflow-import-checkpoint/1"
 # Step Functions' default token buckets (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html,
 # "Quotas related to API action throttling" and "... state throttling"): StartExecution refills 300 a second in
 # us-east-1, us-west-2 and eu-west-1 (150 elsewhere), StateTransition 1,500 (500 elsewhere). An applied change is
 # 4 state transitions (docs/workflow.md), so 300 starts a second fit both buckets there; elsewhere 125 do
 # (--rate 125). The start rate then adapts to throttling (AdaptiveRate).
 DEFAULT_RATE = 300.0
-OUTCOMES = ("applied", "duplicate", "stale", "rejected", "failed")
+OUTCOMES = ("applied", "duplicate", "stale", "rejected", "failed", "unknown")
+UNKNOWN = "OutcomeUnknown"  # the workflow's named error for an outcome it cannot know (docs/workflow.md)
+LOOKAHEAD = 1024  # records read ahead of those in flight, queued behind their entity's: memory stays bounded
 THROTTLED = {"ThrottlingException", "TooManyRequestsException", "ExecutionLimitExceeded", "ServiceUnavailable",
              "ProvisionedThroughputExceededException", "RequestLimitExceeded", "HTTP 429", "HTTP 503"}
 
@@ -82,7 +88,7 @@ def to_request(record: dict[str, Any], plan: Plan) -> dict[str, Any]:
     if plan.id_field not in record:
         raise ValidationError(plan.id_field, "is missing: every record needs the id field (--id-field)")
     entity = record[plan.id_field]
-    entity_id = str(entity) if isinstance(entity, (int,)) or (isinstance(entity, str)) else None
+    entity_id = str(entity) if isinstance(entity, (int, str)) and not isinstance(entity, bool) else None
     if entity_id is None:
         raise ValidationError(plan.id_field, f"must be a string or an integer, not {type(entity).__name__}")
     if plan.effective_at_field is not None:
@@ -114,91 +120,6 @@ def to_request(record: dict[str, Any], plan: Plan) -> dict[str, Any]:
         request["changeId"] = change_id(entity_id, effective_at, attributes)
     return request
 
-class Checkpoint:
-    """What is done, by change id; appended and flushed as each execution ends."""
-
-    def __init__(self, path: Path | None, header: dict[str, Any]):
-        self.path, self.header = path, {"format": CHECKPOINT_FORMAT, **header}
-        self.done: dict[str, dict[str, Any]] = {}  # what earlier runs finished (this run's are only written)
-        self._lock = threading.Lock()
-        self._file = None
-        if path is None:
-            return
-        try:
-            if path.exists() and path.stat().st_size:
-                self._load(path)
-            torn = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
-            self._file = path.open("a", encoding="utf-8")
-            if torn:  # a run killed while writing its last line: the next entry starts on a line of its own
-                self._file.write("\n")
-            if not path.stat().st_size:
-                self._write(self.header)
-        except (OSError, UnicodeDecodeError) as exc:
-            why = getattr(exc, "strerror", None) or exc
-            raise UsageError(f"{path}: cannot use it as the checkpoint ({why})") from exc
-
-    def _load(self, path: Path) -> None:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        try:
-            header = json.loads(lines[0])
-        except ValueError:
-            raise UsageError(f"{path}: not a checkpoint of changeflow import") from None
-        if header != self.header:
-            differs = sorted(k for k in set(header) | set(self.header) if header.get(k) != self.header.get(k))
-            raise UsageError(f"{path} is the checkpoint of another import (its {', '.join(differs)} differ): "
-                             "resume with the same source and options, or give another --checkpoint")
-        for line in lines[1:]:
-            try:
-                entry = json.loads(line)
-            except ValueError:  # the last line of a run killed while writing it
-                continue
-            self.done[entry["changeId"]] = entry
-
-    def _write(self, entry: dict[str, Any]) -> None:
-        self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
-        self._file.flush()
-
-    def record(self, cid: str, entity_id: str, outcome: str, version: Any = None, reason: str | None = None) -> None:
-        entry = {"changeId": cid, "entityId": entity_id, "outcome": outcome, "version": version}
-        if reason is not None:
-            entry["reason"] = reason
-        with self._lock:
-            if self._file is not None and not self._file.closed:
-                self._write(entry)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-
-
-class Rejects:
-    """The records the import could not apply, with why: JSON Lines ``{position, record, reason}``, written
-    anew by each run (a resumed run writes again the rejections its checkpoint remembers), so that it always
-    lists every record of the source the import has not applied."""
-
-    def __init__(self, path: Path | None):
-        self.path = path
-        self._lock = threading.Lock()
-        try:
-            self._file = path.open("w", encoding="utf-8") if path is not None else None
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot write the rejects file ({exc.strerror or exc})") from exc
-
-    def add(self, position: str, record: Any, reason: str) -> None:
-        if self._file is None:
-            return
-        line = {"position": position, "record": record, "reason": reason}
-        with self._lock:
-            if self._file.closed:
-                return
-            self._file.write(wire.dumps(line, compact=True, default=repr) + "\n")
-            self._file.flush()
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-
-
 @dataclass
 class Summary:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
@@ -224,19 +145,33 @@ def default_checkpoint(source: str) -> Path:
 def entry_point(client, via: str, timeout: float) -> tuple[Callable[[dict], Any], Callable[[str, dict], Any]]:
     """``(start, wait)`` for the entry point ``via``.
 
-    Through Step Functions a change ``v0`` already lists is ``duplicate`` without starting anything, and a
-    started change's outcome is read from the table (``outcomes``: no DescribeExecution per record, whose
-    quota would bound the import far below the start rate), its execution described only when the data has
-    not answered in time. A change whose execution name is taken (an earlier run's, closed) is delivered
-    again as a new execution, which the workflow answers ``duplicate``; one still running with the same
-    input is the same execution (StartExecution is idempotent for it)."""
+    Whatever the entry point, a change the entity already has is ``duplicate`` without starting (or
+    submitting) anything: ``v0``'s remembered ids, or past them its history (``outcomes.already_done``).
+    Through Step Functions a started change's outcome is read from the table (``outcomes``: no
+    DescribeExecution per record, whose quota would bound the import far below the start rate), its execution
+    described only when the data has not answered in time. A change whose execution name is taken (an
+    earlier run's, closed) is delivered again as a new execution, which the workflow answers ``duplicate``;
+    one still running with the same input is the same execution (StartExecution is idempotent for it)."""
+    applied = outcomes.Applied(client)
+
+    def noted(execution: Any, request: dict) -> Any:  # what this run applies joins what its history holds
+        output = getattr(execution, "output", None)
+        if getattr(execution, "status", None) == "SUCCEEDED" and isinstance(output, dict) \
+                and output.get("outcome") == model.APPLIED:
+            applied.note(request["entityId"], request["changeId"], int(output["version"]))
+        return execution
+
     if via == "stepfunctions":
         def start(request):
-            return outcomes.already_done(client, request) or client.start(request, redeliver=True)[1]
+            return outcomes.already_done(client, request, applied) or client.start(request, redeliver=True)[1]
 
-        return start, (lambda arn, request: outcomes.settle(client, request, arn, timeout))
+        return start, (lambda arn, request: noted(outcomes.settle(client, request, arn, timeout), request))
     submit = {"api": client.submit_via_api, "events": client.submit_via_events}[via]
-    return (lambda request: submit(request, timeout=timeout)), (lambda arn, request: client.wait(arn, timeout))
+
+    def submitted(request):
+        return outcomes.already_done(client, request, applied) or noted(submit(request, timeout=timeout), request)
+
+    return submitted, (lambda arn, request: noted(client.wait(arn, timeout), request))
 
 
 def _throttle_code(exc: BaseException | None, execution: Any) -> str | None:
@@ -256,7 +191,12 @@ class Stopped(Exception):
 class Importer:
     """Runs the records through ``start`` (a request -> an execution's ARN, or an ``Execution`` when the entry
     point answers with its end, as the REST API does) and ``wait`` (an ARN and its request -> the
-    ``Execution``), at most ``concurrency`` at once and ``rate`` starts a second, adapted to throttling."""
+    ``Execution``), at most ``concurrency`` at once and ``rate`` starts a second, adapted to throttling.
+
+    An entity's records run one after another in the source's order (a "chain": one thread applies them as
+    they queue behind the first), so that under one effective time its last record is its last version;
+    different entities run side by side. At most ``2 x concurrency`` chains wait for a thread and ``LOOKAHEAD`` records queue behind theirs:
+    memory does not grow with the source."""
 
     def __init__(self, start: Callable[[dict], Any], wait: Callable[[str, dict], Any], plan: Plan,
                  checkpoint: Checkpoint, rejects: Rejects, rate: float = 300.0, concurrency: int = 16,
@@ -271,6 +211,9 @@ class Importer:
         self.on_progress = on_progress or (lambda summary: None)
         self.backoff_cap = backoff_cap
         self._lock = threading.Lock()
+        self._queued: dict[str, deque] = {}  # entity -> its records waiting behind the one its chain applies
+        self._queue_slots = threading.BoundedSemaphore(LOOKAHEAD)
+        self._halted: dict[str, str] = {}  # entity -> the position of its record whose outcome is not known
 
     def _sleep(self, seconds: float) -> None:
         if self.stop.wait(seconds):
@@ -306,35 +249,55 @@ class Importer:
             self._sleep(random.uniform(0, min(self.backoff_cap, 0.05 * 2 ** attempt)))
             attempt += 1
 
-    def _apply(self, position: str, record: dict, request: dict) -> None:
-        """Start the record's change, wait for its end and file its outcome."""
+    def _apply(self, position: str, record: dict, request: dict) -> bool:
+        """Start the record's change, wait for its end and file its outcome. False when the outcome is not
+        known (failed, unknown, stopped): the entity's later records must not overtake it."""
         try:
             started = self._patiently(lambda: self.start(request), rated=True)
             execution = started if not isinstance(started, str) else self._patiently(
                 lambda: self.wait(started, request), rated=False)
         except Stopped:
-            return  # not counted, not checkpointed: a resumed run starts it
-        except (ClientError, TimeoutError) as exc:
+            return False  # not counted, not checkpointed: a resumed run starts it
+        except TimeoutError as exc:
+            self.rejects.add(position, record, f"unknown, not checkpointed: no outcome within --timeout ({exc}); the "
+                                               "change may yet be applied: a resumed run sends the same change again")
+            self._count("unknown")
+            return False
+        except ClientError as exc:
             self.rejects.add(position, record, f"failed, not checkpointed (a resumed run tries again): {exc}")
             self._count("failed")
-            return
+            return False
         cid, entity = request["changeId"], request["entityId"]
         if execution.status == "SUCCEEDED":
             output = execution.output if isinstance(execution.output, dict) else {}
             outcome = output.get("outcome") if output.get("outcome") in OUTCOMES else "applied"
             self.checkpoint.record(cid, entity, outcome, output.get("version"))
             self._count(outcome)
-        elif execution.error in self.named_errors or str(execution.error).startswith("HTTP 4"):
+            return True
+        # OutcomeUnknown is one of the workflow's named errors, but not a rejection: it may have been applied
+        if execution.error != UNKNOWN and (execution.error in self.named_errors
+                                           or str(execution.error).startswith("HTTP 4")):
             reason = f"{execution.error}: {execution.cause}"
             self.checkpoint.record(cid, entity, "rejected", reason=reason)
             self.rejects.add(position, record, reason)
             self._count("rejected")
-        else:
-            self.rejects.add(position, record, f"failed, not checkpointed (a resumed run tries again): "
-                                               f"{execution.status} {execution.error}: {execution.cause}")
-            self._count("failed")
+            return True  # never applied: the entity's next record may follow
+        outcome = "unknown" if execution.error == UNKNOWN else "failed"
+        self.rejects.add(position, record, f"{outcome}, not checkpointed (a resumed run tries it again): "
+                                           f"{execution.status} {execution.error}: {execution.cause}")
+        self._count(outcome)
+        # a change that was never sent because whether it was applied cannot be known (outcomes.already_done) is
+        # not sent by a resumed run either: the entity's later records cannot be overtaken by it
+        return outcome == "unknown" and not execution.arn
 
     named_errors: set[str] = {"ValidationError"}  # the workflow's named errors (``client.named_errors``)
+
+    def _hold(self, position: str, record: dict, entity: str) -> None:
+        """A record not started because an earlier one of its entity has no known outcome (not checkpointed)."""
+        self.rejects.add(position, record, f"failed, not started: the outcome of this entity's record at "
+                                           f"{self._halted[entity]} is not known, and a record never overtakes an "
+                                           "earlier one of its entity; a resumed run applies them in order")
+        self._count("failed")
 
     def _settle(self, item: Record | Bad) -> dict | None:
         """A record's request, or None when it is settled without starting anything (rejected here, or
@@ -349,7 +312,7 @@ class Importer:
             self.rejects.add(item.position, item.values, f"ValidationError: {exc}")
             self._count("rejected")
             return None
-        done = self.checkpoint.done.get(request["changeId"])
+        done = self.checkpoint.finished(request["entityId"], request["changeId"])
         if done is None:
             return request
         if done["outcome"] == "rejected":  # the workflow refused it: the rejects file lists it again
@@ -361,6 +324,65 @@ class Importer:
             self.on_progress(self.summary)
         return None
 
+    def _chain(self, entity: str, job: tuple[str, dict, dict]) -> None:
+        """Apply ``job``, then the entity's records queued behind it, in order; after Ctrl-C, the first only."""
+        queued = self._queued[entity]
+        try:
+            known = self._apply(*job)
+            while True:
+                with self._lock:
+                    if not queued:
+                        del self._queued[entity]
+                        if not known and not self.stop.is_set():
+                            self._halted.setdefault(entity, job[0])
+                        return
+                    following = queued.popleft()
+                try:
+                    if self.stop.is_set():
+                        continue  # not started, not checkpointed: a resumed run starts it
+                    if not known:
+                        self._halted.setdefault(entity, job[0])
+                        self._hold(following[0], following[1], entity)
+                        continue
+                    job, known = following, self._apply(*following)
+                finally:
+                    self._queue_slots.release()
+        except BaseException:
+            with self._lock:
+                for _ in range(len(queued)):
+                    queued.popleft()
+                    self._queue_slots.release()
+                self._queued.pop(entity, None)
+            raise
+
+    def _dispatch(self, pool: ThreadPoolExecutor, pending: set[Future], item: Record, request: dict) -> None:
+        """Queue the record behind its entity's chain, or start a chain for it."""
+        entity, job = request["entityId"], (item.position, item.values, request)
+        if entity in self._halted:
+            self._hold(item.position, item.values, entity)
+            return
+        if entity in self._queued:  # only this thread adds chains: one that ends meanwhile just is not there
+            self._queue_slots.acquire()
+            with self._lock:
+                if entity in self._queued:
+                    self._queued[entity].append(job)
+                    return
+            self._queue_slots.release()
+        while len(pending) >= self.concurrency * 2:  # bounded: memory does not grow with the source
+            self._reap(pending, block=True)
+        with self._lock:
+            self._queued[entity] = deque()
+        pending.add(pool.submit(self._chain, entity, job))
+
+    @staticmethod
+    def _reap(pending: set[Future], block: bool = False) -> None:
+        """Forget the chains that ended (raising what one raised); with ``block``, wait for one first."""
+        if block and pending:
+            next(as_completed(pending))
+        for future in [f for f in pending if f.done()]:
+            pending.discard(future)
+            future.result()
+
     def run(self, records: Iterable[Record | Bad]) -> Summary:
         """Import ``records``; Ctrl-C (KeyboardInterrupt) stops starting new ones, lets those in flight end
         and be checkpointed, and returns with ``stopped`` set."""
@@ -371,21 +393,15 @@ class Importer:
             try:
                 for item in records:
                     request = self._settle(item)
-                    if request is None:
-                        continue
-                    while len(pending) >= self.concurrency * 2:  # bounded: memory does not grow with the source
-                        finished, pending = first_done(pending, return_when=FIRST_COMPLETED)
-                        for future in finished:
-                            future.result()
-                    pending.add(pool.submit(self._apply, item.position, item.values, request))
+                    if request is not None:
+                        self._dispatch(pool, pending, item, request)
+                    self._reap(pending)
             except KeyboardInterrupt:
                 self.stop.set()
                 self.summary.stopped = True
             while pending:  # what is in flight ends (a second Ctrl-C leaves it to the resumed run)
                 try:
-                    finished, pending = first_done(pending, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        future.result()
+                    self._reap(pending, block=True)
                 except KeyboardInterrupt:
                     self.stop.set()
                     self.summary.stopped = True

@@ -6,7 +6,10 @@ Regions: docs/transfer.md) or, for an Express execution, a CloudWatch Logs query
 with reads DynamoDB does not ration that tightly: ``v0`` (consistent GetItem) lists the change ids it applied
 (``changeIds``: the last ``model.RECENT_CHANGE_IDS``) and its effective time.
 
-- **before starting**: the change id already in ``v0``'s ids is ``duplicate`` without starting anything;
+- **before starting**: the change id already in ``v0``'s ids is ``duplicate`` without starting anything; so is
+  one past those ids that the entity's history holds, when the change is as old as ``v0`` (``Applied``: a
+  change older than ``v0`` is ``stale`` whatever it was, and one newer than ``v0`` was never applied, since
+  the ratchet keeps ``v0`` at the newest time it applied);
 - **after starting**: the id in ``v0`` and its history item written (the workflow's last write step) is
   ``applied``; ``v0`` newer than the change is ``stale`` (the ratchet never lets it in afterwards);
 - **neither after ``describe_after`` seconds** (the workflow rejected it, failed, or is slow): the execution is
@@ -15,7 +18,9 @@ with reads DynamoDB does not ration that tightly: ``v0`` (consistent GetItem) li
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from changeflow_core import model, store
@@ -42,12 +47,101 @@ def _outcome(client: Changeflow, request: dict[str, Any], latest: dict[str, Any]
     return None
 
 
-def already_done(client: Changeflow, request: dict[str, Any]) -> Execution | None:
-    """``duplicate`` when ``v0`` already lists the change: nothing needs to start."""
+class Applied:
+    """The change ids an entity's history holds (``{change id: version}``), for what ``v0``'s last
+    ``model.RECENT_CHANGE_IDS`` no longer name: read once per entity (one Query of its history items, their
+    change ids only); on a change id not found, the versions written since are read (one small Query), so
+    that another writer's versions (another run of the same source) are seen too. At most ``entities``
+    entities are held at once, the least recently asked about dropped first (and read again if asked again):
+    memory is bounded by the entities in flight, not by the source.
+
+    ``version_of`` is the version that applied a change id, None when the history shows it never was, and
+    ``UNKNOWABLE`` when the history no longer holds every version from 1 (a retention window expired the
+    oldest), so that its absence proves nothing."""
+
+    UNKNOWABLE = -1
+
+    def __init__(self, client: Changeflow, entities: int = 256):
+        self.client, self.entities = client, entities
+        self._known: OrderedDict[str, _History] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def version_of(self, entity_id: str, change_id: str) -> int | None:
+        with self._lock:
+            history = self._known.get(entity_id)
+            if history is not None:
+                self._known.move_to_end(entity_id)
+        if history is None:
+            history = _History()
+            with self._lock:
+                self._known[entity_id] = history
+                while len(self._known) > self.entities:
+                    self._known.popitem(last=False)
+        if change_id not in history.ids:  # an entity's records run one at a time: no one else reads it now
+            self._read(entity_id, history)
+        return history.ids.get(change_id, None if history.whole() else self.UNKNOWABLE)
+
+    def note(self, entity_id: str, change_id: str, version: int) -> None:
+        with self._lock:
+            history = self._known.get(entity_id)
+            if history is not None and version == history.newest + 1:  # else the next read finds it, in order
+                history.add(change_id, version)
+
+    def _read(self, entity_id: str, history: "_History") -> None:
+        """The entity's history items after the newest ``history`` holds, their change ids only."""
+        start = None
+        while True:
+            page = self.client.dynamodb.query(
+                TableName=self.client.history_table, ConsistentRead=True,
+                KeyConditionExpression="#pk = :pk AND #sk BETWEEN :after AND :last",
+                ProjectionExpression="#sk, #changeId",
+                ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK, "#changeId": model.CHANGE_ID},
+                ExpressionAttributeValues={":pk": {"S": entity_id},
+                                           ":after": {"S": model.history_sk(history.newest + 1)},
+                                           ":last": {"S": model.history_sk(10 ** model.VERSION_DIGITS - 1)}},
+                **({"ExclusiveStartKey": start} if start else {}))
+            for item in page.get("Items", []):
+                history.add(item.get(model.CHANGE_ID, {}).get("S"), model.version_of_sk(item[model.SK]["S"]))
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return
+
+
+class _History:
+    """What ``Applied`` knows of one entity's history: change ids by version, and which versions it saw."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+        self.count = self.newest = 0
+
+    def add(self, change_id: str | None, version: int) -> None:
+        if version > self.newest:  # versions arrive in order, each once
+            self.count, self.newest = self.count + 1, version
+            if change_id:
+                self.ids[change_id] = version
+
+    def whole(self) -> bool:
+        """Whether every version from 1 to the newest is in the history (none expired)."""
+        return self.count == self.newest
+
+
+def already_done(client: Changeflow, request: dict[str, Any], applied: Applied | None = None) -> Execution | None:
+    """``duplicate`` when the entity already has the change: ``v0`` lists it, or (``applied``) its history
+    holds it and the change is exactly as old as ``v0``. Nothing needs to start."""
     latest = _latest(client, request["entityId"])
-    version = (latest or {}).get(model.CHANGE_IDS, {}).get(request["changeId"]) if latest else None
+    if latest is None:
+        return None
+    version = (latest.get(model.CHANGE_IDS) or {}).get(request["changeId"])
+    if version is None and applied is not None and int(latest.get(model.EFFECTIVE_AT) or 0) == request["effectiveAt"]:
+        version = applied.version_of(request["entityId"], request["changeId"])
     if version is None:
         return None
+    if version == Applied.UNKNOWABLE:
+        return Execution("(not started: outcome unknown)", "", "FAILED", request, error="OutcomeUnknown", cause=(
+            f"this record is as old as the entity's version {latest.get(model.VERSION)}, and its change id is neither "
+            f"among the {model.RECENT_CHANGE_IDS} that version remembers nor in the history the stack still keeps "
+            "(a retention window expired its oldest versions): whether it was applied cannot be known, so it is not "
+            "sent; give records their own effective times (--effective-at-field), or new data a later --effective-at"))
     return Execution("(not started: duplicate)", "", "SUCCEEDED", request,
                      output={"outcome": model.DUPLICATE, "version": int(version), "changeId": request["changeId"]})
 

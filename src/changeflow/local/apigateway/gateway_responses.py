@@ -21,6 +21,7 @@ DEFAULT_RESPONSES = {
     # AWS_IAM: the message says which check failed (apigateway.sigv4)
     "INVALID_SIGNATURE": (403, "Forbidden"),
     "ACCESS_DENIED": (403, "Forbidden"),
+    "EXPIRED_TOKEN": (403, "Forbidden"),
     "REQUEST_TOO_LARGE": (413, "Request Too Long"),
     "BAD_REQUEST_BODY": (400, "Invalid request body"),
     "UNSUPPORTED_MEDIA_TYPE": (415, "Unsupported Media Type"),

@@ -210,10 +210,19 @@ class EmulatorRuntime:
                     "stackTrace": traceback.format_tb(exc.__traceback__)}, True
 
 
+SYSTEM_LINES = ("START RequestId:", "END RequestId:", "REPORT RequestId:", "XRAY TraceId:", "INIT_START ")
+
+
 def _log_to(function, line: str) -> None:
-    """A runtime's output line into its function's log (CloudWatch Logs' place), if a stack holds it."""
-    if function is not None and line.strip():
-        function.logs.append(line)
+    """A runtime's output line into its function's log (CloudWatch Logs' place), if a stack holds it and the
+    function's LoggingConfig sends it: the emulator's START, END and REPORT lines are Lambda's own (INFO)."""
+    if function is None or not line.strip():
+        return
+    if line.startswith(SYSTEM_LINES):
+        if function.controls.sends_system("INFO"):
+            function.logs.append(line)
+    else:
+        function.log(line)
 
 
 class FunctionError(Exception):

@@ -4,7 +4,8 @@ its ``account``, which moto leaves out), with the target's ``Input``/``InputPath
 5.2.5 raises NotImplementedError on a ``states`` target and invokes a ``lambda`` one in its own Lambda,
 which does not hold the stack's functions); an event that cannot be delivered goes to the target's
 ``DeadLetterConfig`` queue with the ``RULE_ARN``, ``TARGET_ARN``, ``ERROR_CODE`` and ``ERROR_MESSAGE``
-attributes, as EventBridge does.
+attributes, as EventBridge does: the message body is the event as EventBridge shapes it (``time`` in ISO 8601,
+not moto's Unix time; without moto's own ``ingestion-time``).
 
 EventBridge acts for the rule (issue 33): a ``states`` target's ``RoleArn`` is assumed by
 ``events.amazonaws.com`` under the role's trust policy, with the rule's ARN as ``aws:SourceArn``, and the
@@ -21,6 +22,7 @@ from typing import Any
 
 from ..iam import enforcement
 from ..originals import ORIGINALS
+from .input_transformer import event_without_detail
 
 
 def patch_eventbridge_to_stepfunctions() -> None:
@@ -76,8 +78,6 @@ def patch_eventbridge_to_stepfunctions() -> None:
         group named by its ARN as CloudFormation's GetAtt gives it (``...:log-group:NAME:*``)."""
         from moto.logs.models import logs_backends
 
-        from .input_transformer import event_without_detail
-
         arn = parse_arn(target["Arn"])
         group = target["Arn"].split(":log-group:", 1)[1].removesuffix(":*")
         shaped = {**event_without_detail(event), "detail": event.get("detail", {})}
@@ -113,15 +113,17 @@ def patch_eventbridge_to_stepfunctions() -> None:
                     "NO_PERMISSIONS" if isinstance(exc, enforcement.Denied) else type(exc).__name__)
                 queue = parse_arn(dead_letters)
                 sqs = boto3.client("sqs", region_name=queue.region)
-                sqs.send_message(
-                    QueueUrl=sqs.get_queue_url(QueueName=queue.resource_id)["QueueUrl"],
-                    MessageBody=json.dumps(original_event, default=str),
-                    MessageAttributes={
-                        "RULE_ARN": {"DataType": "String", "StringValue": self.arn},
-                        "TARGET_ARN": {"DataType": "String", "StringValue": target["Arn"]},
-                        "ERROR_CODE": {"DataType": "String", "StringValue": code},
-                        "ERROR_MESSAGE": {"DataType": "String", "StringValue": str(exc)[:1000]},
-                    },
-                )
+                with enforcement.acting_as("events.amazonaws.com", self.arn, self.account_id):  # under its policy
+                    sqs.send_message(
+                        QueueUrl=f"https://sqs.{queue.region}.amazonaws.com/{queue.account}/{queue.resource_id}",
+                        MessageBody=json.dumps({**event_without_detail(original_event),
+                                                "detail": original_event.get("detail")}, default=str),
+                        MessageAttributes={
+                            "RULE_ARN": {"DataType": "String", "StringValue": self.arn},
+                            "TARGET_ARN": {"DataType": "String", "StringValue": target["Arn"]},
+                            "ERROR_CODE": {"DataType": "String", "StringValue": code},
+                            "ERROR_MESSAGE": {"DataType": "String", "StringValue": str(exc)[:1000]},
+                        },
+                    )
 
     Rule.send_to_targets = send_to_targets

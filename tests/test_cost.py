@@ -1,0 +1,106 @@
+"""The cost model (``changeflow.cost``, issue 38.3) bills a change as AWS's pricing pages say: every billed
+item, per entry point and workflow type, from what the change was measured to consume on the embedded stack.
+
+The arithmetic is checked against the pages' rules (100 ms steps, 64 KB chunks, the sampling rule's share),
+and the measured figures against what each entry point must add (the front function, the bigger principal).
+No figure of the report is asserted: those are `make cost`'s, measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from changeflow.cost import bill, prices
+from changeflow.cost.paths import FRONT, measure_paths
+from conftest import ROOT
+
+
+def test_express_bills_its_duration_in_100_ms_steps_and_at_least_one():
+    assert bill.express_billed_seconds(0.127) == pytest.approx(0.2)
+    assert bill.express_billed_seconds(0.1) == pytest.approx(0.1)
+    assert bill.express_billed_seconds(0.0001) == pytest.approx(0.1)
+    assert bill.express_billed_seconds(191.05) == pytest.approx(191.1)  # the worst back-off: Waits are billed
+
+
+def test_a_lambda_invocation_is_billed_its_handler_and_its_requests_in_1_ms_steps():
+    one = {"invocations": 1, "requests": 2, "dynamodb_requests": 1, "log_bytes": 0}  # a Query and a StartExecution
+    handler, dynamodb, call = (prices.AWS_LATENCY[k][0] * 1000 for k in ("handler", "dynamodb", "service_call"))
+    assert bill.lambda_billed_ms(one) == pytest.approx(handler + dynamodb + call)
+    assert bill.lambda_billed_ms({**one, "invocations": 0}) == 0
+
+
+def test_xrays_default_rule_traces_one_change_a_second_and_5_percent_of_the_rest():
+    assert prices.traced_share(0.5) == 1.0 and prices.traced_share(1.0) == 1.0
+    assert prices.traced_share(100) == pytest.approx((1 + 0.05 * 99) / 100)
+    assert prices.traced_share(1e6) == pytest.approx(0.05, abs=1e-5)
+
+
+def a_path(**extra) -> dict:
+    """A measured update's figures (the shape measure_paths returns), 1 KB."""
+    functions = {name: {"invocations": 1, "requests": n, "dynamodb_requests": n, "log_bytes": 0} for name, n in
+                 (("FetchLatestFunction", 1), ("UpdateLatestFunction", 1), ("PutHistoryFunction", 1),
+                  ("TagTtlFunction", 0))}
+    return {"read_units": 1.0, "write_units": 4.0, "state_transitions": 4, "states_entered": 4,
+            "lambda_invocations": 4, "wait_seconds": 0.0, "function_log_bytes": 536, "execution_log_bytes": 0,
+            "functions": functions, "input_bytes": 1500, "stored_bytes": 1200, "entry": "direct", **extra}
+
+
+def test_every_entry_point_adds_what_it_bills_and_nothing_else():
+    direct = bill.bill(a_path(), standard=False)
+    front = {"invocations": 1, "requests": 1, "dynamodb_requests": 0, "log_bytes": 300}
+    api = bill.bill(a_path(functions={**a_path()["functions"], FRONT: front}), standard=False, entry="api")
+    events = bill.bill(a_path(input_bytes=100_500), standard=False, entry="events")
+    # POST /changes: API Gateway's request, the front function's invocation, its log and the access log line
+    assert api["API Gateway"] == pytest.approx(3.50)
+    assert api["Lambda requests"] - direct["Lambda requests"] == pytest.approx(0.20)
+    assert api["CloudWatch Logs"] > direct["CloudWatch Logs"] and api["EventBridge"] == 0
+    # EventBridge: one event per 64 KB chunk of the payload (100 KB: 2)
+    assert events["EventBridge"] == pytest.approx(2.00) and events["API Gateway"] == 0
+    # every other line is the workflow's own, the same whatever started it
+    for line in ("Step Functions", "DynamoDB", "X-Ray", "KMS"):
+        assert direct[line] == api[line] == events[line], line
+    assert direct["total"] == pytest.approx(sum(direct[line] for line in bill.LINES))
+
+
+def test_the_floor_is_the_dynamodb_requests_and_standard_pays_its_transitions_above_it():
+    path = a_path()
+    assert bill.floor(path) == pytest.approx(1 * 0.125 + 4 * 0.625)
+    standard, express = bill.bill(path, standard=True), bill.bill(path, standard=False)
+    assert standard["Step Functions"] == pytest.approx(4 * 25.0)  # $0.025 per 1,000 transitions
+    # Express: $1 per million requests plus 64 MB for the execution's duration, in 100 ms steps
+    seconds = bill.execution_seconds(path)
+    assert express["Step Functions"] == pytest.approx(1.00 + 0.0625 * bill.express_billed_seconds(seconds) * 16.67)
+    assert standard["DynamoDB"] == express["DynamoDB"] == pytest.approx(bill.floor(path))
+
+
+def test_kept_versions_cost_storage_and_point_in_time_recovery_every_month():
+    kept = bill.storage_per_month(a_path(stored_bytes=1200))
+    assert kept["storage"] == pytest.approx(1.2 * 0.25) and kept["pitr"] == pytest.approx(1.2 * 0.20)
+
+
+@pytest.fixture(scope="module")
+def updates():
+    """The update path measured through each entry point (1 KB, the embedded stack: a few seconds each)."""
+    return {entry: measure_paths(1000, root=ROOT, entry=entry, paths=("update",))["update"]
+            for entry in ("direct", "api", "events")}
+
+
+def test_each_entry_point_is_measured_through_its_own_path(updates):
+    direct, api, events = updates["direct"], updates["api"], updates["events"]
+    # the front function ran once and started the execution; directly and through EventBridge, nothing did
+    assert api["functions"][FRONT]["invocations"] == 1 and "StartExecution" in api["requests"]
+    assert FRONT not in direct["functions"] and FRONT not in events["functions"]
+    # the same workflow behind each: 4 transitions, 4 invocations, the same requests to the tables
+    for path in updates.values():
+        assert (path["state_transitions"], path["lambda_invocations"], path["outcome"]) == (4, 4, "applied")
+    # the principal each records is in the items: EventBridge's (245 bytes) is the largest (docs/cost.md)
+    assert events["stored_bytes"] > api["stored_bytes"] > direct["stored_bytes"]
+    assert events["write_units"] >= direct["write_units"]
+
+
+def test_the_bill_of_a_measured_update_has_every_item_of_its_entry_point(updates):
+    for entry, path in updates.items():
+        for standard in (True, False):
+            lines = bill.bill(path, standard)
+            assert lines["Step Functions"] > 0 and lines["Lambda requests"] > 0 and lines["DynamoDB"] > 0
+            assert lines["X-Ray"] > 0 and lines["CloudWatch Logs"] > 0, (entry, lines)
+            assert (lines["API Gateway"] > 0) == (entry == "api") and (lines["EventBridge"] > 0) == (entry == "events")
