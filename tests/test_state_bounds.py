@@ -262,7 +262,7 @@ def test_a_put_that_fit_at_its_first_attempt_is_refused_by_name_at_a_later_one_i
                                          PROBE_EXECUTION)
                 key = seal.Key(b"another writer's steps, with a key of their own")  # the domain, called directly
                 state = steps.fetch(cf.dynamodb, cf.table, cf.history_table, other, items.to_wire({"n": i}), 1,
-                                    {"put": "writer"}, key, PROBE_EXECUTION["name"])
+                                    {"put": "writer"}, key=key, execution_name=PROBE_EXECUTION["name"])
                 written = steps.write(cf.dynamodb, cf.table, {**state, "execution": PROBE_EXECUTION}, key=key)
                 steps.record_history(cf.dynamodb, cf.table, cf.history_table,
                                      {**state, "written": written, "execution": PROBE_EXECUTION}, key=key)
