@@ -153,7 +153,8 @@ class Access:
 
     # --- the functions' resource-based policies ------------------------------------------------------------
     def create_permissions(self) -> None:
-        policies: dict[str, list[dict[str, Any]]] = {}
+        policies: dict[str, list[dict[str, Any]]] = {self.template.arn(f): [] for f in
+                                                     self.template.of_type("AWS::Serverless::Function")}
         for logical_id, spec in self.template.of_type("AWS::Lambda::Permission").items():
             props = self.template.resolve(spec["Properties"])
             function = props["FunctionName"]

@@ -155,6 +155,11 @@ def function_policy(function_arn: str) -> dict[str, Any] | None:
     return _FUNCTION_POLICIES.get(function_arn)
 
 
+def is_in_process(function_arn: str) -> bool:
+    """Whether the embedded stack runs this function (a policy, perhaps with no statement, is registered)."""
+    return function_arn in _FUNCTION_POLICIES
+
+
 def assume_role_as_service(service: str, account: str, role_arn: str) -> None:
     """``Denied`` unless ``role_arn``'s trust policy lets ``service`` assume it for the resource acting
     (``acting_as``): EventBridge assumes a target's role so, with the rule's ARN as ``aws:SourceArn``."""

@@ -205,7 +205,7 @@ def _logs(action: str, params: dict, region: str, account: str) -> list[Check]:
 
 
 def _lambda(action: str, params: dict, region: str, account: str) -> list[Check]:
-    from .enforcement import function_policy
+    from .enforcement import function_policy, is_in_process, service_acting
 
     name = params.get("FunctionName")
     if not name:
@@ -215,6 +215,8 @@ def _lambda(action: str, params: dict, region: str, account: str) -> list[Check]
     qualifier = params.get("Qualifier")
     resource = f"{unqualified}:{qualifier}" if qualifier and arn == unqualified else arn
     if action == "Invoke":  # the IAM action of the Invoke operation
+        if not is_in_process(unqualified) and service_acting() is not None:
+            return []  # no such function: Lambda answers ResourceNotFoundException to the service
         return [Check("lambda:InvokeFunction", resource, function_policy(unqualified))]
     checks = [Check(f"lambda:{action}", resource, function_policy(unqualified))]
     if action == "CreateFunction":
