@@ -182,10 +182,13 @@ def test_put_events_matching_the_rule_starts_the_workflow_with_the_detail(aws, s
 
 
 def test_an_event_that_does_not_match_the_rule_starts_none(aws, server):
-    aws("events").put_events(Entries=[{"Source": "someone.else", "DetailType": "ChangeRequested",
-                                       "EventBusName": "changeflow-changes", "Detail": json.dumps({"entityId": "x"})},
-                                      {"Source": "changeflow.client", "DetailType": "Other",
-                                       "EventBusName": "changeflow-changes", "Detail": json.dumps({"entityId": "x"})}])
+    answer = aws("events").put_events(Entries=[
+        {"Source": "someone.else", "DetailType": "ChangeRequested", "EventBusName": "changeflow-changes",
+         "Detail": json.dumps({"entityId": "x"})},
+        {"Source": "changeflow.client", "DetailType": "Other", "EventBusName": "changeflow-changes",
+         "Detail": json.dumps({"entityId": "x"})}])
+    # another source is refused by the bus's policy (ChangeBusOnlyThisSource); another detail type matches no rule
+    assert [e.get("ErrorCode") for e in answer["Entries"]] == ["NotAuthorizedForSourceException", None]
     assert executions(aws, server) == []
 
 

@@ -686,9 +686,16 @@ def test_iam_evaluates_a_resource_policys_deny_with_the_requests_condition_keys(
     make = _user(stack, "producer", [{"Effect": "Allow", "Action": "events:PutEvents", "Resource": "*"}])
     events, bus = make("events"), stack.outputs["ChangeBusName"]
     entry = {"DetailType": "ChangeRequested", "EventBusName": bus, "Detail": "{}"}
-    assert "explicit deny in a resource-based policy" in _refused(
-        lambda: events.put_events(Entries=[{**entry, "Source": "someone.else"}]))
-    assert events.put_events(Entries=[{**entry, "Source": stack.outputs["ChangeEventSource"]}])["FailedEntryCount"] == 0
+    # entry by entry (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsResultEntry.html)
+    answer = events.put_events(Entries=[{**entry, "Source": "someone.else"},
+                                        {**entry, "Source": stack.outputs["ChangeEventSource"]}])
+    refused, sent = answer["Entries"]
+    assert answer["FailedEntryCount"] == 1 and refused["ErrorCode"] == "NotAuthorizedForSourceException"
+    assert "explicit deny in a resource-based policy" in refused["ErrorMessage"] and sent["EventId"]
+    # a caller no policy lets call PutEvents is refused the call
+    nobody = _user(stack, "nobody", [{"Effect": "Allow", "Action": "sqs:ListQueues", "Resource": "*"}])
+    assert "no identity-based policy allows" in _refused(
+        lambda: nobody("events").put_events(Entries=[{**entry, "Source": stack.outputs["ChangeEventSource"]}]))
 
 
 def test_a_kms_key_policy_is_the_only_way_in_unless_it_delegates_to_the_account(stack):

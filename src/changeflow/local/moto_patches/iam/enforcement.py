@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 from ..originals import ORIGINALS
@@ -55,6 +55,7 @@ class Check:
     policy: dict[str, Any] | None = None  # the resource's policy
     authoritative: bool = False  # a KMS key policy, a trust policy
     context: dict[str, Any] = field(default_factory=dict)
+    entry: int | None = None  # a PutEvents entry's index: refused alone, the call goes on (``refused_entries``)
 
 
 # --- what the stack tells this module ----------------------------------------------------------------------
@@ -131,19 +132,46 @@ def _document(policy) -> Any:
 
 
 # --- authorizing ---------------------------------------------------------------------------------------------
-def authorize(who: Principal, checks: list[Check], access_key_id: str | None = None) -> None:
-    """``Denied`` unless every check is allowed for ``who``."""
+def authorize(who: Principal, checks: list[Check], access_key_id: str | None = None) -> dict[int, tuple[str, str]]:
+    """``Denied`` unless every check is allowed for ``who``; the entries of a PutEvents a resource policy's
+    deny refuses (index: error code, message), each failing alone as on AWS (``PutEventsResultEntry``:
+    ``NotAuthorizedForSourceException``, ``NotAuthorizedForDetailTypeException``, ``AccessDeniedException``,
+    https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsResultEntry.html). A caller no
+    policy lets call PutEvents at all is refused the call."""
     base = {"aws:PrincipalArn": who.principal_arn, "aws:PrincipalAccount": who.account,
             "kms:CallerAccount": who.account, **_CREDENTIAL_CONTEXT.get(access_key_id or "", {})}
     acting = service_acting() if who.service else None
     if acting is not None:
         base.update({"aws:SourceArn": acting[1], "aws:SourceAccount": acting[2]})
+    refused: dict[int, tuple[str, str]] = {}
     for check in checks:
-        decision = evaluate(who, check.action, check.resource, {**base, **check.context}, check.policy,
-                            check.authoritative)
-        if not decision.allowed:
-            on = f" on resource: {check.resource}" if check.resource != "*" else ""
-            raise Denied(f"User: {who.arn} is not authorized to perform: {check.action}{on} {decision.reason}")
+        context = {**base, **check.context}
+        decision = evaluate(who, check.action, check.resource, context, check.policy, check.authoritative)
+        if decision.allowed:
+            continue
+        on = f" on resource: {check.resource}" if check.resource != "*" else ""
+        message = f"User: {who.arn} is not authorized to perform: {check.action}{on} {decision.reason}"
+        if check.entry is None or "explicit deny" not in decision.reason:
+            raise Denied(message)
+        refused[check.entry] = (_refused_for(who, check, context), message)
+    return refused
+
+
+def _refused_for(who: Principal, check: Check, context: dict[str, Any]) -> str:
+    """The error code of a refused PutEvents entry: the condition key whose statements refuse it."""
+    for key, code in (("events:source", "NotAuthorizedForSourceException"),
+                      ("events:detail-type", "NotAuthorizedForDetailTypeException")):
+        def keyed(document: dict[str, Any] | None) -> dict[str, Any] | None:
+            if not document:
+                return document
+            statements = document.get("Statement")
+            statements = statements if isinstance(statements, list) else [statements]
+            return {**document, "Statement": [s for s in statements if key not in json.dumps(s.get("Condition", {}))]}
+
+        without = replace(who, identity_policies=[keyed(p) for p in who.identity_policies])
+        if evaluate(without, check.action, check.resource, context, keyed(check.policy), check.authoritative).allowed:
+            return code
+    return "AccessDeniedException"
 
 
 def service_principal(service: str, account: str) -> Principal:
@@ -200,7 +228,7 @@ def patch_request_authorization(checks_of: Callable[[Any, str, str, dict, str], 
             identify(account, key, self.headers.get("X-Amz-Security-Token"))
         try:
             checks = checks_of(self, service, action, _params(self), account)
-            authorize(who, checks, key)
+            self.refused_entries = authorize(who, checks, key)
         except Denied as denied:
             if service in QUERY_SERVICES:
                 raise AccessDeniedError(user_arn=who.arn, action=f"{service}:{action}") from None
@@ -208,6 +236,26 @@ def patch_request_authorization(checks_of: Callable[[Any, str, str, dict, str], 
                                         str(denied)) from None
 
     ActionAuthenticatorMixin._authenticate_and_authorize_normal_action = authorize_request
+    _patch_put_events_entry_by_entry()
+
+
+def _patch_put_events_entry_by_entry() -> None:
+    """PutEvents sends the entries ``authorize`` let through; a refused one answers its error in its place."""
+    from moto.events.responses import EventsHandler
+
+    original = ORIGINALS.setdefault("events_put_events", EventsHandler.put_events)
+
+    def put_events(self) -> str:
+        refused = getattr(self, "refused_entries", None)
+        if not refused:
+            return original(self)
+        entries = self._get_param("Entries")
+        sent = iter(self.events_backend.put_events([e for i, e in enumerate(entries) if i not in refused]))
+        results = [{"ErrorCode": refused[i][0], "ErrorMessage": refused[i][1]} if i in refused else next(sent)
+                   for i in range(len(entries))]
+        return json.dumps({"FailedEntryCount": sum("ErrorCode" in r for r in results), "Entries": results})
+
+    EventsHandler.put_events = put_events
 
 
 def _params(response) -> dict[str, Any]:

@@ -142,12 +142,12 @@ def _events(action: str, params: dict, region: str, account: str) -> list[Check]
 
     if action == "PutEvents":
         checks = []
-        for entry in params.get("Entries") or []:
+        for index, entry in enumerate(params.get("Entries") or []):
             target = bus(entry.get("EventBusName"))
             arn = target.arn if target else _arn("events", region, account, f"event-bus/{entry.get('EventBusName')}")
             policy = parsed(target.policy) if target is not None and target.policy else None
             checks.append(Check("events:PutEvents", arn, policy, context={
-                "events:source": entry.get("Source"), "events:detail-type": entry.get("DetailType")}))
+                "events:source": entry.get("Source"), "events:detail-type": entry.get("DetailType")}, entry=index))
         return checks
     name = params.get("Name") or params.get("Rule")
     if name:
