@@ -126,6 +126,14 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
     assert stack.lambdas.invoke(stack.function("PutHistoryFunction"), history_event)[0]["history"] == "repaired"
     cf.submit({"entityId": "e", "operation": "rollback", "toVersion": 2, "effectiveAt": T0 + 2})
     cf.submit({"entityId": "e", "operation": "delete", "effectiveAt": T0 + 3})
+    # an entity written before the chain, adopted: under a retention window the history step anchors each
+    # adopted version (chainwork.anchor_adopted: a Query of its history, an UpdateItem per version)
+    for n in (1, 2):
+        cf.submit({**put(T0 + n, f"old{n}"), "entityId": "old"})
+    for sk in ("v#0000000001", "v#0000000002", "v0"):
+        cf.dynamodb.update_item(TableName=cf.table if sk == "v0" else cf.history_table,
+                                Key={"pk": {"S": "old"}, "sk": {"S": sk}}, UpdateExpression="REMOVE prevHash, chainHash")
+    assert cf.submit({"entityId": "old", "operation": "adopt", "changeId": "adopt-1"}).output["outcome"] == "applied"
     read_event = json.loads((ROOT / "events" / "functions" / "read_api.json").read_text())
     for path, resource in (("/entities/e", "/entities/{id}"), ("/entities/e/versions", "/entities/{id}/versions"),
                            ("/entities/e/versions/1", "/entities/{id}/versions/{version}")):
