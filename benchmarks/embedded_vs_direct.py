@@ -60,8 +60,8 @@ def direct(stack, changes) -> list[str]:
         step = "DeleteTombstoneFunction" if request["operation"] == "delete" else "UpdateLatestFunction"
         state["written"] = fn[step](state, ctx)
         result = fn["PutHistoryFunction"]({**state, "retryCount": 0}, ctx)
-        fn["TagTtlFunction"]({**{k: result[k] for k in ("entityId", "operation", "version", "changeId")},
-                              "execution": {"name": execution["name"]}}, ctx)
+        fn["TagTtlFunction"]({**{k: result[k] for k in ("entityId", "operation", "version", "changeId", "proof")},
+                              "execution": {"name": execution["name"]}}, ctx)  # with the history step's proof
         outcomes.append(state["written"]["outcome"])
     return outcomes
 

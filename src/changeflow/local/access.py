@@ -178,11 +178,13 @@ class Access:
             for url in props["Queues"]:
                 sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(props["PolicyDocument"])})
         events = self.client("events")
-        for spec in self.template.of_type("AWS::Events::EventBusPolicy").values():  # an event bus's policy
+        buses: dict[str, list[dict[str, Any]]] = {}  # a bus's policy: the statements of its EventBusPolicy resources
+        for spec in self.template.of_type("AWS::Events::EventBusPolicy").values():
             props = self.template.resolve(spec["Properties"])
-            statement = {"Sid": props["StatementId"], **props["Statement"]}
-            events.put_permission(EventBusName=props.get("EventBusName", "default"),
-                                  Policy=json.dumps({"Version": "2012-10-17", "Statement": [statement]}))
+            buses.setdefault(props.get("EventBusName", "default"), []).append(
+                {"Sid": props["StatementId"], **props["Statement"]})
+        for bus, statements in buses.items():
+            events.put_permission(EventBusName=bus, Policy=json.dumps({"Version": "2012-10-17", "Statement": statements}))
 
 
 def _versioned(document: dict[str, Any]) -> str:

@@ -192,6 +192,8 @@ class Template:
             "AWS::Events::Rule": prefix.format("events") + "rule/" + "".join(
                 f"{bus}/" for bus in [self.resolve(self.resources[logical_id]["Properties"].get("EventBusName", "default"))]
                 if bus != "default") + name,
+            "AWS::Kinesis::Stream": prefix.format("kinesis") + f"stream/{name}",
+            "AWS::Pipes::Pipe": prefix.format("pipes") + f"pipe/{name}",
         }
         if kind not in arns:
             raise TemplateError(f"no ARN known for {logical_id} ({kind})")
@@ -218,6 +220,9 @@ class Template:
             return self.arn(logical_id)
         if attribute in self.physical.get(logical_id, {}):
             return self.physical[logical_id][attribute]
+        if attribute == "StreamArn" and self.resources[logical_id]["Type"] == "AWS::DynamoDB::Table":
+            # a table's stream (StreamSpecification): the label is the time the stream was created, known once it is
+            return f"{self.arn(logical_id)}/stream/(created with the table)"
         if attribute in ("Name", "QueueName"):
             return self.physical_name(logical_id)
         if attribute == "QueueUrl":

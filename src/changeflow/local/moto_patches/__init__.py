@@ -32,6 +32,8 @@ What each module does:
 - ``iam.enforcement``: every request signed by an identity moto issued is authorized as AWS does it
   (``iam.evaluation``: identity and resource policies, conditions; ``iam.requests``: each request's
   resource, policy and context keys); ``events.targets`` authorizes a rule's target as EventBridge does.
+- ``dynamodbstreams.retention``: a stream record lives 24 hours, then it is trimmed (on the stream's clock,
+  ``StreamClock``); ``pipes.runner``: a pipe with a DynamoDB stream source runs as Pipes does (issue 36).
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ from .dynamodb import attribute_values as dynamodb_attribute_values
 from .dynamodb import limits as dynamodb_limits
 from .dynamodb import numbers as dynamodb_numbers
 from .dynamodb import perf as dynamodb_perf
+from .dynamodbstreams import retention as stream_retention
 from .events import input_transformer, targets
 from .iam import enforcement, requests as iam_requests
 from .kms import perf as kms_perf
 from .originals import ORIGINALS
+from .pipes import runner as pipes_runner
 from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
                             parse_cache, redrive, start_execution, termination)
 from .stepfunctions import perf as stepfunctions_perf
@@ -110,6 +114,8 @@ def install(invoke: Callable[..., Any], caches: bool = True, invoke_request: Cal
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
         enforcement.patch_request_authorization(iam_requests.checks_of)
         lambda_invoke.patch_invoke_in_process_functions()
+        stream_retention.patch_stream_retention()  # issue 36: the feed's source and its runner
+        pipes_runner.patch_pipes_run()  # after the retention: it wraps the shard's add to wake the pipes
         ORIGINALS["installed"] = True
 
 

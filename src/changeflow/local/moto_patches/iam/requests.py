@@ -17,7 +17,8 @@ permissions it needs (``enforcement.Check``). Parameter names are botocore's ser
   ``RoleArn``; PutEvents is authorized entry by entry on its bus, under the bus's policy, with
   ``events:source`` and ``events:detail-type`` (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html).
 - SQS: the queue's ARN and its policy. STS AssumeRole: the role's trust policy (authoritative).
-- IAM: the user, role or policy the request names. CloudWatch Logs: the log group.
+- IAM: the user, role or policy the request names. CloudWatch Logs: the log group. Kinesis: the stream
+  (``StreamARN``, or ``arn:aws:kinesis:<region>:<account>:stream/<StreamName>``).
 """
 
 from __future__ import annotations
@@ -224,5 +225,11 @@ def _lambda(action: str, params: dict, region: str, account: str) -> list[Check]
     return checks
 
 
-_HANDLERS = {"dynamodb": _dynamodb, "states": _states, "kms": _kms, "secretsmanager": _secretsmanager,
+def _kinesis(action: str, params: dict, region: str, account: str) -> list[Check]:
+    stream = params.get("StreamARN") or (
+        _arn("kinesis", region, account, f"stream/{params['StreamName']}") if params.get("StreamName") else "*")
+    return [Check(f"kinesis:{action}", stream)]
+
+
+_HANDLERS = {"kinesis": _kinesis, "dynamodb": _dynamodb, "states": _states, "kms": _kms, "secretsmanager": _secretsmanager,
              "events": _events, "sqs": _sqs, "sts": _sts, "iam": _iam, "logs": _logs, "lambda": _lambda}
