@@ -331,26 +331,32 @@ def test_a_new_envelope_format_works_both_ways_across_a_deploy_through_the_api_a
 
     with EmbeddedStack(release_n, time_scale=0.01) as stack:
         cf = Changeflow.for_embedded(stack)
+
+        def settled(arn: str) -> str:  # one change of an entity at a time: their order is their effectiveAt's
+            cf.wait(arn, 60)
+            return arn
+
         api = RestApi(stack, "ChangeApi", insecure=True)
-        started = {"api on N": _through_the_api(stack, api, change("api", "n")),
-                   "events on N": cf.submit_via_events(change("ev", "n")).arn}
+        started = {"api on N": settled(_through_the_api(stack, api, change("api", "n"))),
+                   "events on N": settled(cf.submit_via_events(change("ev", "n")).arn)}
         # release N+1's entry points, as they run once updated, before the machine is (its definition lags)
         n1 = Template(release_n1 / "template.yaml", stack.template.stack_name, stack.region,
                       physical=stack.template.physical)
         front_n1, events_n1 = (stack._function_of(n1, release_n1, lid) for lid in
                                ("SubmitChangeFunction", "ReceiveChangeEventFunction"))
-        started["N+1's front on N"] = _as_api_gateway(stack, front_n1, change("api", "n1-front-on-n"))
-        started["N+1's event function on N"] = _as_eventbridge(stack, events_n1, change("ev", "n1-on-n"))
+        started["N+1's front on N"] = settled(_as_api_gateway(stack, front_n1, change("api", "n1-front-on-n")))
+        started["N+1's event function on N"] = settled(_as_eventbridge(stack, events_n1, change("ev", "n1-on-n")))
         front_n, events_n = stack.function("SubmitChangeFunction"), stack.function("ReceiveChangeEventFunction")
         stack.deploy(release_n1)
         # release N's entry points, still running until CloudFormation updates them, meet N+1's machine
-        started["N's front on N+1"] = _as_api_gateway(stack, front_n, change("api", "n-front-on-n1"))
-        started["N's event function on N+1"] = _as_eventbridge(stack, events_n, change("ev", "n-on-n1"))
-        started["api on N+1"] = _through_the_api(stack, api, change("api", "n1"))
-        started["events on N+1"] = cf.submit_via_events(change("ev", "n1")).arn
+        started["N's front on N+1"] = settled(_as_api_gateway(stack, front_n, change("api", "n-front-on-n1")))
+        started["N's event function on N+1"] = settled(_as_eventbridge(stack, events_n, change("ev", "n-on-n1")))
+        started["api on N+1"] = settled(_through_the_api(stack, api, change("api", "n1")))
+        started["events on N+1"] = settled(cf.submit_via_events(change("ev", "n1")).arn)
         results = {name: cf.wait(arn, 60) for name, arn in started.items()}
-        assert all(r.status == "SUCCEEDED" and r.output["outcome"] == "applied" for r in results.values()), {
-            name: (r.status, r.error, r.cause) for name, r in results.items()}
+        assert all(r.status == "SUCCEEDED" and r.output["outcome"] == "applied" for r in results.values()), str({
+            name: (r.status, r.error, r.cause, r.output) for name, r in results.items()
+            if r.status != "SUCCEEDED" or r.output["outcome"] != "applied"})
         # THEN each version records its entry point's principal, whichever release sealed or read it
         api_versions, event_versions = cf.entity("api")["versions"], cf.entity("ev")["versions"]
         assert [v["changeId"] for v in api_versions] == ["n", "n1-front-on-n", "n-front-on-n1", "n1"]

@@ -776,6 +776,11 @@ def test_a_pipe_delivers_its_stream_in_order_filtered_in_batches_its_target_take
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     events.put_rule(Name="parity-pipe", EventPattern=json.dumps({"source": ["parity.pipe"]}))
     events.put_targets(Rule="parity-pipe", Targets=[{"Id": "q", "Arn": queue_arn}])
+    iam = stack.client("iam")  # the pipe's role, which Pipes assumes to deliver (IAM is evaluated)
+    iam.create_role(RoleName="parity", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "pipes.amazonaws.com"}, "Action": "sts:AssumeRole"}]}))
+    iam.put_role_policy(RoleName="parity", PolicyName="deliver", PolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "events:PutEvents", "Resource": "*"}]}))
     stack.client("pipes").create_pipe(
         Name="parity-pipe", RoleArn="arn:aws:iam::123456789012:role/parity", Source=arn,
         Target="arn:aws:events:us-east-1:123456789012:event-bus/default",

@@ -317,6 +317,23 @@ def test_a_rule_with_a_role_of_ones_own_gets_an_unsealed_envelope_refused(stack,
     assert items(cf) == []
 
 
+def test_only_the_feeds_pipe_may_publish_the_feeds_source_and_it_does_as_its_role(stack, cf):
+    # the bus's policy (ChangeBusFeedOnlyFromThePipe, issue 36): a VersionRecorded event with FeedSource is the
+    # pipe's, which runs as FeedPipeRole (assumed by Pipes); anyone else's is refused, entry by entry
+    make, _ = identity(stack.client, "mallory", "events:PutEvents")
+    answer = make("events").put_events(Entries=[{
+        "Source": stack.outputs["FeedEventSource"], "DetailType": "VersionRecorded",
+        "EventBusName": stack.outputs["ChangeBusName"], "Detail": json.dumps({"entityId": "t#1", "version": 1})}])
+    assert answer["Entries"][0]["ErrorCode"] == "NotAuthorizedForSourceException"
+    from changeflow.local.moto_patches.pipes import runner
+
+    cf.submit(put("t#feed", "c1"))
+    pipe, deadline = f"{stack.template.stack_name}-FeedPipe", time.monotonic() + 30
+    while runner.statistics(pipe)["events delivered"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runner.statistics(pipe)["events delivered"] == 1 and not runner.statistics(pipe)["role refused"]
+
+
 def test_pass_role_is_asked_for_a_targets_role(stack, cf):
     make, _ = identity(stack.client, "mallory", "events:*")
     events = make("events")

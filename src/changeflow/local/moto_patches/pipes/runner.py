@@ -292,8 +292,8 @@ class PipeRunner:
                 "DDBStreamBatchInfo": {"shardId": shard, "startSequenceNumber": sequences[0],
                                        "endSequenceNumber": sequences[-1], "batchSize": len(records),
                                        "streamArn": self.pipe.source}}
-        name = queue.rsplit(":", 1)[1]
-        self.sqs.send_message(QueueUrl=self.sqs.get_queue_url(QueueName=name)["QueueUrl"], MessageBody=json.dumps(body))
+        _, _, _, region, account, name = queue.split(":", 5)  # by its ARN, as Pipes sends (no GetQueueUrl of the role's)
+        self.sqs.send_message(QueueUrl=f"https://sqs.{region}.amazonaws.com/{account}/{name}", MessageBody=json.dumps(body))
 
 
 def _role_session(pipe) -> dict[str, str]:
