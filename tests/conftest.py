@@ -168,6 +168,17 @@ def cf(stack):
     return Changeflow.for_embedded(stack)
 
 
+def table_specs(template) -> list[dict]:
+    """CreateTable's arguments for each of the template's tables (keys, attributes, billing, indexes)."""
+    specs = []
+    for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
+        props = template.resolve(spec["Properties"])
+        specs.append({"TableName": template.physical_name(logical_id), "KeySchema": props["KeySchema"],
+                      "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"],
+                      **{k: props[k] for k in ("GlobalSecondaryIndexes",) if k in props}})  # the changes index
+    return specs
+
+
 @pytest.fixture
 def tables():
     """The template's tables and the seal key's secret on plain moto (no state machine, no IAM), for domain
@@ -179,14 +190,8 @@ def tables():
     template = Template(ROOT / "template.yaml")
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
-            props = template.resolve(spec["Properties"])
-            client.create_table(
-                TableName=template.physical_name(logical_id),
-                KeySchema=props["KeySchema"],
-                AttributeDefinitions=props["AttributeDefinitions"],
-                BillingMode=props["BillingMode"],
-            )
+        for spec in table_specs(template):
+            client.create_table(**spec)
         boto3.client("secretsmanager", region_name="us-east-1").create_secret(
             Name=template.physical_name("SealKeySecret"), SecretString=EXAMPLE_SEAL_KEY)
         yield client, template.physical_name("ChangeTable")

@@ -98,7 +98,7 @@ def history_wire(wire_latest: dict[str, dict]) -> dict[str, dict]:
     """The history item of the version a ``v0`` item (DynamoDB JSON) holds: the same attributes, its
     history sort key, no tombstone expiry (``items.history_of``, without a round trip through Python
     values: every number as DynamoDB returned it)."""
-    item = {k: v for k, v in wire_latest.items() if k != model.EXPIRES_AT}
+    item = {k: v for k, v in wire_latest.items() if k not in items.LATEST_ONLY}
     item[model.SK] = {"S": model.history_sk(int(wire_latest[model.VERSION]["N"]))}
     return item
 

@@ -32,14 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .skips import (CFN_LINT, CHECKOV, CONTROL_TOWER, PROJECT_GUARD, SAM_VALIDATE, SERVERLESS, SKIPPED,  # noqa: F401
-                    Skip)
+from .security_skips import (CFN_LINT, CHECKOV, CONTROL_TOWER, PINNED_ROLES_AND_ALIASES,  # noqa: F401 - names
+                             PROJECT_GUARD, READ_API_PERMISSIONS, SAM_VALIDATE, SERVERLESS, SKIPPED, Skip)
 
 # The Control Tower rule folders for the services in the template (IAM's is
 # identityandaccessmanagement; CloudWatch Logs and alarms are both in cloudwatch; EventBridge has none).
-CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandaccessmanagement", "lambda", "sqs",
-                          "stepfunctions")
-
+CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandaccessmanagement", "lambda", "s3",
+                          "sqs", "stepfunctions")
 
 
 @dataclass(frozen=True)
@@ -411,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         counts[(skip.tool, skip.check)] = counts.get((skip.tool, skip.check), 0) + 1
         if args.verbose:
             print(f"  skipped: {finding}")
-    print(f"skipped (see SKIPPED in {Path(__file__).name}): "
+    print("skipped (see SKIPPED in security_skips.py): "
           + ", ".join(f"{check} x{n}" for (_, check), n in counts.items()))
     for step in result.errors:
         print(f"\nERROR in {step.name} on {step.target}:\n{step.error}", file=sys.stderr)

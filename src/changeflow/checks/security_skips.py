@@ -1,5 +1,5 @@
-"""Every finding of the security tools that is not right for this app, with its reason: the one place
-(docs/operations.md's table is this table; ``changeflow.checks.security`` applies it)."""
+"""The checks ``make lint`` skips, each with its reason: the one place (docs/operations.md's table is
+``security.skipped_table()`` of this one), and the names of the tools that report them."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Skip:
     resources: tuple[str, ...]
     reason: str
 
-    def covers(self, finding: "Finding") -> bool:
+    def covers(self, finding) -> bool:  # a security.Finding
         return (finding.tool == self.tool and finding.check == self.check
                 and (not self.resources or finding.resource in self.resources))
 
@@ -39,9 +39,11 @@ SKIPPED: tuple[Skip, ...] = (
     Skip(CHECKOV, "CKV_AWS_117", (), "Lambda in a VPC: the functions call only DynamoDB over its AWS endpoint; "
          "a VPC would add NAT gateway or VPC endpoint cost and cold-start time and protect nothing here."),
     Skip(CONTROL_TOWER, "CT.LAMBDA.PR.3", (), "The same control (Lambda in a customer VPC) as CKV_AWS_117."),
-    Skip(CHECKOV, "CKV_AWS_116", (), "Lambda dead-letter queue: the functions are invoked synchronously (Step "
-         "Functions, API Gateway, the feed's pipe: callers retry and catch), but the event function, whose failures go to an "
-         "on-failure destination (EventInvokeConfig: the rule's queue), which supersedes a DLQ."),
+    Skip(CHECKOV, "CKV_AWS_116", (), "Lambda dead-letter queue: the step and API functions are invoked "
+         "synchronously (Step Functions tasks, API Gateway, the feed's pipe: callers retry and catch); the event "
+         "function's failures go to an on-failure destination (EventInvokeConfig: the rule's queue), which "
+         "supersedes a DLQ. The digest function's schedule invokes it, and a failed digest has nothing to redrive: "
+         "the next one reads every change since the last digest written (DigestFailedAlarm pages)."),
     Skip(SERVERLESS, "ES4000", ("SealTamperedRule",), "The tamper alarm counts the rule's matches "
          "(TriggeredRules), which a failed delivery of the evidence does not undo; the change queue takes only "
          "the change bus's events (its policy)."),
@@ -56,6 +58,18 @@ SKIPPED: tuple[Skip, ...] = (
     Skip(CHECKOV, "CKV_AWS_120", ("ChangeApiStage",), "API Gateway caching: reads must return the latest "
          "version (a cache would serve stale versions) and POST /changes must never be cached; caching also "
          "bills by the hour."),
+    Skip(CHECKOV, "CKV_AWS_18", ("DigestBucket",), "Server access logs of the digest bucket would need a second "
+         "bucket (one with Object Lock cannot receive them); S3 records when every object version was written, "
+         "verify --digests reports every version and delete marker that is not the chain's, and CloudTrail data "
+         "events record who called, for an account that turns them on."),
+    Skip(CONTROL_TOWER, "CT.S3.PR.2", ("DigestBucket",), "The same control (server access logging) as "
+         "CKV_AWS_18."),
+    Skip(CONTROL_TOWER, "CT.S3.PR.10", ("DigestBucket",), "Digests hold entity ids, versions and hashes, no "
+         "content; SSE-S3 encrypts them at rest. A customer-managed KMS key in the stack's account would let its "
+         "administrator make every locked digest unreadable (disable or delete the key): the lock would hold, "
+         "the digests would prove nothing."),
+    Skip(CONTROL_TOWER, "CT.S3.PR.4", ("DigestBucket",), "Event notifications: nothing in the stack reacts to a "
+         "digest being written; an auditor who wants one per digest adds an EventBridge rule in their account."),
     Skip(SERVERLESS, "ES6000", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "Each queue is a dead-letter "
          "queue (the rule's target's; the feed's pipe's): the rule only knows dead-letter queues of SQS queues."),
     Skip(CONTROL_TOWER, "CT.SQS.PR.2", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "Each queue is encrypted at rest: "
