@@ -379,3 +379,75 @@ def test_genuine_changes_through_every_entry_point_pass_verify_principals(server
     status, out = verify_principals(capsys, "t#11", server.url)
     (report,) = json.loads(out)
     assert status == 0 and report["versions"] == [1, 2, 3], report
+
+
+# --- the digests' roles (issue 35's function and schedule, under issue 33's IAM) ------------------------------
+def role_client(stack, role_arn: str, service: str, function_arn: str | None = None):
+    """A client signing with a session of ``role_arn`` (a function's, with Lambda's lambda:SourceFunctionArn)."""
+    from moto.sts.models import sts_backends
+
+    from changeflow.local.moto_patches.iam import enforcement
+
+    session = sts_backends[ACCOUNT]["aws"].assume_role(region_name="us-east-1", role_session_name="s",
+                                                        role_arn=role_arn, policy="", duration=900, external_id="")
+    if function_arn:
+        enforcement.credential_context(session.access_key_id, **{"lambda:SourceFunctionArn": function_arn})
+    return boto3.client(service, region_name="us-east-1", aws_access_key_id=session.access_key_id,
+                        aws_secret_access_key=session.secret_access_key, aws_session_token=session.session_token)
+
+
+def test_the_digest_functions_role_reads_the_changes_and_puts_new_digests_and_nothing_else(stack, cf):
+    digest = stack.function("DigestFunction").arn
+    make = lambda service: role_client(stack, stack.access.role_arn("DigestFunction"), service, digest)  # noqa: E731
+    dynamodb, s3 = make("dynamodb"), make("s3")
+    bucket, prefix = stack.outputs["DigestLocation"][len("s3://"):].split("/", 1)
+    # what it does: Query the changes index, list its digests, put a new one and read it back
+    dynamodb.query(TableName=cf.table, IndexName="ChangesIndex", KeyConditionExpression="#s = :s",
+                   ExpressionAttributeNames={"#s": "digestShard"}, ExpressionAttributeValues={":s": {"N": "0"}})
+    s3.list_object_versions(Bucket=bucket, Prefix=prefix)
+    version = s3.put_object(Bucket=bucket, Key=f"{prefix}probe.json", Body=b"{}")["VersionId"]
+    s3.get_object(Bucket=bucket, Key=f"{prefix}probe.json", VersionId=version)
+    # what it may not: write or read items, start a change, read the seal key, touch a digest's lock or delete one
+    for call in (lambda: dynamodb.put_item(TableName=cf.table, Item={"pk": {"S": "t#d"}, "sk": {"S": "v0"}}),
+                 lambda: dynamodb.get_item(TableName=cf.table, Key={"pk": {"S": "t#d"}, "sk": {"S": "v0"}}),
+                 lambda: dynamodb.query(TableName=cf.table, KeyConditionExpression="pk = :e",
+                                        ExpressionAttributeValues={":e": {"S": "t#d"}}),
+                 lambda: make("stepfunctions").start_execution(stateMachineArn=cf.state_machine_arn, input="{}"),
+                 lambda: make("secretsmanager").get_secret_value(SecretId=stack.template.physical["SealKeySecret"]["Ref"]),
+                 lambda: s3.delete_object(Bucket=bucket, Key=f"{prefix}probe.json", VersionId=version),
+                 lambda: s3.put_object_retention(Bucket=bucket, Key=f"{prefix}probe.json", VersionId=version,
+                                                 Retention={"Mode": "GOVERNANCE", "RetainUntilDate": "2030-01-01"}),
+                 lambda: s3.put_object(Bucket=bucket, Key="elsewhere/probe.json", Body=b"{}"),
+                 lambda: s3.list_object_versions(Bucket=bucket)):
+        denied(call)
+
+
+def test_the_schedules_role_invokes_the_digest_function_only_and_only_for_the_scheduler(stack, cf):
+    # GIVEN the role SAM makes for the digest's schedule (DigestFunctionDigestScheduleRole)
+    role = stack.template.arn("DigestFunctionDigestScheduleRole")
+    lambdas = role_client(stack, role, "lambda")
+    # THEN it may invoke the digest function and nothing else: not the front function, not a writer
+    for name in ("SubmitChangeFunction", "FetchLatestFunction", "UpdateLatestFunction"):
+        denied(lambda: lambdas.invoke(FunctionName=stack.function(name).arn, Payload=b"{}"))
+    denied(lambda: role_client(stack, role, "stepfunctions").start_execution(
+        stateMachineArn=cf.state_machine_arn, input=principal.direct_input(put("t#s", "c1"))))
+    # AND mallory, who may make schedules and pass that role, gets no run of the front function out of it
+    from changeflow.local.moto_patches.scheduler.runs import Runs
+
+    make, _ = identity(stack.client, "mallory", ["scheduler:*", "iam:PassRole"])
+    submit = stack.function("SubmitChangeFunction")
+    before = submit.invocations
+    make("scheduler").create_schedule(
+        Name="mallorys", ScheduleExpression="rate(1 minute)", FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": submit.arn, "RoleArn": role, "Input": json.dumps({"body": json.dumps(put("t#s", "c1"))})})
+    fired = lambda: sum(arn.endswith("/mallorys") for arn, _ in Runs.fired)  # noqa: E731
+    deadline = time.monotonic() + 20
+    while fired() < 2 and time.monotonic() < deadline:  # one run is over when the next one fires
+        time.sleep(0.05)
+    assert fired() >= 2
+    assert submit.invocations == before and items(cf) == []
+    # without iam:PassRole she cannot name the role at all
+    other, _ = identity(stack.client, "trudy", "scheduler:*")
+    assert "iam:PassRole" in denied(lambda: other("scheduler").create_schedule(
+        Name="trudys", ScheduleExpression="rate(1 minute)", FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": submit.arn, "RoleArn": role}))

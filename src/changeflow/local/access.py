@@ -46,6 +46,7 @@ class Access:
                                  "inline": {p["PolicyName"]: p["PolicyDocument"] for p in props.get("Policies", [])}}
         for kind, service in (("AWS::Serverless::Function", "lambda"), ("AWS::Serverless::StateMachine", "states")):
             for logical_id, spec in self.template.of_type(kind).items():
+                found.update(self._schedule_roles(logical_id, spec, service))
                 role = f"{logical_id}Role"
                 if not self.template.generated_role(role):
                     continue
@@ -69,6 +70,24 @@ class Access:
                      "Action": ["sts:AssumeRole"]}]},
                     "managed": managed,
                     "inline": {f"{role}Policy0": {"Statement": statements}} if statements else {}}
+        return found
+
+    def _schedule_roles(self, logical_id: str, spec: dict[str, Any], service: str) -> dict[str, dict[str, Any]]:
+        """The role SAM makes for a ``ScheduleV2`` event without ``RoleArn``: ``<logical id><event id>Role``,
+        trusting ``scheduler.amazonaws.com``, allowed to invoke its function (or start its state machine) only
+        (https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-property-function-schedulev2.html)."""
+        found = {}
+        for event_id, event in (spec.get("Properties", {}).get("Events") or {}).items():
+            if event.get("Type") != "ScheduleV2" or event.get("Properties", {}).get("RoleArn"):
+                continue
+            target = self.template.arn(logical_id)
+            statement = {"Action": "lambda:InvokeFunction", "Effect": "Allow", "Resource": target} \
+                if service == "lambda" else {"Action": "states:StartExecution", "Effect": "Allow", "Resource": target}
+            name = f"{logical_id}{event_id}"
+            found[f"{name}Role"] = {"trust": {"Version": "2012-10-17", "Statement": [
+                {"Action": ["sts:AssumeRole"], "Effect": "Allow", "Principal": {"Service": ["scheduler.amazonaws.com"]}}]},
+                "managed": [], "inline": {f"{name}{'Lambda' if service == 'lambda' else 'StartExecution'}Policy":
+                                          {"Statement": [statement]}}}
         return found
 
     # --- roles ------------------------------------------------------------------------------------------

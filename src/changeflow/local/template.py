@@ -166,11 +166,19 @@ class Template:
 
     def generated_role(self, logical_id: str) -> bool:
         """Whether ``logical_id`` is the role SAM makes for a function or state machine without a ``Role``
-        (``<logical id>Role``, https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-specification-generated-resources-function.html)."""
+        (``<logical id>Role``), or for its ``ScheduleV2`` event without a ``RoleArn`` (``<logical id><event
+        id>Role``), https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-specification-generated-resources-function.html."""
         owner = logical_id[:-4] if logical_id.endswith("Role") else None
-        spec = self.resources.get(owner or "", {})
-        return owner is not None and logical_id not in self.resources and spec.get("Type") in (
-            "AWS::Serverless::Function", "AWS::Serverless::StateMachine") and "Role" not in spec.get("Properties", {})
+        if owner is None or logical_id in self.resources:
+            return False
+        spec = self.resources.get(owner, {})
+        if spec.get("Type") in ("AWS::Serverless::Function", "AWS::Serverless::StateMachine"):
+            return "Role" not in spec.get("Properties", {})
+        return any(  # a ScheduleV2 event's role (<logical id><event id>Role) when it names none
+            owner == f"{name}{event_id}" and event.get("Type") == "ScheduleV2" and "RoleArn" not in event.get("Properties", {})
+            for name, spec in self.resources.items()
+            if spec.get("Type") in ("AWS::Serverless::Function", "AWS::Serverless::StateMachine")
+            for event_id, event in (spec.get("Properties", {}).get("Events") or {}).items())
 
     def arn(self, logical_id: str) -> str:
         if "Arn" in self.physical.get(logical_id, {}):

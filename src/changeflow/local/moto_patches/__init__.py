@@ -120,7 +120,7 @@ def install(invoke: Callable[..., Any], caches: bool = True, invoke_request: Cal
         dynamodb_numbers.patch_number_normalisation()  # after the number limits: it rewrites what they passed
         dynamodb_numbers.patch_numbers_read_exactly()
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
-        enforcement.patch_request_authorization(iam_requests.checks_of)
+        enforcement.patch_request_authorization(iam_requests.checks_of, iam_requests.s3_checks)
         lambda_invoke.patch_invoke_in_process_functions()
         stream_retention.patch_stream_retention()  # issue 36: the feed's source and its runner
         pipes_runner.patch_pipes_run()  # after the retention: it wraps the shard's add to wake the pipes

@@ -202,7 +202,8 @@ def assume_role_as_service(service: str, account: str, role_arn: str) -> None:
 
 
 # --- the patch ---------------------------------------------------------------------------------------------------
-def patch_request_authorization(checks_of: Callable[[Any, str, str, dict, str], list[Check]]) -> None:
+def patch_request_authorization(checks_of: Callable[[Any, str, str, dict, str], list[Check]],
+                                s3_checks: Callable[..., list[Check]]) -> None:
     """Every request moto answers is authorized by its signer (``ActionAuthenticatorMixin``, which every
     service's responses inherit) against the ``Check`` list ``checks_of(response, service, action, params,
     account)`` gives for it."""
@@ -210,32 +211,52 @@ def patch_request_authorization(checks_of: Callable[[Any, str, str, dict, str], 
     from moto.core.exceptions import AccessDeniedError, JsonRESTError
 
     ORIGINALS.setdefault("authorize_action", ActionAuthenticatorMixin._authenticate_and_authorize_normal_action)
+    ORIGINALS.setdefault("authorize_s3_action", ActionAuthenticatorMixin._authenticate_and_authorize_s3_action)
 
     class AccessDeniedException(JsonRESTError):
         code = 403
 
-    def authorize_request(self, resource: str = "*") -> None:
+    def authorized(self, checks_for: Callable[[str, str, str], list[Check]]) -> None:
         header = self.headers.get("Authorization") or ""
         if "Credential=" not in header:
             return  # unsigned (presigned or internal): moto's own business
         scope = header.split("Credential=", 1)[1].split(",", 1)[0].split("/")
         key, service = scope[0], IAM_PREFIX.get(scope[3], scope[3])
-        action = self._get_action()
-        action = action[0] if isinstance(action, list) else action
         account = self.current_account
         acting = service_acting()  # a service acting for one of its resources (a rule's target)
         who = service_principal(acting[0], account) if acting else \
             identify(account, key, self.headers.get("X-Amz-Security-Token"))
+        action = "?"
         try:
-            checks = checks_of(self, service, action, _params(self), account)
+            action = self._get_action() if service != "s3" else self.data.get("Action", "?")
+            action = action[0] if isinstance(action, list) else action
+            checks = checks_for(service, action, account)
             self.refused_entries = authorize(who, checks, key)
         except Denied as denied:
             if service in QUERY_SERVICES:
                 raise AccessDeniedError(user_arn=who.arn, action=f"{service}:{action}") from None
+            if service == "s3":  # S3's error: code AccessDenied, status 403, an XML body
+                from moto.s3.exceptions import S3ClientError
+
+                raise S3ClientError("AccessDenied", str(denied)) from None
             raise AccessDeniedException("AccessDenied" if service == "sqs" else "AccessDeniedException",
                                         str(denied)) from None
 
+    def authorize_request(self, resource: str = "*") -> None:
+        authorized(self, lambda service, action, account: checks_of(self, service, action, _params(self), account))
+
+    def authorize_s3_request(self, bucket_name: str | None = None, key_name: str | None = None) -> None:
+        """S3's requests take this path in moto (``_authenticate_and_authorize_s3_action``): the IAM action
+        moto names (``ListBucketVersions``, ``GetObjectVersion``, ``PutObject``...), the bucket's or the
+        object's ARN, the bucket's policy, and ``s3:prefix`` for a listing."""
+        def checks(service: str, action: str, account: str) -> list[Check]:
+            return s3_checks(action, bucket_name, key_name, {k: v[0] for k, v in (self.querystring or {}).items()
+                                                             if isinstance(v, list) and v})
+
+        authorized(self, checks)
+
     ActionAuthenticatorMixin._authenticate_and_authorize_normal_action = authorize_request
+    ActionAuthenticatorMixin._authenticate_and_authorize_s3_action = authorize_s3_request
     _patch_put_events_entry_by_entry()
 
 

@@ -2,7 +2,8 @@
 Reference's formats), the resource's own policy, the condition keys the service adds, and the other
 permissions it needs (``enforcement.Check``). Parameter names are botocore's service models'.
 
-- DynamoDB: ``arn:aws:dynamodb:<region>:<account>:table/<TableName>``; a batch or a transaction is
+- DynamoDB: ``arn:aws:dynamodb:<region>:<account>:table/<TableName>`` (``.../index/<IndexName>`` for a Query
+  or Scan of an index, https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html); a batch or a transaction is
   authorized item by item, each as its own action (``dynamodb:PutItem``, ``UpdateItem``, ``DeleteItem``,
   ``ConditionCheckItem``). https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html
 - Step Functions: the ``stateMachineArn`` or ``executionArn`` of the request; CreateStateMachine needs
@@ -17,8 +18,9 @@ permissions it needs (``enforcement.Check``). Parameter names are botocore's ser
   ``RoleArn``; PutEvents is authorized entry by entry on its bus, under the bus's policy, with
   ``events:source`` and ``events:detail-type`` (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html).
 - SQS: the queue's ARN and its policy. STS AssumeRole: the role's trust policy (authoritative).
-- IAM: the user, role or policy the request names. CloudWatch Logs: the log group. Kinesis: the stream
-  (``StreamARN``, or ``arn:aws:kinesis:<region>:<account>:stream/<StreamName>``).
+- IAM: the user, role or policy the request names. CloudWatch Logs: the log group. Scheduler: the schedule, and
+  ``iam:PassRole`` on its target's role. Kinesis: the stream
+  (``StreamARN``, or ``arn:aws:kinesis:<region>:<account>:stream/<StreamName>``). S3: ``s3_checks``.
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ def _dynamodb(action: str, params: dict, region: str, account: str) -> list[Chec
     if action in ("TransactWriteItems", "TransactGetItems"):
         return [Check(f"dynamodb:{DYNAMODB_ITEM_ACTIONS[kind]}", table(spec["TableName"]))
                 for item in params.get("TransactItems") or [] for kind, spec in item.items()]
-    if "TableName" in params:
-        return [Check(f"dynamodb:{action}", table(params["TableName"]))]
+    if "TableName" in params:  # a Query or Scan of an index acts on the index's ARN, not the table's
+        index = f"/index/{params['IndexName']}" if params.get("IndexName") else ""
+        return [Check(f"dynamodb:{action}", table(params["TableName"]) + index)]
     return [Check(f"dynamodb:{action}")]
 
 
@@ -231,5 +234,37 @@ def _kinesis(action: str, params: dict, region: str, account: str) -> list[Check
     return [Check(f"kinesis:{action}", stream)]
 
 
+def _scheduler(action: str, params: dict, region: str, account: str) -> list[Check]:
+    """A schedule's ARN (``schedule/<group>/<name>``); creating or updating one passes its target's role
+    (``iam:PassRole``, https://docs.aws.amazon.com/scheduler/latest/UserGuide/setting-up.html)."""
+    name = params.get("Name") or params.get("name")  # in the path: /schedules/<name>
+    resource = _arn("scheduler", region, account, f"schedule/{params.get('GroupName') or 'default'}/{name}") \
+        if name else "*"
+    checks = [Check(f"scheduler:{action}", resource)]
+    if action in ("CreateSchedule", "UpdateSchedule"):
+        checks.append(pass_role((params.get("Target") or {}).get("RoleArn"), "scheduler.amazonaws.com"))
+    return checks
+
+
+def s3_checks(action: str, bucket: str | None, key: str | None, query: dict[str, str]) -> list[Check]:
+    """An S3 request: the action moto names it by, the bucket's ARN (a bucket action) or the object's
+    (``arn:aws:s3:::<bucket>/<key>``), the bucket's policy, and for a listing ``s3:prefix``
+    (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html)."""
+    if not bucket:
+        return [Check(f"s3:{action}")]
+    resource = f"arn:aws:s3:::{bucket}/{key}" if key else f"arn:aws:s3:::{bucket}"
+    context = {"s3:prefix": query.get("prefix", "")} if not key and action.startswith("List") else {}
+    return [Check(f"s3:{action}", resource, _bucket_policy(bucket), context=context)]
+
+
+def _bucket_policy(bucket: str) -> dict[str, Any] | None:
+    from moto.s3.models import s3_backends
+
+    account = s3_backends.bucket_accounts.get(bucket)
+    found = s3_backends[account]["global"].buckets.get(bucket) if account else None
+    return parsed(found.policy.decode("utf-8")) if found is not None and found.policy else None
+
+
 _HANDLERS = {"kinesis": _kinesis, "dynamodb": _dynamodb, "states": _states, "kms": _kms, "secretsmanager": _secretsmanager,
-             "events": _events, "sqs": _sqs, "sts": _sts, "iam": _iam, "logs": _logs, "lambda": _lambda}
+             "events": _events, "sqs": _sqs, "sts": _sts, "iam": _iam, "logs": _logs, "lambda": _lambda,
+             "scheduler": _scheduler}
