@@ -168,6 +168,11 @@ def cf(stack):
     return Changeflow.for_embedded(stack)
 
 
+# what AWS_IAM asks of a signer of the API besides a good signature (an identity policy that allows it)
+INVOKE_API = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "execute-api:Invoke",
+                                                                 "Resource": "*"}]})
+
+
 def table_specs(template) -> list[dict]:
     """CreateTable's arguments for each of the template's tables (keys, attributes, billing, indexes)."""
     specs = []

@@ -15,7 +15,7 @@ from changeflow.audit.verify import verify
 from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow_core import model, principal
 from changeflow_core.names import execution_name
-from conftest import load_event
+from conftest import INVOKE_API, load_event
 
 T0 = 1_767_225_600_000
 ALICE = "arn:aws:iam::123456789012:user/alice"
@@ -385,6 +385,7 @@ def test_through_serve_the_documented_policy_refuses_a_user_whose_path_only_look
         keys = {}
         for name, path in (("alice", "/ops/"), ("mallory", "/ops-team/")):
             iam.create_user(UserName=name, Path=path)
+            iam.put_user_policy(UserName=name, PolicyName="invoke", PolicyDocument=INVOKE_API)  # AWS_IAM asks it
             key = iam.create_access_key(UserName=name)["AccessKey"]
             keys[name] = {"key": key["AccessKeyId"], "secret": key["SecretAccessKey"], "token": None}
         url = f"{running.url}/v1/changes"

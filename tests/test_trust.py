@@ -63,6 +63,8 @@ def alice_signs(server, cf, change: dict):
 
     iam = cf.make("iam")
     iam.create_user(UserName="alice")
+    iam.put_user_policy(UserName="alice", PolicyName="invoke", PolicyDocument=json.dumps({  # AWS_IAM asks for it
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "execute-api:Invoke", "Resource": "*"}]}))
     key = iam.create_access_key(UserName="alice")["AccessKey"]
     url = f"{server.url}/{server.routes[0].stage}/changes"
     body = json.dumps(change).encode()
@@ -451,3 +453,37 @@ def test_the_schedules_role_invokes_the_digest_function_only_and_only_for_the_sc
     assert "iam:PassRole" in denied(lambda: other("scheduler").create_schedule(
         Name="trudys", ScheduleExpression="rate(1 minute)", FlexibleTimeWindow={"Mode": "OFF"},
         Target={"Arn": submit.arn, "RoleArn": role}))
+
+
+# --- the API's AWS_IAM: the signer's policies, not only its signature --------------------------------------
+def test_a_signer_whose_policy_denies_execute_api_invoke_is_refused_and_nothing_is_written(server):
+    from changeflow.checks.reliability import post_json
+
+    cf = Changeflow.for_aws_stack("changeflow", "us-east-1", endpoint_url=server.url)
+    iam = cf.make("iam")
+    iam.create_user(UserName="dave")
+    key = iam.create_access_key(UserName="dave")["AccessKey"]
+    url = f"{server.url}/{server.routes[0].stage}/changes"
+
+    def signs(change: dict) -> tuple[int, dict]:
+        body = json.dumps(change).encode()
+        return post_json(url, body, sigv4_headers("POST", url, body, {"Content-Type": "application/json"},
+                                                  key["AccessKeyId"], key["SecretAccessKey"], token=None))
+
+    def deny(method_arn: str) -> None:  # dave may invoke the API, but not this method
+        iam.put_user_policy(UserName="dave", PolicyName="invoke", PolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "execute-api:Invoke", "Resource": "*"},
+                                                   {"Effect": "Deny", "Action": "execute-api:Invoke",
+                                                    "Resource": method_arn}]}))
+
+    # a user no policy allows: refused (AWS_IAM asks for an allow of execute-api:Invoke, not only a signature)
+    assert signs(put("t#iam", "c0"))[0] == 403
+    # a deny of POST /changes on any API: 403, AccessDenied, no execution, nothing written
+    deny("arn:aws:execute-api:*:*:*/*/POST/changes")
+    status, answer = signs(put("t#iam", "c1"))
+    assert status == 403 and "execute-api:Invoke" in answer["message"], answer
+    assert cf.executions() == [] and items(cf) == []
+    # the deny on another method only: the same signature gets through (the test can fail)
+    deny("arn:aws:execute-api:*:*:*/*/GET/*")
+    status, answer = signs(put("t#iam", "c1"))
+    assert status == 200 and cf.wait(answer["executionArn"], 30).status == "SUCCEEDED"

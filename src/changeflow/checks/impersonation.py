@@ -60,6 +60,8 @@ def impersonations(server, seed: int, entities: int = 4) -> Tally:
     iam = cf.make("iam")
     user = f"writer-{seed}"
     iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName="invoke", PolicyDocument=json.dumps({  # AWS_IAM asks for it
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "execute-api:Invoke", "Resource": "*"}]}))
     key = iam.create_access_key(UserName=user)["AccessKey"]
     signer_arn = iam.get_user(UserName=user)["User"]["Arn"]
     url = f"{server.url}/{server.routes[0].stage}/changes"

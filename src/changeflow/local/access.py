@@ -9,7 +9,8 @@ The role SAM makes for a function or a state machine without a ``Role`` is made 
 ``<logical id>Role``, trusting ``lambda.amazonaws.com`` (``states.amazonaws.com``), with the ``Policies``
 statements inline, ``AWSLambdaBasicExecutionRole`` (and ``AWSXrayWriteOnlyAccess`` with tracing) attached, and
 for an ``EventInvokeConfig`` destination the permission to send to it (``sqs:SendMessage`` for a queue,
-https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-property-function-eventinvokeconfiguration.html).
+https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-property-function-eventinvokeconfiguration.html),
+and for a ``ScheduleV2`` event without ``RoleArn`` the role Scheduler assumes (``<logical id><event id>Role``).
 The managed policies are attached where moto has them loaded; they grant CloudWatch Logs and X-Ray writes, which
 the embedded functions do not make. SAM's permissions for API events are not made: the embedded REST API
 invokes its functions itself, as API Gateway does under them.
