@@ -206,7 +206,8 @@ def patch_request_authorization(checks_of: Callable[[Any, str, str, dict, str], 
                                 s3_checks: Callable[..., list[Check]]) -> None:
     """Every request moto answers is authorized by its signer (``ActionAuthenticatorMixin``, which every
     service's responses inherit) against the ``Check`` list ``checks_of(response, service, action, params,
-    account)`` gives for it."""
+    account)`` gives for it; S3's requests, which moto authorizes on a path of their own, against
+    ``s3_checks(action, bucket, key, query)``."""
     from moto.core.authorization import ActionAuthenticatorMixin
     from moto.core.exceptions import AccessDeniedError, JsonRESTError
 
@@ -226,10 +227,9 @@ def patch_request_authorization(checks_of: Callable[[Any, str, str, dict, str], 
         acting = service_acting()  # a service acting for one of its resources (a rule's target)
         who = service_principal(acting[0], account) if acting else \
             identify(account, key, self.headers.get("X-Amz-Security-Token"))
-        action = "?"
+        action = self._get_action() if service != "s3" else self.data.get("Action", "?")  # S3's: moto's name
+        action = action[0] if isinstance(action, list) else action
         try:
-            action = self._get_action() if service != "s3" else self.data.get("Action", "?")
-            action = action[0] if isinstance(action, list) else action
             checks = checks_for(service, action, account)
             self.refused_entries = authorize(who, checks, key)
         except Denied as denied:
