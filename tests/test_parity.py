@@ -911,7 +911,8 @@ def test_a_schedule_invokes_its_lambda_target_with_its_context_attributes_on_the
     stack = make_stack(DigestSchedule="rate(365 days)")
     digest = stack.function("DigestFunction")
     scheduler = stack.client("scheduler")
-    target = {"Arn": digest.arn, "RoleArn": "arn:aws:iam::123456789012:role/parity",
+    # its role: the one SAM makes for the digest's own schedule (Scheduler assumes it and invokes as it)
+    target = {"Arn": digest.arn, "RoleArn": stack.template.arn("DigestFunctionDigestScheduleRole"),
               "Input": json.dumps({"scheduledTime": "<aws.scheduler.scheduled-time>",
                                    "schedule": "<aws.scheduler.schedule-arn>#<aws.scheduler.attempt-number>"})}
     arn = scheduler.create_schedule(Name="parity-every-hour", ScheduleExpression="rate(1 hour)", Target=target,
