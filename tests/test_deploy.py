@@ -293,7 +293,8 @@ def _as_eventbridge(stack, function, change: dict) -> str:
     delivered = json.loads((ROOT / "events" / "functions" / "receive_event.json").read_text())
     delivered["request"] = {"request": json.dumps(change)}
     delivered["event"]["id"] = str(uuid.uuid4())
-    delivered["receivedAt"] = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    now = time.time()  # to the millisecond: a second's rounding made it older than the change before it (stale)
+    delivered["receivedAt"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
     payload, failed = stack.lambdas.invoke(function, delivered)
     assert not failed, payload
     return payload["executionArn"]

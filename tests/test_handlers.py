@@ -42,7 +42,6 @@ def test_event_payloads_drive_the_steps_in_workflow_order(lambda_module, context
     assert written["outcome"] == "applied" and written["version"] == 1
 
     history = lambda_module("put_history").lambda_handler(load_event("functions/put_history.json"), context)
-    assert history.pop("proof")  # the expiry step's: changeflow_core.seal
     assert history == {"entityId": "user#1001", "operation": "put", "outcome": "applied", "version": 1,
                        "changeId": "example-put-1", "effectiveAt": 1767225600000, "superseded": [],
                        "history": "written", "expiry": {"tagged": [], "expiresAt": None}}  # no retention window
@@ -160,7 +159,7 @@ def _history_events(n: int) -> list[dict]:
         event = load_event("functions/put_history.json")
         event["change"]["changeId"] = f"example-put-{version}"
         event["written"] = {**event["written"], "version": version, "recordedAt": event["written"]["recordedAt"] + version}
-        events.append(event)
+        events.append(proven(event, "put_history"))  # as the steps before it would have proved it
     return events
 
 
