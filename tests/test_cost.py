@@ -34,6 +34,16 @@ def test_xrays_default_rule_traces_one_change_a_second_and_5_percent_of_the_rest
     assert prices.traced_share(1e6) == pytest.approx(0.05, abs=1e-5)
 
 
+def test_another_sampling_rule_traces_its_reservoir_each_second_and_its_rate_of_the_rest():
+    # docs/cost.md prices rules other than the default with this (issue 37.2): at 100 changes/s
+    assert prices.traced_share(100, reservoir=1, fixed_rate=0.01) == pytest.approx(0.0199)
+    assert prices.traced_share(100, reservoir=1, fixed_rate=0.0) == pytest.approx(0.01)
+    assert prices.traced_share(100, reservoir=0, fixed_rate=0.005) == pytest.approx(0.005)
+    assert prices.traced_share(100, reservoir=200, fixed_rate=0.0) == 1.0  # every change within the reservoir
+    # in dollars per million changes, as the bill prices a trace
+    assert prices.traced_share(100, 1, 0.01) * prices.PRICES["xray_per_trace"] * 1e6 == pytest.approx(0.0995)
+
+
 def a_path(**extra) -> dict:
     """A measured update's figures (the shape measure_paths returns), 1 KB."""
     functions = {name: {"invocations": 1, "requests": n, "dynamodb_requests": n, "log_bytes": 0} for name, n in
