@@ -142,14 +142,23 @@ def test_a_version_ttl_took_is_410_naming_it_never_another_version(shared):
     cf.dynamodb.delete_item(TableName=cf.history_table, Key={"pk": {"S": "ttl#1"}, "sk": {"S": model.history_sk(1)}})
     cf.dynamodb.update_item(TableName=cf.history_table, Key={"pk": {"S": "ttl#1"}, "sk": {"S": model.history_sk(2)}},
                             UpdateExpression="SET expiresAt = :past", ExpressionAttributeValues={":past": {"N": "1"}})
-    for instant in (T0 + 1000, T0 + 2500):  # version 1 or 2 was in effect: which, history can no longer say
+    # THEN the version in effect is named, never served: version 2's item (expired, not yet deleted) still says
+    # when version 1 took effect, and version 3's when version 2 did
+    for instant, gone in ((T0 + 1000, 1), (T0 + 1999, 1), (T0 + 2500, 2)):
         status, body = read(stack, "ttl#1", asOf=instant)
-        assert status == 410 and "is version 2 or an older one, and history no longer holds version 2" in body["message"]
+        assert status == 410 and f"is version {gone}, and history no longer holds version {gone}" in body["message"]
     status, body = read(stack, "ttl#1", asOf=T0 + 3000)
     assert status == 200 and body["version"] == 3
-    # before the first version's time: whether it existed then only version 1's item could say, and it is gone
-    status, body = read(stack, "ttl#1", asOf=T0)
-    assert status == 410
+    status, body = read(stack, "ttl#1", asOf=T0)  # before version 1 took effect: it did not exist
+    assert status == 404 and "did not exist" in body["message"]
+    # WHEN TTL deletes version 2 too, nothing held says when version 1 took effect: whether it did by T0, or by
+    # T0 + 1000, history can no longer say; version 2's time is still known (version 3 records it)
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key={"pk": {"S": "ttl#1"}, "sk": {"S": model.history_sk(2)}})
+    for instant in (T0, T0 + 1000):
+        status, body = read(stack, "ttl#1", asOf=instant)
+        assert status == 410 and "is version 1 or an older one, and history no longer holds version 1" in body["message"]
+    status, body = read(stack, "ttl#1", asOf=T0 + 2500)
+    assert status == 410 and "is version 2, and history no longer holds version 2" in body["message"]
 
 
 @pytest.mark.parametrize("query,field", [({"asOf": "yesterday"}, "asOf"), ({"asOf": "2026-13-01T00:00:00Z"}, "asOf"),

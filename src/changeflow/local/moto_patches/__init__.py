@@ -26,7 +26,8 @@ What each module does:
   without its detail, the ingestion time as ISO 8601).
 - ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.numbers``: numbers stored
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
-  attribute value; ``dynamodb.perf``: Query and Scan in linear time.
+  attribute value; ``dynamodb.indexes``: a local secondary index's Query fetches the items it does not
+  project; ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
 """
 
@@ -38,6 +39,7 @@ from typing import Any, Callable
 from .core import locking
 from .core import perf as core_perf
 from .dynamodb import attribute_values as dynamodb_attribute_values
+from .dynamodb import indexes as dynamodb_indexes
 from .dynamodb import limits as dynamodb_limits
 from .dynamodb import numbers as dynamodb_numbers
 from .dynamodb import perf as dynamodb_perf
@@ -98,6 +100,7 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         dynamodb_numbers.patch_number_normalisation()  # after the number limits: it rewrites what they passed
         dynamodb_numbers.patch_numbers_read_exactly()
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
+        dynamodb_indexes.patch_local_index_fetches()
         ORIGINALS["installed"] = True
 
 
