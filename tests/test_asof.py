@@ -7,9 +7,13 @@ a deletion in effect is a 404 naming it; before the first version a 404; a versi
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -216,55 +220,119 @@ OPERATIONS = st.one_of(
     st.builds(lambda t: {"operation": "delete", "effectiveAt": T0 + t * 1000}, st.integers(0, 4)),
     st.builds(lambda t, k: {"operation": "rollback", "effectiveAt": T0 + t * 1000, "toVersion": k},
               st.integers(0, 4), st.integers(1, 3)),
+    st.builds(lambda k: {"operation": "redact", "redactVersion": k, "reason": "erasure request"}, st.integers(1, 4)),
 )
 COUNTER = iter(range(10**6))
 
 
+def apply_to_model(reference: Model, request: dict) -> None:
+    """The model's step for one change; a redact is a version of its own that changes no content and takes
+    effect when the version before it did (changeflow_core.chainwork), which the reference model leaves out."""
+    if request["operation"] != "redact":
+        reference.apply(request)
+        return
+    latest, version = reference.latest, len(reference.versions) + 1
+    ids = {**latest["changeIds"], request["changeId"]: version}
+    reference.latest = {**latest, "version": version, "changeId": request["changeId"],
+                        "changeIds": dict(sorted(ids.items(), key=lambda kv: kv[1])[-model.RECENT_CHANGE_IDS:])}
+    reference.versions.append({**{k: v for k, v in reference.latest.items() if k != "changeIds"}, "redact": True})
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(OPERATIONS, min_size=1, max_size=8))
-def test_every_as_of_answer_matches_the_reference_model_at_every_boundary(shared, requests):
+@given(st.lists(OPERATIONS, min_size=1, max_size=8), st.integers(0, 3))
+def test_every_as_of_answer_matches_the_reference_model_at_every_boundary(shared, requests, expired):
+    """Random histories (puts, patches, deletes, rollbacks, redactions; equal times and stale changes common)
+    run through the workflow, then the oldest ``expired`` versions taken by the retention window (every other
+    one deleted by TTL, the rest tagged and not yet deleted): every as-of, known-at and both-together answer
+    at every time that matters is the model's, a version no longer held is a 410 naming it (never another
+    version), and each read makes at most two requests (one more per redact version it steps back over)."""
     stack, cf = shared
     entity = f"model#{next(COUNTER)}"
     reference = Model()
     for i, request in enumerate(requests):
         request = {**request, "changeId": f"c{i}"}
-        reference.apply(request)
-        cf.submit({"entityId": entity, **request})
+        before = copy.deepcopy(reference.__dict__)
+        if request["operation"] == "redact" and (not reference.versions or request["redactVersion"] > len(
+                reference.versions) or reference.versions[request["redactVersion"] - 1]["deleted"]):
+            before = None  # nothing to redact: the workflow refuses it (NotFound)
+        else:
+            apply_to_model(reference, request)
+        execution = cf.submit({"entityId": entity, **request})
+        held = len(store.all_history(cf.dynamodb, cf.history_table, entity))
+        if before is not None and held == len(reference.versions) - 1:
+            # the workflow refused what the model took: a rollback to, or a patch of, content a redaction erased
+            assert execution.status == "FAILED", (request, execution.error)
+            reference.__dict__.update(before)
     stored = store.all_history(cf.dynamodb, cf.history_table, entity)
-    assert len(stored) == len(reference.versions)
-    times = sorted(set(reference.instants()) | {T0 - 1})
-    for instant in times:
-        assert_answer(reference.as_of(instant), read(stack, entity, asOf=instant), reference, instant)
-    # known-at: the table's recorded times (the write step's, not the request's) say how many versions were
-    # recorded by then; the model answers from those first versions, alone and with every as-of time
+    assert [int(i["version"]) for i in stored] == [v["version"] for v in reference.versions]
+    redacted = {int(i["version"]) for i in stored if i.get(model.REDACTED) is not None}
     recorded = [int(i["recordedAt"]) for i in stored]
     assert recorded == sorted(recorded)
+    gone = min(expired, len(stored) - 1)  # the retention window never takes the newest version
+    for version in range(1, gone + 1):
+        key = {"pk": {"S": entity}, "sk": {"S": model.history_sk(version)}}
+        if version % 2:
+            cf.dynamodb.delete_item(TableName=cf.history_table, Key=key)
+        else:
+            cf.dynamodb.update_item(TableName=cf.history_table, Key=key, UpdateExpression="SET expiresAt = :past",
+                                    ExpressionAttributeValues={":past": {"N": "1"}})
+    case = Case(stack, entity, reference, gone, redacted)
+    times = sorted(set(reference.instants()) | {T0 - 1})
+    for instant in times:
+        case.check(reference.as_of(instant), instant, asOf=instant)
+    # known-at: the table's recorded times (the write step's, not the request's) say how many versions were
+    # recorded by then; the model answers from those first versions, alone and with every as-of time
     for instant in sorted({t + d for t in recorded for d in (-1, 0, 1)}):
         known = sum(1 for t in recorded if t <= instant)
-        assert_answer(reference.as_of(None, known), read(stack, entity, knownAt=instant), reference, instant)
+        case.check(reference.as_of(None, known), instant, knownAt=instant)
         for as_of in times:
-            assert_answer(reference.as_of(as_of, known), read(stack, entity, asOf=as_of, knownAt=instant),
-                          reference, (as_of, instant), known)
-    # ranges: every pair of the instants that matter
+            case.check(reference.as_of(as_of, known), (as_of, instant), asOf=as_of, knownAt=instant)
+    # ranges: every pair of the instants that matter (the versions history still holds)
     for start in times:
         for end in (t for t in times if t >= start):
             status, body = read(stack, entity, "/entities/{id}/versions", **{"from": start, "to": end})
-            assert status == 200 and [v["version"] for v in body["items"]][::-1] == reference.during(start, end), (
-                start, end, body)
+            expected = [v for v in reference.during(start, end) if v > gone]
+            assert status == 200 and [v["version"] for v in body["items"]][::-1] == expected, (start, end, body)
 
 
-def assert_answer(expected, answer, reference, when, known=None) -> None:
-    """An as-of (or known-at) answer is the model's: the version with its content, a deletion named by its
-    version, or a 404 saying the entity did not exist yet."""
-    status, body = answer
-    if expected is None:
-        never = "does not exist" if not reference.versions else "did not exist"
-        assert status == 404 and never in body["message"], (when, known, body)
-    elif expected["deleted"]:
-        assert status == 404 and f"version {expected['version']} is a deletion" in body["message"], (when, body)
-    else:
-        assert status == 200 and (body["version"], body["attributes"]) == (
-            expected["version"], expected["attributes"]), (when, known, body)
+@dataclass
+class Case:
+    """One history's expected answers: the model's, with the versions the retention window took
+    (``gone``: 1 to gone) and the ones a redaction erased (``redacted``: the table's own record)."""
+
+    stack: Any
+    entity: str
+    reference: Model
+    gone: int = 0
+    redacted: set = field(default_factory=set)
+
+    def check(self, expected, when, **query) -> None:
+        reads = self.stack.function("ReadApiFunction").api_calls
+        reads.clear()
+        status, body = read(self.stack, self.entity, **query)
+        steps = 0
+        if expected is None:  # did not exist; with version 1 gone, history may no longer be able to say
+            never = "does not exist" if not self.reference.versions else "did not exist"
+            assert (status == 404 and never in body["message"]) or (
+                self.gone and status == 410 and "or an older one" in body["message"]), (when, body)
+        elif expected["version"] <= self.gone:  # named, never served: exactly, or the newest it may be
+            named = int(re.search(r"is version (\d+)", body.get("message", "")).group(1)) if status == 410 else None
+            assert status == 410 and expected["version"] <= named <= self.gone, (when, expected, body)
+            assert named == expected["version"] or "or an older one" in body["message"], (when, expected, body)
+        elif expected["deleted"]:
+            assert status == 404 and f"version {expected['version']} is a deletion" in body["message"], (when, body)
+        else:
+            content = expected
+            while content.get("redact") and content["version"] > 1:  # not a change of content: the one before
+                content, steps = self.reference.versions[content["version"] - 2], steps + 1
+            if content["version"] <= self.gone or content["version"] in self.redacted:
+                assert status == 410, (when, expected, body)
+            else:
+                assert status == 200 and (body["version"], body["attributes"]) == (
+                    content["version"], content["attributes"]), (when, expected, body)
+        if os.environ.get("CHANGEFLOW_LAMBDA_RUNTIME") != "emulator":  # the handler's own calls, in-process
+            requests = sum(1 for service, *_ in reads if service == "dynamodb")
+            assert requests <= 2 + 2 * steps, (when, query, requests, [op for _, op, *_ in reads])
 
 
 # --- cost: O(log n) reads, whatever the history's length --------------------------------------------------

@@ -114,6 +114,11 @@ CASES = {
     "v0's principal rewritten": (set_attribute(model.PRINCIPAL, {"M": {"via": {"S": "events"}}}, version=None),
                                  "v0 (version 4)"),
     "a forged version appended": (append_naive_forgery, "version 5:"),
+    # the time indexes' keys (issue 37), which the chain does not hash: what a version records of the one before
+    "effective index key moved": (set_attribute(model.PRIOR_EFFECTIVE, {"N": str(model.prior_key(T0 + 5, 1))}),
+                                  "version 2:"),
+    "recorded index key moved": (set_attribute(model.PRIOR_RECORDED, {"N": str(model.prior_key(1, 2))}, version=3),
+                                 "version 3:"),
 }
 TAMPERINGS.extend(CASES)
 

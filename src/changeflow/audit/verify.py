@@ -16,7 +16,7 @@ from .digests import audit_chain
 from .retention import retention_window, unexplained_absences
 
 # Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
-NOT_CONTENT = {model.SK, model.EXPIRES_AT}
+NOT_CONTENT = {model.SK, model.EXPIRES_AT, model.PRIOR_EFFECTIVE, model.PRIOR_RECORDED}  # v0 has no index keys
 
 
 @dataclass
@@ -109,6 +109,7 @@ def _history_checks(client, report: Report, latest: dict[str, Any] | None, histo
             if items.content_of(by_version[int(source)]) != items.content_of(h):
                 report.problems.append(f"rollback version {h[model.VERSION]} differs from its source {source}")
     report.problems.extend(patch_problems(history, by_version))
+    report.problems.extend(index_key_problems(history, by_version))
 
     missed = untagged_versions(client, latest, history)
     if missed:
@@ -158,6 +159,26 @@ def _numbered(history: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list
 def _expired(item: dict[str, Any], now_s: float) -> bool:
     expires = item.get(model.EXPIRES_AT)
     return expires is not None and _integer(expires) is not None and _integer(expires) <= now_s
+
+
+def index_key_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str, Any]]) -> list[str]:
+    """The time indexes' keys (issue 37): each history item records the times of the version before it,
+    and as-of reads trust that record where that version is no longer held. The chain does not hash them (v0
+    has none), so each is checked against the version before it wherever history holds that one."""
+    problems = []
+    for h in history:
+        n = int(h[model.VERSION])
+        for clock, key in ((model.EFFECTIVE_AT, model.PRIOR_EFFECTIVE), (model.RECORDED_AT, model.PRIOR_RECORDED)):
+            if h.get(key) is None:
+                continue  # written before the indexes, or after a version history lacked: the binary search reads it
+            before = by_version.get(n - 1)
+            expected = 0 if n == 1 else (model.prior_key(before[clock], n - 1)
+                                         if before is not None and before.get(clock) is not None else None)
+            if (expected is None and model.of_prior_key(h[key])[1] != n - 1) or (
+                    expected is not None and int(h[key]) != expected):
+                problems.append(f"version {n}: its {key} ({h[key]}) is not version {n - 1}'s {clock} (the time "
+                                "index would answer with another version)")
+    return problems
 
 
 def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str, Any]]) -> list[str]:
