@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from changeflow.checks.reference_model import Model
-from changeflow_core import asof, codec, model, store
+from changeflow_core import asof, codec, items, model, store
+from changeflow_core.errors import NotFound
 from conftest import load_event
 
 T0 = 1_767_225_600_000
@@ -335,35 +336,86 @@ class Case:
             assert requests <= 2 + 2 * steps, (when, query, requests, [op for _, op, *_ in reads])
 
 
-# --- cost: O(log n) reads, whatever the history's length --------------------------------------------------
-def write_history(client, table: str, entity: str, n: int) -> None:
-    """n versions straight into the table (as the workflow leaves them: times non-decreasing), v0 = n."""
+# --- cost: two requests at any length; the binary search where the indexes cannot say -----------------------
+def write_history(client, table: str, entity: str, n: int, indexed_from: int | None = 1) -> None:
+    """n versions straight into the table as the workflow leaves them (times non-decreasing), v0 = n; the
+    history items from ``indexed_from`` on carry the time indexes' keys (``None``: none does, as items written
+    before the indexes existed)."""
     def item(version: int, sk: str) -> dict:
-        return codec.serialize_item({"pk": entity, "sk": sk, "version": version, "effectiveAt": T0 + version * 10,
-                                     "recordedAt": T0 + version * 10 + 5, "changeId": f"c{version}",
-                                     "operation": "put", "v": version})
-    batch = [item(v, model.history_sk(v)) for v in range(1, n + 1)] + [item(n, model.LATEST_SK)]
+        return {"pk": entity, "sk": sk, "version": version, "effectiveAt": T0 + version * 10,
+                "recordedAt": T0 + version * 10 + 5, "changeId": f"c{version}", "operation": "put", "v": version}
+
+    def history(version: int) -> dict:
+        keyed = indexed_from is not None and version >= indexed_from
+        before = items.latest_state(item(version - 1, model.LATEST_SK)) if version > 1 else None
+        return {**item(version, model.history_sk(version)), **(items.index_keys(version, before) if keyed else {})}
+
+    batch = [codec.serialize_item(history(v)) for v in range(1, n + 1)] + [codec.serialize_item(item(n, model.LATEST_SK))]
     for start in range(0, len(batch), 25):
         client.batch_write_item(RequestItems={table: [{"PutRequest": {"Item": i}} for i in batch[start:start + 25]]})
 
 
-@pytest.mark.parametrize("n", [10, 1000])
-def test_an_as_of_read_takes_at_most_2_log2_n_plus_2_requests(shared, n):
-    stack, cf = shared
-    entity = f"long#{n}"
-    write_history(cf.dynamodb, cf.table, entity, n)
+def reads_of_every_kind(cf, table: str, entity: str, n: int) -> int:
+    """As of, known at and both, at the first, second, a third, the middle, the one before the newest and the
+    newest version (and 1 ms before the first: did not exist): each answer checked; the most requests one took."""
     calls = []
-    cf.dynamodb.meta.events.register("before-call.dynamodb", lambda model, **kw: calls.append(model.name))
+    record = lambda model, **kw: calls.append(model.name)  # noqa: E731
+    cf.dynamodb.meta.events.register("before-call.dynamodb", record)
     worst = 0
-    for version in (1, 2, n // 3, n // 2, n - 1, n):
-        for as_of, known_at in ((T0 + version * 10, None), (None, T0 + version * 10 + 5),
-                                (T0 + version * 10, T0 + n * 10 + 5)):
+    try:
+        for version in (1, 2, n // 3, n // 2, n - 1, n):
+            for as_of, known_at in ((T0 + version * 10, None), (None, T0 + version * 10 + 5),
+                                    (T0 + version * 10, T0 + n * 10 + 5), (T0 + n * 10, T0 + version * 10 + 5),
+                                    (T0 + version * 10, T0 + version * 10 + 5)):
+                calls.clear()
+                found, history = asof.version_at(cf.dynamodb, table, table, entity, as_of, known_at)
+                assert found["version"] == version and found["attributes"] == {"v": version}, (version, as_of, known_at)
+                assert len(calls) == history.requests
+                worst = max(worst, len(calls))
+        for as_of, known_at in ((T0 + 9, None), (None, T0 + 14), (T0 + 9, T0 + 10**6)):
             calls.clear()
-            found, history = asof.version_at(cf.dynamodb, cf.table, cf.table, entity, as_of, known_at)
-            assert found["version"] == version
-            assert len(calls) == history.requests
+            with pytest.raises(NotFound, match="did not exist"):
+                asof.version_at(cf.dynamodb, table, table, entity, as_of, known_at)
             worst = max(worst, len(calls))
-    assert worst <= 2 * math.log2(n) + 2, worst
+    finally:
+        cf.dynamodb.meta.events.unregister("before-call.dynamodb", record)
+    return worst
+
+
+@pytest.mark.parametrize("n", [10, 1000])
+def test_as_of_known_at_and_both_take_at_most_two_requests_at_any_length(shared, n):
+    stack, cf = shared
+    write_history(cf.dynamodb, cf.table, f"long#{n}", n)
+    assert reads_of_every_kind(cf, cf.table, f"long#{n}", n) <= 2
+
+
+@pytest.mark.parametrize("indexed_from", [None, 400])
+def test_versions_written_before_the_indexes_are_found_by_the_binary_search(shared, indexed_from):
+    """Items that carry no index keys (written before the indexes existed, then copied into a table made with
+    them): the binary search finds them, all of them or the oldest 399, in O(log n) requests."""
+    stack, cf = shared
+    n, entity = 1000, f"legacy#{indexed_from}"
+    write_history(cf.dynamodb, cf.table, entity, n, indexed_from)
+    assert reads_of_every_kind(cf, cf.table, entity, n) <= 2 * math.log2(n) + 4
+
+
+def test_a_table_created_without_the_indexes_is_read_by_the_binary_search(shared):
+    """TimeIndexes=false (or a stack deployed before it): the first read learns that the index does not
+    exist (one refused request, once per client and table), and every read searches."""
+    stack, cf = shared
+    table = "changeflow-without-indexes"
+    cf.dynamodb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
+                             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                                   {"AttributeName": "sk", "AttributeType": "S"}],
+                             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                        {"AttributeName": "sk", "KeyType": "RANGE"}])
+    write_history(cf.dynamodb, table, "plain#1", 100)
+    found, history = asof.version_at(cf.dynamodb, table, table, "plain#1", as_of=T0 + 505)
+    assert found["version"] == 50
+    refused = history.requests
+    found, history = asof.version_at(cf.dynamodb, table, table, "plain#1", as_of=T0 + 505)
+    assert found["version"] == 50 and history.requests == refused - 1  # no index query the second time
+    assert reads_of_every_kind(cf, table, "plain#1", 100) <= 2 * math.log2(100) + 2
 
 
 # --- the command line ---------------------------------------------------------------------------------------

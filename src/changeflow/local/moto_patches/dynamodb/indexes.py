@@ -12,6 +12,12 @@ attributes from the base table" (developer guide, local secondary indexes, attri
 https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/LSI.html). Stock moto projects the index's
 attributes whatever the request asks, so a ``KEYS_ONLY`` index answers keys only. (A global secondary index
 fetches nothing: there AWS refuses such a request, and moto keeps its own answer.)
+
+A Query of an index the table does not have is a ``ValidationException`` "The table does not have the
+specified index: <name>", as DynamoDB answers it (quoted from the service by aws-amplify/amplify-js#10989
+and awslabs/aws-sdk-ios-samples#58); moto 5.2.5 answers ``ResourceNotFoundException``, which AWS keeps for a
+table that does not exist. A client that tells a table made without an index by AWS's answer (the time
+indexes: ``changeflow_core.timeindex``) must meet it here.
 """
 
 from __future__ import annotations
@@ -35,7 +41,12 @@ def patch_local_index_fetches() -> None:
     original_project = ORIGINALS.setdefault("dynamodb_lsi_project", LocalSecondaryIndex.project)
 
     def query(self):
+        from moto.dynamodb.exceptions import MockValidationException
+
         body = self.body if isinstance(self.body, dict) else {}
+        table = self.dynamodb_backend.tables.get(body.get("TableName")) if body.get("IndexName") else None
+        if table is not None and body["IndexName"] not in {i.name for i in table.all_indexes()}:
+            raise MockValidationException(f"The table does not have the specified index: {body['IndexName']}")
         fetches = body.get("IndexName") and (body.get("Select") == "ALL_ATTRIBUTES" or body.get("ProjectionExpression")
                                              or body.get("AttributesToGet"))
         token = _FETCHING.set(body.get("IndexName") if fetches else None)
