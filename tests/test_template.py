@@ -116,6 +116,16 @@ def test_the_time_indexes_are_chosen_when_the_tables_are_created(separate):
             r.split(":", 5)[5] for r in resources}, resources
 
 
+def test_the_embedded_deploy_refuses_to_change_the_time_indexes_as_cloudformation_would_replace_the_tables():
+    # LocalSecondaryIndexes: "Update requires: Replacement" (AWS::DynamoDB::Table): an empty new table
+    from changeflow.local.embedded import _refuse_replacements
+
+    made = lambda choice: Template(ROOT / "template.yaml", overrides={"TimeIndexes": choice})  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"ChangeTable\.LocalSecondaryIndexes changes, which replaces ChangeTable"):
+        _refuse_replacements(made("true"), made("false"))
+    _refuse_replacements(made("true"), made("true"))
+
+
 def test_parameters_and_outputs(template):
     params = template.body["Parameters"]
     assert params["WorkflowType"]["Default"] == "STANDARD" and "EXPRESS" in params["WorkflowType"]["AllowedValues"]
