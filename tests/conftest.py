@@ -138,9 +138,10 @@ def tables():
     """The template's tables on plain moto (no state machine), for domain and handler tests."""
     from moto import mock_aws
 
+    from changeflow.local.embedded import NEW_STACK_CHOICES
     from changeflow.local.template import Template
 
-    template = Template(ROOT / "template.yaml")
+    template = Template(ROOT / "template.yaml", overrides=NEW_STACK_CHOICES)  # the tables a new stack creates
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
@@ -150,6 +151,7 @@ def tables():
                 KeySchema=props["KeySchema"],
                 AttributeDefinitions=props["AttributeDefinitions"],
                 BillingMode=props["BillingMode"],
+                **{k: props[k] for k in ("LocalSecondaryIndexes",) if k in props},
             )
         yield client, template.physical_name("ChangeTable")
 
