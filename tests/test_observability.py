@@ -34,7 +34,7 @@ ENTITY = "user#1001"  # the entity of the events/functions payloads
 CHAIN = ["fetch_latest", "update_latest", "put_history", "delete_tombstone", "tag_ttl", "read_api"]
 # Parameters for the traced run: a retention window, so that tag_ttl's payload (version 5) really tags
 # version 1 with one UpdateItem; with the defaults it makes no DynamoDB call at all.
-TRACED_PARAMETERS = {"HistoryRetentionVersions": "4", "HistoryRetentionDays": "1"}
+TRACED_PARAMETERS = {"HistoryRetentionVersions": "4", "HistoryRetentionDays": "1", "TimeIndexes": "true"}
 ALARM_TOPIC = "arn:aws:sns:us-east-1:123456789012:ops"
 
 
@@ -130,7 +130,8 @@ def _tables(template: Template) -> list[dict]:
     for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
         props = template.resolve(spec["Properties"])
         tables.append({"TableName": template.physical_name(logical_id), "KeySchema": props["KeySchema"],
-                       "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"]})
+                       "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"],
+                       **{k: props[k] for k in ("LocalSecondaryIndexes",) if k in props}})
     return tables
 
 
