@@ -516,7 +516,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     # whole versions (audit data), which Powertools' Tracer would copy into the handler's subsegment.
     from test_observability import XRAY_PACKET_HEADER, _child_env, _report, _start, _tables, _traced_steps
 
-    template = Template(ROOT / "template.yaml")
+    template = Template(ROOT / "template.yaml", overrides={"TimeIndexes": "true"})
     steps = _traced_steps(template)
     # a version whose content is 80 KB: in the request the fetch step reads, and in the content (DynamoDB
     # JSON) the write and history steps carry

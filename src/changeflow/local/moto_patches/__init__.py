@@ -20,7 +20,8 @@ What each module does:
   writes it; ``.termination``: an event when an execution ends; ``.express``: Express workflows and
   execution time limits; ``.execution_log``: the execution log in CloudWatch Logs (an input or output
   past 248 KB escaped cut, as AWS cuts it); ``.redrive``: RedriveExecution (moto has none);
-  ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted.
+  ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted, the
+  interpreter's deep copies of JSON made fast.
 - ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue;
   ``events.input_transformer``: an input transformer's predefined variables (the rule's ARN, the event
   without its detail, the ingestion time as ISO 8601).
@@ -113,6 +114,7 @@ def install_perf() -> None:
         dynamodb_perf.patch_scan_by_key_order()
         stepfunctions_perf.patch_execution_index()
         stepfunctions_perf.patch_compact_closed_executions()
+        stepfunctions_perf.patch_json_deep_copies()
         core_perf.patch_model_registry()
         kms_perf.patch_lazy_key_material()
         ORIGINALS["perf installed"] = True
