@@ -45,6 +45,10 @@ def main() -> int:
         for k in ks:  # every field must land: no lost update
             patches.add(r.hot_key(cf, k, shared_time=True, seed=k, patches=True))
         tallies += [hot, patches]
+    from changeflow.checks import merging
+
+    # issue 34: server-given times, every entry point, faults (quick: K = 3 on Standard, short back-offs)
+    tallies += merging.rows(ks=(3,), workflows=("Standard",), time_scale=0.05) if args.quick else merging.rows()
     with EmbeddedStack(ROOT, time_scale=0.001, parameters={"HistoryRetentionVersions": "3",
                                                            "HistoryRetentionDays": "30"}) as stack:
         cf = Changeflow.for_embedded(stack)

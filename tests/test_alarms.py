@@ -18,7 +18,7 @@ from test_observability import json_pattern_matches
 TOPIC = "arn:aws:sns:us-east-1:123456789012:on-call"
 KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 FUNCTIONS = {"FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
-             "TagTtlFunction", "SubmitChangeFunction", "ReadApiFunction"}
+             "TagTtlFunction", "SubmitChangeFunction", "ReadApiFunction", "FeedEventsFunction"}
 
 
 def template(**parameters) -> Template:
@@ -120,8 +120,10 @@ def test_an_optional_customer_managed_key_encrypts_the_tables_the_queue_and_the_
     assert len(tables) == 3
     for sse in tables.values():
         assert sse == ({"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": key} if key else {"SSEEnabled": True})
-    [queue] = [t.resolve(s["Properties"]) for s in t.of_type("AWS::SQS::Queue").values()]
-    assert (queue["SqsManagedSseEnabled"], queue.get("KmsMasterKeyId")) == ((False, key) if key else (True, None))
+    queues = [t.resolve(s["Properties"]) for s in t.of_type("AWS::SQS::Queue").values()]
+    assert len(queues) == 2  # the rule's dead letters, and the feed's pipe's (issue 36)
+    for queue in queues:
+        assert (queue["SqsManagedSseEnabled"], queue.get("KmsMasterKeyId")) == ((False, key) if key else (True, None))
     groups = [t.resolve(s["Properties"]) for s in t.of_type("AWS::Logs::LogGroup").values()]
     assert len(groups) >= 9 and [g.get("KmsKeyId") for g in groups] == [key or None] * len(groups)
     allowed = re.compile(t.body["Parameters"]["KmsKeyArn"]["AllowedPattern"])

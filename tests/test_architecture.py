@@ -32,7 +32,7 @@ RANKS = {
     "cost": 5,                                    # and the cost model
     "local": 4,                                   # the embedded stack (its server mounts the console)
     "console": 3, "transfer": 3,                  # the audit console; import and export, for any stack
-    "audit": 2,                                   # verify, digests, repair
+    "audit": 2, "feed": 2,                        # verify, digests, repair; the feed's consumer (tail)
     "client": 1, "report": 1,                     # a stack's client, and rendering what it reads
     "common": 0,                                  # helpers under everything
 }

@@ -604,3 +604,25 @@ def test_verify_of_a_big_entity_runs_when_asked(page, served, monkeypatch):
     page.page.locator("#run-verify").click()
     assert page.page.locator("#verify h2").inner_text() == "Verify: ok"
     assert "versions 1..9 in history (9 items)" in page.page.locator("#verify").inner_text()
+
+
+# --- the change feed (issue 36) ----------------------------------------------------------------------------
+def test_the_feed_page_shows_each_version_as_it_is_recorded_checked_and_refreshes_itself(page, served):
+    cf = served["cf"]
+    page.open("/console/feed?refresh=1")
+    assert page.page.locator('meta[http-equiv="refresh"]').get_attribute("content") == "1"
+    # the damaged entity's history lost version 2 (not by TTL): the break is shown, the others go on
+    assert f"{DAMAGED}: version 2: deleted from history" in page.page.locator("#breaks").inner_text()
+    cf.submit({"entityId": HOSTILE_ID, "operation": "put", "changeId": "hostile-feed", "actor": HOSTILE_VALUE,
+               "attributes": {"n": 3}})
+    cf.submit({"entityId": HOSTILE_ID, "operation": "redact", "redactVersion": 1, "changeId": "hostile-erase",
+               "reason": "test"})
+    page.page.wait_for_selector("table.feed tbody tr:first-child >> text=erase version 1 downstream", timeout=20_000)
+    rows = page.page.locator("table.feed tbody tr")
+    newest, before = cells(rows.nth(0)), cells(rows.nth(1))
+    assert newest[1:4] == [HOSTILE_ID, "4", "redact erase version 1 downstream"] and newest[5].endswith("checked")
+    assert before[1:3] == [HOSTILE_ID, "3"] and f"actor {HOSTILE_VALUE} (claimed)" in before[4]
+    assert page.page.locator("script").count() == 0
+    page.shot("feed")
+    page.page.get_by_role("link", name="pause").click()
+    assert page.page.locator('meta[http-equiv="refresh"]').count() == 0

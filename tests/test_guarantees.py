@@ -66,6 +66,45 @@ def test_hot_key_with_random_times_ends_applied_or_stale(make_stack):
     assert set(tally.outcomes) <= {"applied", "stale"} and tally.outcomes["applied"] >= 1
 
 
+# Issue 34: K writers at once with server-given times (no effectiveAt), merged by field clock, through every
+# entry point on Standard and Express, with faults; every outcome, version, field time and as-of answer must
+# be the reference model's replayed in the order the table recorded (changeflow.checks.merging). The suite runs
+# one case per path at K = 10; CHANGEFLOW_LONG=1 every path, workflow and mix at K = 10 and 50 (make
+# reliability's rows 1c-1e).
+MERGE_CASES = [("direct", "Standard", "different", 0), ("direct", "Standard", "overlapping", 3),
+               ("direct", "Express", "mixed", 3), ("events", "Express", "different", 0),
+               ("api", "Standard", "mixed", 2)]
+if LONG:
+    MERGE_CASES = [(path, workflow, mode, faults) for workflow in ("Standard", "Express")
+                   for path, mode, faults in [("direct", "different", 0), ("api", "different", 0),
+                                              ("events", "different", 0), ("direct", "overlapping", 5),
+                                              ("api", "overlapping", 5), ("direct", "mixed", 5), ("api", "mixed", 5)]]
+
+
+@pytest.mark.parametrize("k", [10, 50] if LONG else [10])
+@pytest.mark.parametrize("path, workflow, mode, faults", MERGE_CASES, ids=lambda v: str(v))
+def test_k_writers_with_server_given_times_merge_by_field_as_the_model_says(path, workflow, mode, faults, k):
+    from functools import partial
+
+    from changeflow.checks import merging
+    from changeflow.client import Changeflow
+    from changeflow.local.server import EmbeddedServer
+    from conftest import let_executions_end
+
+    scale = merging.TIME_SCALE if k > 10 else 0.05  # K = 50: real back-offs (see merging.TIME_SCALE)
+    with EmbeddedServer(port=0, time_scale=scale, parameters=merging.WORKFLOWS[workflow]) as server:
+        cf = Changeflow.for_embedded(server.stack)
+        submit = {"direct": merging.submit_direct, "events": merging.submit_events,
+                  "api": partial(merging.submit_api, api=f"{server.url}/{server.routes[0].stage}")}[path]
+        tally = merging.merge_case(cf, f"{mode}#{path}", k, mode, seed=k, submit=submit, stack=server.stack,
+                                   faults=faults)
+        let_executions_end(server.stack)
+    no_violations(tally)
+    assert sum(tally.faults.values()) >= (1 if faults else 0)
+    if mode == "different":  # every patch of its own field lands, whatever order the race wrote them in
+        assert tally.outcomes == {"applied": k + 1}
+
+
 @pytest.mark.parametrize("step", reliability.STEPS)
 @pytest.mark.parametrize("kind", reliability.KINDS)
 def test_faults_at_every_step_boundary_lose_and_double_nothing(make_stack, step, kind):

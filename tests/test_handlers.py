@@ -16,7 +16,9 @@ def test_every_function_has_an_event_payload_and_every_payload_a_function():
     payloads = {p.stem for p in (EVENTS / "functions").glob("*.json")}
     assert payloads == set(FUNCTION_DIRS)
     for path in (EVENTS / "functions").glob("*.json"):
-        assert isinstance(json.loads(path.read_text()), dict)  # sam local invoke passes it as the event
+        # sam local invoke passes it as the event: an object, or for the feed's enrichment the array of stream
+        # records a pipe sends (a batch, even of one)
+        assert isinstance(json.loads(path.read_text()), list if path.stem == "feed_events" else dict), path.name
 
 
 def test_handlers_are_thin():
@@ -41,7 +43,8 @@ def test_event_payloads_drive_the_steps_in_workflow_order(lambda_module, context
 
     history = lambda_module("put_history").lambda_handler(load_event("functions/put_history.json"), context)
     assert history == {"entityId": "user#1001", "operation": "put", "outcome": "applied", "version": 1,
-                       "changeId": "example-put-1", "effectiveAt": 1767225600000, "history": "written"}
+                       "changeId": "example-put-1", "effectiveAt": 1767225600000, "superseded": [],
+                       "history": "written"}
 
     tombstone = lambda_module("delete_tombstone").lambda_handler(load_event("functions/delete_tombstone.json"), context)
     assert tombstone["outcome"] == "applied" and tombstone["version"] == 2
@@ -70,7 +73,8 @@ def test_fetch_handler_ends_a_stale_change_with_its_outcome(lambda_module, conte
     with pytest.raises(ChangeIsStale) as raised:
         lambda_module("fetch_latest").lambda_handler(event, context)
     assert json.loads(str(raised.value)) == {"entityId": "user#1001", "operation": "put", "outcome": "stale",
-                                             "version": 1, "changeId": "older", "effectiveAt": 1767225599999}
+                                             "version": 1, "changeId": "older", "effectiveAt": 1767225599999,
+                                             "superseded": []}
     # and the report step turns it back into the output, as the state machine passes it
     cause = {"errorMessage": str(raised.value), "errorType": "ChangeIsStale"}
     report = {"stale": cause, "execution": {"name": "e-1"}}
@@ -134,3 +138,18 @@ def test_handlers_emit_emf_metrics_by_operation(lambda_module, context, tables, 
     applied = [m for m in emf if "ChangesApplied" in m]
     assert applied and applied[0]["operation"] == "put"
     assert applied[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Changeflow"
+
+
+def test_the_feed_enrichment_turns_its_payload_into_a_version_recorded_event(lambda_module, context):
+    # GIVEN the payload a pipe sends (a batch of one stream record: version 1 of user#1001, written to history)
+    from changeflow_core import chain
+
+    # WHEN the enrichment handler gets it THEN one event, whose chain form recomputes its chain hash from the
+    # entity's genesis value (version 1: nothing to read), and no content (FeedContent defaults to none)
+    [event] = lambda_module("feed_events").lambda_handler(load_event("functions/feed_events.json"), context)
+    assert (event["entityId"], event["version"], event["operation"], event["actor"]) == (
+        "user#1001", 1, "put", "admin@example.com")
+    assert event["prevHash"] == chain.genesis("user#1001")
+    assert chain.link(event["prevHash"], event["chainForm"]) == event["chainHash"]
+    assert "content" not in event and "Ada" not in json.dumps(event)
+

@@ -30,7 +30,7 @@ def test_make_bench_runs_every_benchmark_and_rewrites_its_block(tmp_path):
 
 def test_make_reliability_runs_every_campaign_with_no_violation(tmp_path):
     out = make(project_copy(tmp_path), "reliability", timeout=900).stdout
-    campaigns = re.findall(r"^(\d+b?)\. ", out, re.M)
-    assert campaigns[:2] == ["1", "1b"] and {"2", "2b", "3", "4", "5", "6", "7"} <= set(campaigns)
+    campaigns = re.findall(r"^(\d+[b-e]?)\. ", out, re.M)
+    assert campaigns[:2] == ["1", "1b"] and {"1c", "1d", "1e", "2", "2b", "3", "4", "5", "6", "7"} <= set(campaigns)
     total = re.search(r"^all\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", out, re.M)
     assert total and int(total[1]) > 0 and int(total[4]) == 0, out[-2000:]

@@ -57,10 +57,37 @@ def test_the_model_patches_the_latest_version_and_nothing_else():
     assert model.apply(patch(1, "p0", set={"a": 1})) == ("FAILED", "NotFound")  # nothing to patch
     model.apply({"operation": "put", "effectiveAt": 5, "changeId": "a", "attributes": {"v": 1, "a": 0}})
     assert model.apply(patch(4, "p1", set={"a": 9})) == ("SUCCEEDED", "stale")
-    assert model.apply(patch(5, "p2", set={"b": 2}, remove=["v"])) == ("SUCCEEDED", "applied")
-    assert model.apply(patch(6, "p2", set={"b": 3})) == ("SUCCEEDED", "duplicate")
+    assert model.apply(patch(6, "p2", set={"b": 2}, remove=["v"])) == ("SUCCEEDED", "applied")
+    assert model.apply(patch(7, "p2", set={"b": 3})) == ("SUCCEEDED", "duplicate")
     assert model.versions[-1]["attributes"] == {"a": 0, "b": 2}
     model.apply({"operation": "delete", "effectiveAt": 7, "changeId": "d"})
     assert model.apply(patch(6, "p3", set={"a": 1})) == ("SUCCEEDED", "stale")  # older than the delete
     assert model.apply(patch(8, "p4", set={"a": 1})) == ("FAILED", "NotFound")  # of a tombstone
     assert len(model.versions) == 3
+
+
+def test_the_model_merges_patches_by_field_clock():
+    # issue 34: a field keeps its own time; a patch is stale only where a newer change wrote each field
+    model = reference_model.Model()
+    patch = lambda at, cid, **kw: {"operation": "patch", "effectiveAt": at, "changeId": cid, **kw}  # noqa: E731
+    put = lambda at, cid, **kw: {"operation": "put", "effectiveAt": at, "changeId": cid, "attributes": kw}  # noqa: E731
+    model.apply(put(10, "base", a=0, b=0))
+    assert model.apply(patch(20, "late-a", set={"a": 2})) == ("SUCCEEDED", "applied")
+    # received first, written second: older than the latest version (20), but no newer change wrote b
+    assert model.apply(patch(15, "early-b", set={"b": 1, "a": 1})) == ("SUCCEEDED", "applied")
+    assert model.superseded == ["a"] and model.latest["attributes"] == {"a": 2, "b": 1}
+    assert model.latest["effectiveAt"] == 20 and reference_model.Model.field_times(model.latest) == {"b": 15}
+    assert model.apply(patch(12, "older", set={"b": 9}, remove=["a"])) == ("SUCCEEDED", "stale")
+    assert model.superseded == ["b", "a"]
+    # equal times: the greater value stays, in either order; a removal never wins
+    assert model.apply(patch(15, "tie-lower", set={"b": 0})) == ("SUCCEEDED", "stale")
+    assert model.apply(patch(15, "tie-greater", set={"b": 3})) == ("SUCCEEDED", "applied")
+    assert model.apply(patch(20, "tie-remove", remove=["a"], set={"d": 1})) == ("SUCCEEDED", "applied")
+    assert model.superseded == ["a"] and model.latest["attributes"] == {"a": 2, "b": 3, "d": 1}
+    # a put is the whole document at its time: older than the latest version is stale, else every field's
+    assert model.apply(put(19, "old-put")) == ("SUCCEEDED", "stale")
+    assert model.apply(put(30, "put", z=1)) == ("SUCCEEDED", "applied")
+    assert model.apply(patch(25, "before-put", set={"a": 5})) == ("SUCCEEDED", "stale")
+    # a field the put lacked is at the put's time too, and any value beats none at that time
+    assert model.apply(patch(30, "same-time", set={"y": 0})) == ("SUCCEEDED", "applied")
+    assert model.latest["attributes"] == {"z": 1, "y": 0}

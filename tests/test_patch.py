@@ -21,7 +21,9 @@ def put(entity="doc#42", at=T0, change="c-put", **attributes):
     return {"entityId": entity, "operation": "put", "attributes": attributes, "effectiveAt": at, "changeId": change}
 
 
-def patch(entity="doc#42", at=T0, change="c-patch", set=None, remove=None, **extra):
+def patch(entity="doc#42", at=T0 + 1, change="c-patch", set=None, remove=None, **extra):
+    """A patch, by default 1 ms after ``put``'s time (at an equal time a field keeps the greater value:
+    tests/test_merge.py)."""
     request = {"entityId": entity, "operation": "patch", "effectiveAt": at, "changeId": change, **extra}
     if set is not None:
         request["set"] = set
@@ -48,7 +50,7 @@ def test_a_patch_sets_and_removes_fields_of_the_latest_version_and_keeps_the_res
                                 actor="carol@example.com", reason="approve"))
     # THEN version 2 is version 1 with the patch applied, in the same four steps as a put
     assert execution.output == {"entityId": "doc#42", "operation": "patch", "outcome": "applied", "version": 2,
-                                "changeId": "c-patch", "effectiveAt": T0}
+                                "changeId": "c-patch", "effectiveAt": T0 + 1, "superseded": []}
     assert states_entered(cf, execution) == [
         "Fetch the latest version", "Write the new latest version", "Record the version in history",
         "Tag versions for expiry"]
@@ -95,9 +97,12 @@ def test_a_patch_older_than_the_stored_version_is_stale_and_writes_nothing(cf):
     assert snapshot(cf) == before
 
 
-def test_a_patch_at_the_stored_effective_at_is_accepted(cf):
-    cf.submit(put(at=T0, color="red"))
-    assert cf.submit(patch(at=T0, set={"color": "blue"})).output["outcome"] == "applied"
+def test_a_patch_at_the_stored_effective_at_adds_fields_and_keeps_the_greater_value_of_a_field(cf):
+    # equal times (docs/api.md): any value is greater than none, and of two values the greater stays
+    cf.submit(put(at=T0, color="red", size=3))
+    execution = cf.submit(patch(at=T0, set={"shape": "round", "color": "blue", "size": 4}))
+    assert execution.output["outcome"] == "applied" and execution.output["superseded"] == ["color"]
+    assert cf.entity("doc#42")["latest"]["attributes"] == {"color": "red", "size": 4, "shape": "round"}
 
 
 def test_a_patch_delivered_again_is_a_duplicate_even_after_other_patches(cf):
@@ -141,8 +146,8 @@ def test_a_patch_older_than_a_delete_is_stale_not_not_found(cf):
 def test_a_rollback_to_a_patch_version_restores_its_content_without_its_patch_record(cf):
     cf.submit(put(color="red", n=1))
     cf.submit(patch(set={"color": "blue"}))
-    cf.submit(put(change="c3", shape="round"))
-    cf.submit({"entityId": "doc#42", "operation": "rollback", "toVersion": 2, "effectiveAt": T0, "changeId": "r"})
+    cf.submit(put(at=T0 + 2, change="c3", shape="round"))
+    cf.submit({"entityId": "doc#42", "operation": "rollback", "toVersion": 2, "effectiveAt": T0 + 3, "changeId": "r"})
     latest = cf.entity("doc#42")["latest"]
     assert latest["attributes"] == {"color": "blue", "n": 1} and latest["patch"] is None
 

@@ -76,7 +76,7 @@ def assert_refused(cf, execution, field, before):
 def patch_removing(names: int, change: str):
     """The issue's patch: set one field and remove ``names`` short names and one of ``n`` characters."""
     def build(n):
-        return {"entityId": "blob#1", "operation": "patch", "effectiveAt": T0, "changeId": change,
+        return {"entityId": "blob#1", "operation": "patch", "effectiveAt": T0 + 1, "changeId": change,
                 "set": {"x": 1}, "remove": [f"f{i:05d}" for i in range(names)] + ["p" * n]}
     return build
 
@@ -133,8 +133,12 @@ def rollback_of(entity, change, to_version):
 
 
 def patch_of(entity, change):
+    # each patch later than the one before: at an equal time the fields "under" removed would be superseded
+    # (issue 34), and their names carried twice
+    at = T0 + {"exact": 3}.get(change, 1)
+
     def build(n):
-        return {"entityId": entity, "operation": "patch", "effectiveAt": T0, "changeId": change,
+        return {"entityId": entity, "operation": "patch", "effectiveAt": at, "changeId": change,
                 "set": {"note": "n"}, "remove": [f"gone{i:05d}" for i in range(2_000)] + ["p" * n]}
     return build
 
@@ -178,13 +182,16 @@ def test_every_operation_at_the_bound_applies_with_every_state_under_256_kib_and
     # one byte under, then exactly at the bound (sized again: the entity moved on): applied, and no
     # state input, output, task parameters or result reached the limit
     for change, target in (("under", bound - 1), ("exact", bound)):
+        if operation == "patch" and change == "exact":  # the names "under" removed keep their clocks in v0,
+            cf.submit({"entityId": entity, "operation": "put", "effectiveAt": T0 + 2, "changeId": "reset",
+                       "attributes": {"blob": "x" * 200_000}})  # carried by the next patch: a put clears them
         request = sized(stack, builder(change), target)
         execution = cf.submit(request)
         assert execution.output["outcome"] == "applied", (execution.error, execution.cause)
         assert fetch_output_size(cf, execution) == target
         assert largest_state(cf, execution) <= STATE_LIMIT
     history = cf.entity(entity)["versions"]
-    assert [v["changeId"] for v in history][-2:] == ["under", "exact"]
+    assert [v["changeId"] for v in history if v["changeId"] != "reset"][-2:] == ["under", "exact"]
     assert history[-1] == cf.entity(entity)["latest"]
 
 

@@ -232,3 +232,67 @@ def test_on_the_command_line_verify_executions_names_a_forged_version(recorded, 
     capsys.readouterr()
     assert cli.main(["verify", ENTITY, "--executions"]) == 1
     assert "version 5: its execution reports" in capsys.readouterr().out
+
+
+# --- field clocks (issue 34): each field's effective time, sealed in the chain ---------------------------
+@pytest.fixture
+def merged(cf):
+    """Three versions: a put at T0, a patch of n at T0 + 20, and a late patch at T0 + 10 of title and n (n
+    superseded): version 2 and 3 carry field clocks."""
+    cf.submit(put(T0, "c1", title="one", n=1))
+    cf.submit({"entityId": ENTITY, "operation": "patch", "set": {"n": 2}, "effectiveAt": T0 + 20, "changeId": "c2"})
+    late = cf.submit({"entityId": ENTITY, "operation": "patch", "set": {"title": "late", "n": 3},
+                      "effectiveAt": T0 + 10, "changeId": "c3"})
+    assert late.output["superseded"] == ["n"]
+    assert model.FIELD_CLOCKS in item(cf, 3) and model.FIELD_CLOCK_BASE in item(cf, 2)
+    assert verify(cf, ENTITY).ok
+    return cf
+
+
+CLOCK_CASES = {
+    # a field's time moved, so that an older patch would now overwrite it (or a newer one be refused)
+    "a field clock changed": (set_attribute(model.FIELD_CLOCKS, {"M": {"title": {"N": "0"}}}, version=3), "version 3:"),
+    "a field clock added to a put": (set_attribute(model.FIELD_CLOCKS, {"M": {"n": {"N": "5"}}}, version=1),
+                                     "version 1:"),
+    "the clock base removed": (lambda cf: cf.dynamodb.update_item(
+        TableName=cf.history_table, Key=key(2), UpdateExpression="REMOVE fieldClockBase"), "version 2:"),
+    "v0's field clocks changed": (set_attribute(model.FIELD_CLOCKS, {"M": {"title": {"N": "20"}}}, version=None),
+                                  "v0 (version 3)"),
+    "a superseded field hidden": (set_attribute(model.PATCH_RECORD, {"M": {
+        "set": {"M": {"title": {"S": "late"}, "n": {"N": "3"}}}, "remove": {"L": []}}}, version=3), "version 3:"),
+}
+TAMPERINGS.extend(CLOCK_CASES)
+
+
+@pytest.mark.parametrize("case", sorted(CLOCK_CASES))
+def test_verify_names_the_version_whose_field_clocks_were_tampered_with(merged, case):
+    tamper, named = CLOCK_CASES[case]
+    tamper(merged)
+    report = verify(merged, ENTITY)
+    assert any(p.startswith(named) for p in report.problems), report.problems
+
+
+RESEALED = {
+    "a field clock changed, every hash recomputed": (
+        {model.FIELD_CLOCKS: {"M": {"title": {"N": "0"}}}}, "version 3: its field clocks are not version 2's"),
+    "a superseded field hidden, every hash recomputed": (
+        {model.PATCH_RECORD: {"M": {"set": {"M": {"title": {"S": "late"}, "n": {"N": "3"}}}, "remove": {"L": []}}}},
+        "version 3: the fields its patch applied do not share one time"),
+    "a field's superseded value applied after all, every hash recomputed": (
+        {"n": {"N": "3"}, model.FIELD_CLOCKS: {"M": {"title": {"N": "10"}, "n": {"N": "10"}}},
+         model.PATCH_RECORD: {"M": {"set": {"M": {"title": {"S": "late"}, "n": {"N": "3"}}}, "remove": {"L": []}}}},
+        "version 3: its patch record says it superseded [], but version 2's clocks supersede ['n']"),
+}
+TAMPERINGS.extend(RESEALED)
+
+
+@pytest.mark.parametrize("case", sorted(RESEALED))
+def test_field_clocks_altered_and_sealed_again_are_still_named(merged, case):
+    # the insider who knows the chain recomputes every hash after the change: the chain verifies, but each
+    # version's clocks must still be its predecessor's with its change applied
+    altered, problem = RESEALED[case]
+    write(merged, 3, {**item(merged, 3), **altered})
+    recompute_chain_from(merged, 3)
+    problems = verify(merged, ENTITY).problems
+    assert not any("chain" in p for p in problems), problems
+    assert any(p.startswith(problem) for p in problems), problems

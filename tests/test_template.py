@@ -179,8 +179,9 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
                  "multiValueQueryStringParameters": query and {k: [v] for k, v in query.items()}}
         assert not stack.lambdas.invoke(stack.function("ReadApiFunction"), event)[1]
     for function in stack.lambdas.functions.values():
-        if function.logical_id == "SubmitChangeFunction":
-            continue  # not on this path (cf.submit); its calls in both workflow types: tests/test_submit.py
+        if function.logical_id in ("SubmitChangeFunction", "FeedEventsFunction"):
+            continue  # not on this path (cf.submit), or not in step with it (the feed's pipe, issue 36): their
+            # calls are measured in tests/test_submit.py and tests/test_feed.py
         calls = [call for call in function.api_calls if call[0] == "dynamodb"]
         called = {f"{service}:{operation}" for service, operation, _, _ in calls}
         tables = {params["TableName"] + (f"/index/{params['IndexName']}" if params.get("IndexName") else "")

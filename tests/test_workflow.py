@@ -34,7 +34,7 @@ def test_first_put_creates_version_1_and_its_history_item(cf):
     # THEN the execution succeeds with version 1, and v0 and history item 1 hold the content
     assert execution.status == "SUCCEEDED"
     assert execution.output == {"entityId": "doc#1", "operation": "put", "outcome": "applied", "version": 1,
-                                "changeId": "c1", "effectiveAt": T0}
+                                "changeId": "c1", "effectiveAt": T0, "superseded": []}
     entity = cf.entity("doc#1")
     assert entity["latest"]["version"] == 1 and entity["latest"]["attributes"] == {"color": "red"}
     assert [v["version"] for v in entity["versions"]] == [1]
@@ -498,7 +498,7 @@ def test_a_tag_step_that_keeps_failing_still_reports_the_applied_change_and_repa
     # THEN the change is reported applied (v0 and history are written), not an unnamed failure
     assert execution.status == "SUCCEEDED"
     assert execution.output == {"entityId": "doc#1", "operation": "put", "outcome": "applied", "version": 2,
-                                "changeId": "c2", "effectiveAt": T0 + 1}
+                                "changeId": "c2", "effectiveAt": T0 + 1, "superseded": []}
     assert states_entered(cf, execution)[-1] == "Report the result without the expiry tag"
     # AND verify finds version 1 left untagged, and repair tags it
     assert "versions outside the retention window without an expiry: [1]" in verify.verify(cf, "doc#1").problems

@@ -3,7 +3,7 @@
 - ``changeflow run FILE...``: start the embedded stack in this process, submit the changes in the files,
   print a report (or ``--json``).
 - ``changeflow serve``: the embedded stack behind an AWS-compatible endpoint on 127.0.0.1.
-- ``changeflow submit|versions|history|executions|verify|repair|import|export``: against ``changeflow serve``
+- ``changeflow submit|versions|history|executions|verify|repair|tail|import|export``: against ``changeflow serve``
   (``--endpoint-url``, the default) or a stack deployed on AWS (``--stack-name``), one code path.
 
 This module builds the parser from the command groups (changeflow.commands, one module per group), in the
@@ -21,7 +21,7 @@ from urllib.error import URLError
 from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError,
                                  NoRegionError)
 
-from .commands import audit, capacity, chainops, deadletters, local, reads, run, submit, transfer
+from .commands import audit, capacity, chainops, deadletters, feed, local, reads, run, submit, transfer
 from .commands.options import EXIT_DEFAULT
 from .common.errors import FAILED, REJECTED, USAGE, NotFound, ToolFailure, UsageError
 from .local.template import TemplateError
@@ -30,7 +30,7 @@ from .local.template import TemplateError
 COMMANDS = [run.add_run, run.add_demo, local.add_serve, local.add_local, submit.add_submit, reads.add_versions,
             reads.add_history, reads.add_executions, reads.add_api, deadletters.add_dead_letters, audit.add_verify,
             audit.add_digest, audit.add_proof, audit.add_verify_proof, audit.add_repair, chainops.add_redact,
-            chainops.add_adopt, transfer.add_import, transfer.add_export, transfer.add_verify_export,
+            chainops.add_adopt, feed.add_tail, transfer.add_import, transfer.add_export, transfer.add_verify_export,
             local.add_console, capacity.add_capacity]
 
 

@@ -77,7 +77,8 @@ def _time(ms: Any) -> str:
 
 
 def patch_summary(record: dict[str, Any] | None) -> str:
-    """What a patch changed, in one line: ``set {"status":"approved"}; remove draftNote``."""
+    """What a patch changed, in one line: ``set {"status":"approved"}; remove draftNote``, and the fields a
+    newer change had written, which it did not apply: ``; superseded status`` (issue 34)."""
     if not record:
         return ""
     parts = []
@@ -85,6 +86,8 @@ def patch_summary(record: dict[str, Any] | None) -> str:
         parts.append("set " + wire.dumps(record["set"], compact=True))
     if record.get("remove"):
         parts.append("remove " + ", ".join(record["remove"]))
+    if record.get("superseded"):
+        parts.append("superseded " + ", ".join(record["superseded"]))
     return "; ".join(parts)
 
 
@@ -192,3 +195,22 @@ def aged_out(description: dict[str, Any]) -> str:
     return (f"{description['name']}: AGED_OUT - Step Functions no longer keeps it and the execution log does not "
             f"hold it; the versions of {description['entityId']!r} it wrote:\n"
             + table(["version", "change", "operation", "actor", "reason", "effectiveAt", "recordedAt"], rows))
+
+
+def feed_line(event: dict[str, Any]) -> str:
+    """One ``VersionRecorded`` event (changeflow_core.feed) as ``changeflow tail`` prints it: when it was recorded,
+    the entity and version, the operation, who, and the start of its chain hash; a redaction says what to erase."""
+    what = event["operation"] or "?"
+    if event.get("redacts"):
+        what += f" of version {event['redacts']['version']}: erase it downstream"
+    elif event.get("sourceVersion") is not None:
+        what += f" to version {event['sourceVersion']}"
+    elif event.get("adopts"):
+        what += f" of versions 1..{event['adopts']}"
+    if event.get("redacted"):
+        what += " (its content redacted since)"
+    who = principal.describe(event.get("principal"))
+    if event.get("actor"):
+        who += f", actor {event['actor']} (claimed)"
+    chain = (event.get("chainHash") or "-")[:12]
+    return f"{_time(event.get('recordedAt'))}  {event['entityId']}  v{event['version']}  {what}  by {who}  chain {chain}"

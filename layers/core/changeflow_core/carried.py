@@ -90,6 +90,9 @@ def parts(result: dict[str, Any]) -> dict[str, int]:
     if source:
         sizes[source] = sizes.get(source, 0) + content
     sizes["changeIds"] = items.wire_size((result.get("latest") or {}).get("changeIds") or {})
+    clocks = (result.get("latest") or {}).get(model.FIELD_CLOCKS)
+    if clocks:  # a patch carries v0's field clocks: the fields patched since its last put (issue 34)
+        sizes[model.FIELD_CLOCKS] = items.wire_size(clocks)
     return sizes
 
 
@@ -97,7 +100,7 @@ def named_field(result: dict[str, Any]) -> str:
     """The request field to name when ``result`` does not fit: the largest the caller sent (a patch's
     ``set`` or ``remove``, whichever is larger, since the content it patches is the entity's)."""
     sizes = parts(result)
-    candidates = {k: v for k, v in sizes.items() if k not in ("changeIds", "content")}
+    candidates = {k: v for k, v in sizes.items() if k not in ("changeIds", "content", model.FIELD_CLOCKS)}
     if result["change"]["operation"] == model.PATCH:
         candidates = {k: sizes.get(k, 0) for k in ("set", "remove")}
     return max(candidates, key=lambda field: candidates[field]) if candidates else "request"

@@ -9,10 +9,11 @@ that a ``Catch`` routes (``ChangeIsStale`` to the report, ``WriteConflict`` to t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
-from . import model, names
+from . import clocks, model, names
 from .errors import ChangeflowError, VersionConflict
 from .validation import Change
 
@@ -46,10 +47,23 @@ class LatestWriteFailed(ChangeflowError):
     """The ``v0`` write kept failing (Lambda errors, timeouts) through every attempt."""
 
 
-def report(change: Change, outcome: str, version: int) -> dict[str, Any]:
-    """The execution's output: the same six fields on every path."""
+def report(change: Change, outcome: str, version: int, superseded: list[str] | None = None) -> dict[str, Any]:
+    """The execution's output: the same seven fields on every path. ``superseded``: the fields of a patch
+    that a newer change had written, so it did not apply them (all of them when it is stale); ``[]`` for
+    every other change."""
+    lost = change.superseded if superseded is None else superseded
     return {"entityId": change.entityId, "operation": change.operation, "outcome": outcome, "version": version,
-            "changeId": change.changeId, "effectiveAt": change.effectiveAt}
+            "changeId": change.changeId, "effectiveAt": change.effectiveAt, "superseded": list(lost or [])}
+
+
+def merged(change: Change, latest: dict[str, Any] | None, item: dict[str, Any] | None) -> Change:
+    """A patch with the fields a newer change wrote (``superseded``), decided field by field against the
+    ``v0`` just read (its clocks, and its values for equal times: ``clocks.superseded``); any other change
+    as it is. ``item``: that ``v0`` (plain values), ``None`` where it holds no content."""
+    if change.operation != model.PATCH or latest is None:
+        return change
+    content = {k: v for k, v in (item or {}).items() if k not in model.RESERVED}
+    return dataclasses.replace(change, superseded=clocks.superseded(change, clocks.of_state(latest), content))
 
 
 def decide(change: Change, latest: dict[str, Any] | None) -> tuple[str, int]:
@@ -57,7 +71,9 @@ def decide(change: Change, latest: dict[str, Any] | None) -> tuple[str, int]:
     version the entity already has. Raises ``VersionConflict`` when the caller's expectation fails.
 
     A change whose id is among the ids ``v0`` remembers (the last ``model.RECENT_CHANGE_IDS`` changes,
-    whatever their effectiveAt) is a duplicate: it reports the version it wrote and writes nothing."""
+    whatever their effectiveAt) is a duplicate: it reports the version it wrote and writes nothing. A patch
+    already ``merged`` is stale only when a newer change wrote every field it names; any other change when
+    it is older than ``v0`` (a patch not merged too: a state from before field clocks)."""
     current = latest["version"] if latest else 0
     if latest and change.changeId in latest["changeIds"]:
         return model.DUPLICATE, latest["changeIds"][change.changeId]
@@ -65,14 +81,18 @@ def decide(change: Change, latest: dict[str, Any] | None) -> tuple[str, int]:
         raise VersionConflict(
             f"the entity is at version {current}, not the expected {change.expectedVersion}"
         )
-    if latest and change.effectiveAt < latest["effectiveAt"]:
+    if latest and change.operation == model.PATCH and change.superseded is not None:  # merged: field by field
+        lost = set(change.superseded)
+        return (model.STALE, current) if all(name in lost for name in clocks.named(change)) else (WRITE, current + 1)
+    if latest and change.effectiveAt < latest["effectiveAt"]:  # a whole document older than v0's
         return model.STALE, current
     return WRITE, current + 1
 
 
 def classify_failed_write(change: Change, old_latest: dict[str, Any] | None) -> tuple[str, int]:
     """Why a conditional ``v0`` write failed, from the item it met: duplicate, stale, or a conflict
-    with another writer (fetch again). Raises ``VersionConflict`` for a caller-supplied expectation."""
+    with another writer (fetch again). Raises ``VersionConflict`` for a caller-supplied expectation.
+    A patch is decided on the fields it names: ``merged`` against that item first."""
     outcome, version = decide(change, old_latest)
     if outcome == WRITE:
         return model.CONFLICT, version - 1

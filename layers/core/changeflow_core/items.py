@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 
-from . import chain, codec, model
+from . import chain, clocks, codec, model
 from .errors import ValidationError
 from .validation import Change, validate_attributes
 
@@ -34,6 +34,8 @@ def latest_state(item: dict[str, Any] | None, present: bool = True) -> dict[str,
         "chainHash": chain.hash_text(item.get(model.CHAIN_HASH)),  # hex in the state, whatever the format
         # the next version records no earlier (steps.write): recorded time stays in version order
         "recordedAt": int(item[model.RECORDED_AT]) if item.get(model.RECORDED_AT) is not None else None,
+        # the field clocks as stored (deltas), where the item has them: a patch is decided field by field
+        **{name: item[name] for name in (model.FIELD_CLOCKS, model.FIELD_CLOCK_BASE) if item.get(name) is not None},
     }
 
 
@@ -79,11 +81,12 @@ def latest_item(
 ) -> dict[str, Any]:
     """The ``v0`` item from content already in the serializer's form (``from_wire``): nothing re-parsed.
     ``keep_prev``: store the previous version's hash too (a stack with a retention window: ``chain``)."""
+    field_clocks = clocks.after(change, clocks.of_state(latest) if latest else None)
     item: dict[str, Any] = {
         model.PK: change.entityId,
         model.SK: model.LATEST_SK,
         model.VERSION: version,
-        model.EFFECTIVE_AT: change.effectiveAt,
+        model.EFFECTIVE_AT: field_clocks.effective_at,  # a late patch: the newest of the fields' times
         model.CHANGE_ID: change.changeId,
         model.CHANGE_IDS: next_change_ids(change, latest, version),
         model.OPERATION: change.operation,
@@ -104,8 +107,10 @@ def latest_item(
         item[model.EXPIRES_AT] = recorded_at // 1000 + tombstone_ttl_days * SECONDS_PER_DAY
     else:
         item.update(values or {})
+    item.update(clocks.stored(field_clocks))
     if change.operation == model.PATCH:  # the audit answers "who changed this field" from the item itself
-        item[model.PATCH_RECORD] = {"set": from_wire(change.set), "remove": list(change.remove or [])}
+        item[model.PATCH_RECORD] = {"set": from_wire(change.set), "remove": list(change.remove or []),
+                                    **({"superseded": list(change.superseded)} if change.superseded else {})}
     for name, record in (change.chainRecord or {}).items():  # what a redact or adopt binds into the chain
         item[name] = _stored(record)
     return sealed(item, latest, keep_prev)
@@ -121,8 +126,11 @@ def _stored(record: Any) -> Any:
 
 
 def patched(item: dict[str, Any], change: Change) -> dict[str, Any]:
-    """A patch's new content: ``item``'s content (the fetched ``v0``) with the change's patch applied."""
-    return apply_patch(content_of(item), from_wire(change.set), change.remove or [])
+    """A patch's new content: ``item``'s content (the fetched ``v0``) with the change's patch applied, but
+    for the fields a newer change wrote (``superseded``: ``clocks``)."""
+    lost = set(change.superseded or [])
+    return apply_patch(content_of(item), {k: v for k, v in from_wire(change.set).items() if k not in lost},
+                       [name for name in change.remove or [] if name not in lost])
 
 
 def apply_patch(content: dict[str, Any], set_values: dict[str, Any], remove: list[str]) -> dict[str, Any]:
@@ -236,8 +244,17 @@ def view(item: dict[str, Any] | None) -> dict[str, Any] | None:
         "sourceVersion": item.get(model.SOURCE_VERSION),
         "patch": item.get(model.PATCH_RECORD),
         "attributes": content_of(item),
+        **_clock_view(item),
         **_chain_view(item),
     }
+
+
+def _clock_view(item: dict[str, Any]) -> dict[str, Any]:
+    """Only where some field's effective time is not the version's (a patch merged by field, issue 34):
+    ``fieldTimes`` {field: epoch ms} for those fields, removed ones included (``clocks.times``)."""
+    if item.get(model.FIELD_CLOCKS) is None and item.get(model.FIELD_CLOCK_BASE) is None:
+        return {}
+    return {"fieldTimes": clocks.times(item)}
 
 
 def _chain_view(item: dict[str, Any]) -> dict[str, Any]:

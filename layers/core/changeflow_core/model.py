@@ -53,6 +53,13 @@ RESERVED = frozenset(
     }
 )
 
+# Field clocks (issue 34, changeflow_core.clocks): each top-level field's effective time, so concurrent patches
+# merge by field. Stored as deltas below the version's effectiveAt (ms), omitted where they say nothing; reserved,
+# so the chain seals them as metadata.
+FIELD_CLOCKS = "fieldClocks"  # {field: effectiveAt - its time} for the fields a patch wrote whose time is not the base
+FIELD_CLOCK_BASE = "fieldClockBase"  # effectiveAt - the time of every other field (the last put, rollback or delete)
+RESERVED = RESERVED | {FIELD_CLOCKS, FIELD_CLOCK_BASE}
+
 PUT, PATCH, DELETE, ROLLBACK = "put", "patch", "delete", "rollback"
 REDACT, ADOPT = "redact", "adopt"  # the chain's own operations: content removed, legacy versions bound
 OPERATIONS = (PUT, PATCH, DELETE, ROLLBACK, REDACT, ADOPT)

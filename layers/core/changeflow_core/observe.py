@@ -22,6 +22,7 @@ CHANGES_FETCHED_AGAIN = "ChangesFetchedAgain"  # reads after a back-off (a confl
 HISTORY_PUT_RETRIES = "HistoryPutRetries"  # $$.State.RetryCount of each history put attempt
 HISTORY_REPAIRED = "HistoryRepaired"
 VERSIONS_EXPIRED = "VersionsTaggedForExpiry"
+VERSIONS_PUBLISHED = "VersionsPublished"  # the feed's enrichment (issue 36): events handed to the pipe's target
 
 
 def annotate(tracer, entity_id: str, version: int | None = None, outcome: str | None = None,

@@ -12,9 +12,10 @@ import json
 import time
 from typing import Any
 
-from . import authorization, carried, chainwork, items, lostwrites, model, principal, store, wire
+from . import authorization, carried, chainwork, clocks, items, lostwrites, model, principal, store, wire
 from .decisions import (
-    MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, report,
+    MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, merged,
+    report,
 )
 from .errors import NotFound, ValidationError, VersionConflict
 from .validation import Change, validate_attributes, validate_request
@@ -102,11 +103,15 @@ def fetch(client, table: str, history_table: str, change: Change, content: dict 
         content = rollback_content(client, history_table, change.entityId, change.toVersion)
     if attempt == 1 and change.operation != model.PATCH:
         items.check_item_size_of_values(change, items.from_wire(content) if content is not None else None)
+    change = merged(change, latest, item)  # a patch: field by field, on every attempt (clocks)
     outcome, version = decide(change, latest)
+    if change.operation not in (model.PATCH, *model.CHAIN_OPERATIONS):  # a whole document: the field clocks
+        latest = clocks.without(latest)  # of v0 are not needed, so not carried from state to state
     if outcome == model.DUPLICATE:  # nothing to write: the history step copies v0 if it must
         # tries: the version it holds, so that the read after a failed step finds it again past the 16 ids
-        return {"change": {**change.to_json(), "set": None, "remove": None}, "latest": latest, "content": None,
-                "writer": writers[change.operation], "attempt": attempt, "tries": version, **repaired}
+        return {"change": {**change.to_json(), "set": None, "remove": None, "superseded": None}, "latest": latest,
+                "content": None, "writer": writers[change.operation], "attempt": attempt, "tries": version,
+                **repaired}
     if change.operation == model.PATCH:  # applied to the version just read, on every attempt
         content = patch_content(item, change) if outcome == WRITE else None
     writer = writers[change.operation]
@@ -172,7 +177,9 @@ def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0
         store.write_latest(client, table, item_for(state, version, recorded_at, tombstone_ttl_days, keep_prev),
                            state["latest"])
     except store.ConditionFailed as failed:
-        outcome, version = classify_failed_write(change, items.latest_state(failed.old_item))
+        met = items.latest_state(failed.old_item)
+        change = merged(change, met, failed.old_item)  # a patch: decided again on the fields of the v0 it met
+        outcome, version = classify_failed_write(change, met)
         if outcome == model.STALE:
             raise ChangeIsStale(report(change, outcome, version)) from None
         if outcome == model.CONFLICT:
@@ -196,21 +203,24 @@ def record_history(client, table: str, history_table: str, state: dict[str, Any]
     the fresh read found the change already there) is reported ``applied``: the item names the execution
     that wrote it. A change delivered again in another execution stays ``duplicate``."""
     change, written = Change.from_json(state["change"]), state["written"]
-    outcome = written["outcome"]
+    outcome, superseded = written["outcome"], None
     if outcome == model.APPLIED:
         item = item_for(state, written["version"], written["recordedAt"], tombstone_ttl_days=0, keep_prev=keep_prev)
         written_now = store.put_history(client, history_table, items.history_of(item, state["latest"]))
         history = "written" if written_now else "present"
     else:  # a duplicate: the first delivery may have stopped before its history put
         history, stored = store.settle_history(client, table, history_table, change.entityId, written["version"])
+        superseded = []
         if stored is not None and (stored.get(model.EXECUTION), stored.get(model.CHANGE_ID)) == (
                 state["execution"]["id"], change.changeId):
             outcome = model.APPLIED
+        if stored is not None and stored.get(model.CHANGE_ID) == change.changeId:  # what it superseded then
+            superseded = (stored.get(model.PATCH_RECORD) or {}).get("superseded") or []
     if (change.chainRecord or {}).get(model.REDACTION):  # after version m is in history: it authorises this
         chainwork.redact(client, history_table, change.entityId, change.chainRecord[model.REDACTION])
     if (change.chainRecord or {}).get(model.ADOPTION):  # and anchors the versions an adoption bound
         chainwork.anchor_adopted(client, history_table, change.entityId, change.chainRecord[model.ADOPTION])
-    return {**report(change, outcome, written["version"]), "history": history}
+    return {**report(change, outcome, written["version"], superseded), "history": history}
 
 
 # --- step 4: expiry tags and the stale report --------------------------------------------------------------

@@ -51,6 +51,7 @@ class Change:
     redactVersion: int | None = None  # a redact: the version whose content it removes
     chainRecord: dict[str, Any] | None = None  # a redact or adopt: what the fetch step found to record (chain)
     principal: dict[str, Any] | None = None  # who AWS authenticated (changeflow_core.principal), never the body
+    superseded: list[str] | None = None  # a patch: its fields a newer change wrote (the fetch step: clocks)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,6 +13,7 @@ from typing import Any
 from changeflow_core import items, model, store
 
 from .digests import audit_chain
+from .fieldclocks import clock_problems
 from .retention import retention_window, unexplained_absences
 
 # Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
@@ -109,7 +110,8 @@ def _history_checks(client, report: Report, latest: dict[str, Any] | None, histo
             if items.content_of(by_version[int(source)]) != items.content_of(h):
                 report.problems.append(f"rollback version {h[model.VERSION]} differs from its source {source}")
     report.problems.extend(patch_problems(history, by_version))
-    report.problems.extend(index_key_problems(history, by_version))
+    report.problems.extend(clock_problems(history, by_version))  # the field clocks (issue 34)
+    report.problems.extend(index_key_problems(history, by_version))  # the time indexes' keys (issue 37)
 
     missed = untagged_versions(client, latest, history)
     if missed:
@@ -182,8 +184,8 @@ def index_key_problems(history: list[dict[str, Any]], by_version: dict[int, dict
 
 
 def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str, Any]]) -> list[str]:
-    """Each patch version must be its predecessor's content with its recorded patch applied (a patch
-    whose predecessor has expired cannot be checked, and is not)."""
+    """Each patch version must be its predecessor's content with its recorded patch applied, but for the
+    fields it records as superseded (a patch whose predecessor has expired cannot be checked, and is not)."""
     problems = []
     for h in history:
         if h.get(model.OPERATION) != model.PATCH:
@@ -197,9 +199,16 @@ def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str
         elif n == 1 or (before is not None and before.get(model.DELETED)):
             problems.append(f"patch version {n} has no live version before it to patch")
         elif before is not None and items.content_of(h) != items.apply_patch(
-                items.content_of(before), record.get("set") or {}, record.get("remove") or []):
+                items.content_of(before), *_applied(record)):
             problems.append(f"patch version {n} is not version {n - 1} with its patch applied")
     return problems
+
+
+def _applied(record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A patch record's ``(set, remove)`` but for the fields a newer change had written (issue 34)."""
+    lost = set(record.get("superseded") or [])
+    return ({k: v for k, v in (record.get("set") or {}).items() if k not in lost},
+            [name for name in record.get("remove") or [] if name not in lost])
 
 
 def _redacted(*found: dict[str, Any] | None) -> bool:

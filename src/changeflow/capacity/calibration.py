@@ -45,6 +45,7 @@ def measure_embedded(root: Path, changes: int = 12) -> dict[str, Any]:
     with EmbeddedStack(root, time_scale=1) as stack:
         cf = Changeflow.for_embedded(stack)
         stack.warm()
+        stack.stop_pipes()  # the workflow alone: the feed is priced apart (changeflow.cost.feed)
         service = stack.lambdas
         original = service.invoke
 

@@ -26,6 +26,11 @@ DDB_QUOTAS = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/S
 DDB_THROTTLING = "https://repost.aws/knowledge-center/on-demand-table-throttling-dynamodb"
 APIGW_THROTTLING = "https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-request-throttling.html"
 EVENTS_QUOTAS = "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html"
+# the change feed (issue 36), read on 2026-11-25 through the same documentation search
+PIPES_BATCHING = "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-pipes-batching-concurrency.html"
+PIPES_DDB_SOURCE = ("https://docs.aws.amazon.com/eventbridge/latest/pipes-reference/"
+                    "API_PipeSourceDynamoDBStreamParameters.html")
+KINESIS_QUOTAS = "https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html"
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,21 @@ QUOTAS: tuple[Quota, ...] = (
           "us-east-1; up to 10 entries per request"),
     Quota("events_invocations", "EventBridge", "target invocations", 18_750, None, "invocations/s", "yes",
           EVENTS_QUOTAS, "us-east-1; over it invocations are delayed, not dropped"),
+    # --- the change feed (issue 36): capacity.feed's block ----------------------------------------------------
+    Quota("streams_readers", "DynamoDB Streams", "readers of one stream shard at a time", 2, None, "readers",
+          "no", DDB_QUOTAS, "more are throttled: the feed's pipe is one; changeflow tail or the console another",
+          read_on="2026-11-25"),
+    Quota("pipes_bus_batch", "EventBridge Pipes", "events a batch to an event bus target", 10, None, "events", "no",
+          PIPES_BATCHING, "so at least one PutEvents request per 10 versions", read_on="2026-11-25"),
+    Quota("pipes_parallelization", "EventBridge Pipes", "batches in flight per stream shard "
+          "(ParallelizationFactor)", 1, None, "batches", "1 to 10 (a pipe setting)", PIPES_DDB_SOURCE,
+          "the default; the template's pipe sets 2, order kept per partition key (the entity)", read_on="2026-11-25"),
+    Quota("kinesis_shard_write", "Kinesis Data Streams", "one shard's writes", 1000, None, "records/s", "no",
+          KINESIS_QUOTAS, "and 1 MiB/s; an entity's versions share one shard (partition key: the entity id)",
+          read_on="2026-11-25"),
+    Quota("kinesis_new_on_demand", "Kinesis Data Streams", "a new on-demand stream's writes", 4000, None,
+          "records/s", "grows by itself", KINESIS_QUOTAS, "and 4 MiB/s; up to double its 30-day peak, to "
+          "200,000 records/s", read_on="2026-11-25"),
 )
 
 

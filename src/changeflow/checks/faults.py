@@ -10,6 +10,9 @@ event hooks on the handler's own clients).
 - ``writer_in_window``: one of the faults above on one change, and other writers started at that moment,
   run to their end inside the window the fault opens (the faulted execution's back-off or Retry waits
   for them: the clock's ``Holds``), every time.
+- ``feed_target`` (issue 36): the feed's pipe meets its target failing: ``throttle`` (the PutEvents or
+  PutRecords request refused, nothing delivered) or ``lost`` (the events delivered, the answer lost: the pipe
+  sends them again, so consumers see them twice).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from moto.core.botocore_stubber import MockRawResponse
 from changeflow_core import principal
 
 from ..local.lambdas import Function, LambdaService, LambdaServiceError, fault_hook
+from ..local.moto_patches.pipes.runner import Deliveries
 from ..local.moto_patches.stepfunctions.clock import Holds
 from ..local.moto_patches.stepfunctions.termination import wait_for_termination
 
@@ -165,3 +169,29 @@ class Injector:
             yield
         finally:
             client.meta.events.unregister(event, before_send)
+
+    @contextlib.contextmanager
+    def feed_target(self, rules: list[tuple[str, int]]) -> Iterator[None]:
+        """``rules``: (kind, times), kinds ``throttle`` and ``lost``, taken in turn on the pipes' target requests."""
+        remaining = [[kind, times] for kind, times in rules]
+        lock = threading.Lock()
+
+        def hook(pipe_name: str, events: list, put: Callable[[list], list[bool]]) -> list[bool]:
+            with lock:
+                rule = next((r for r in remaining if r[1] > 0), None)
+                if rule is not None:
+                    rule[1] -= 1
+            if rule is None:
+                return put(events)
+            if rule[0] == "throttle":
+                self.count("feed target throttled")
+                raise InjectedFault(f"{pipe_name}: the target throttled the request")
+            taken = put(events)
+            self.count("feed target answer lost")
+            raise InjectedFault(f"{pipe_name}: {sum(taken)} events delivered, the answer lost")
+
+        previous, Deliveries.hook = Deliveries.hook, hook
+        try:
+            yield
+        finally:
+            Deliveries.hook = previous

@@ -5,9 +5,13 @@ test; ``change_sequences`` draws sequences of changes, redeliveries and faults (
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
+from boto3.dynamodb.types import TypeSerializer
+
 from changeflow_core import asof
+from changeflow_core.chain import encode_value
 from changeflow_core.errors import NotFound
 from changeflow_core.model import RECENT_CHANGE_IDS
 
@@ -16,41 +20,93 @@ from .faults import Injector
 from .reliability import STEPS, T0, Tally, apply_patch, check
 
 
+def tie_rank(value: Any = None, present: bool = True) -> tuple:
+    """Equal times (issue 34): the greater value stays. No value is below every value; then numbers by
+    value, strings by their UTF-8 bytes, anything else by the chain's canonical encoding (docs/api.md)."""
+    if not present:
+        return (0,)
+    if isinstance(value, (int, Decimal)) and not isinstance(value, bool):
+        return (1, Decimal(value))
+    if isinstance(value, str):
+        return (2, value.encode("utf-8"))
+    return (3, encode_value(TypeSerializer().serialize(value)))
+
+
 class Model:
-    """The semantics in a few lines: what the table must hold after changes applied one at a time."""
+    """The semantics in a few lines: what the table must hold after changes applied one at a time.
+
+    Field clocks (issue 34): each field has an effective time; a put, a rollback and a delete give every
+    field (those it lacks too) their time, a patch each field it applies. A patch applies the fields whose
+    time is older than its own (equal times: the greater value stays, any value over none, a removal never
+    wins), is stale when it applies none, and otherwise names the others ``superseded``. A version's
+    effectiveAt is the newest of its fields' times."""
 
     def __init__(self):
         self.latest: dict[str, Any] | None = None
         self.versions: list[dict[str, Any]] = []
+        self.superseded: list[str] = []  # what the last change applied reported superseded
 
     def apply(self, request: dict[str, Any]) -> tuple[str, str]:
         """``(status, outcome or error)`` of one change, and its effect on the model."""
+        self.superseded = []
         content = request.get("attributes")
         if request["operation"] == "rollback":
             k = request["toVersion"]
             if k > len(self.versions) or self.versions[k - 1]["deleted"]:
                 return "FAILED", "NotFound"
             content = self.versions[k - 1]["attributes"]
-        latest = self.latest
-        if latest and request["changeId"] in latest["changeIds"]:
+        latest, at = self.latest, request["effectiveAt"]
+        if latest and request["changeId"] in latest["changeIds"]:  # it reports what it superseded then
+            self.superseded = list(self.versions[latest["changeIds"][request["changeId"]] - 1]["superseded"])
             return "SUCCEEDED", "duplicate"
-        if latest and request["effectiveAt"] < latest["effectiveAt"]:
-            return "SUCCEEDED", "stale"
-        if request["operation"] == "patch":  # of the latest version; nothing live to patch: NotFound
-            if latest is None or latest["deleted"]:
+        base, times = at, {}  # the new version's clocks: every field at its time (a whole document)
+        if request["operation"] == "patch":  # field by field, against the latest version
+            if latest:
+                self.superseded = self._superseded(request)
+                if len(self.superseded) == len(request.get("set", {})) + len(request.get("remove", [])):
+                    return "SUCCEEDED", "stale"
+            if latest is None or latest["deleted"]:  # nothing live to patch
+                self.superseded = []
                 return "FAILED", "NotFound"
-            content = apply_patch(latest["attributes"], request.get("set", {}), request.get("remove", []))
+            lost = set(self.superseded)
+            content = apply_patch(latest["attributes"],
+                                  {k: v for k, v in request.get("set", {}).items() if k not in lost},
+                                  [name for name in request.get("remove", []) if name not in lost])
+            base = latest["base"]
+            times = {**latest["times"], **{name: at for name in [*request.get("set", {}), *request.get("remove", [])]
+                                           if name not in lost}}
+            at = max(at, latest["effectiveAt"])
+        elif latest and at < latest["effectiveAt"]:  # a whole document older than the latest
+            return "SUCCEEDED", "stale"
         version = len(self.versions) + 1
         deleted = request["operation"] == "delete"
         remembered = {**(latest["changeIds"] if latest else {}), request["changeId"]: version}
         self.latest = {
-            "version": version, "effectiveAt": request["effectiveAt"], "changeId": request["changeId"],
+            "version": version, "effectiveAt": at, "changeId": request["changeId"],
             "deleted": deleted, "attributes": {} if deleted else dict(content),
+            "base": base, "times": {name: t for name, t in times.items() if t != base},
+            "superseded": list(self.superseded),
             # the ids of the last RECENT_CHANGE_IDS changes applied, whatever their effectiveAt
             "changeIds": dict(sorted(remembered.items(), key=lambda kv: kv[1])[-RECENT_CHANGE_IDS:]),
         }
         self.versions.append({k: v for k, v in self.latest.items() if k != "changeIds"})
         return "SUCCEEDED", "applied"
+
+    def _superseded(self, request: dict[str, Any]) -> list[str]:
+        latest, at = self.latest, request["effectiveAt"]
+        clock = lambda name: latest["times"].get(name, latest["base"])  # noqa: E731
+        current = latest["attributes"]
+        lost = [name for name, value in request.get("set", {}).items()
+                if clock(name) > at or (clock(name) == at and tie_rank(value) <= tie_rank(current.get(name),
+                                                                                        name in current))]
+        return lost + [name for name in request.get("remove", []) if clock(name) >= at]
+
+    @staticmethod
+    def field_times(version: dict[str, Any]) -> dict[str, int]:
+        """Each field's time where it is not the version's (``fieldTimes`` in the read API)."""
+        clock = lambda name: version["times"].get(name, version["base"])  # noqa: E731
+        names = set(version["times"]) | set(version["attributes"])
+        return {name: clock(name) for name in sorted(names) if clock(name) != version["effectiveAt"]}
 
     def as_of(self, instant: int | None = None, known: int | None = None) -> dict[str, Any] | None:
         """The version in effect at effective time ``instant`` (any time, if None) among the first ``known``
@@ -92,17 +148,37 @@ def model_case(stack, cf: Changeflow, entity: str, steps: list[tuple[dict, tuple
         # a lost write response included: the execution that wrote the version says applied (issue 26.2)
         if execution.status != status or got != expected:
             tally.violations.append(f"model [{entity}]: {request} gave {execution.status} {got}, model {status} {expected}")
+        elif status == "SUCCEEDED" and (execution.output or {}).get("superseded") != model.superseded:
+            tally.violations.append(f"model [{entity}]: {request} superseded {execution.output.get('superseded')}, "
+                                    f"model {model.superseded}")
     tally.cases += 1
     check(cf, entity, submitted, tally)
-    state = cf.entity(entity)
-    keep = ("version", "effectiveAt", "changeId", "deleted", "attributes")
-    table_versions = [{k: v[k] for k in keep} for v in state["versions"]]
-    if table_versions != model.versions:
-        tally.violations.append(f"model [{entity}]: history {table_versions} != model {model.versions}")
-    latest = state["latest"]
-    if (latest and {k: latest[k] for k in keep}) != (model.latest and {k: model.latest[k] for k in keep}):
-        tally.violations.append(f"model [{entity}]: v0 {latest} != model {model.latest}")
+    tally.violations.extend(table_violations(cf, entity, model))
     tally.violations.extend(as_of_violations(cf, entity, model))
+
+
+KEPT = ("version", "effectiveAt", "changeId", "deleted", "attributes")
+
+
+def table_violations(cf: Changeflow, entity: str, model: Model) -> list[str]:
+    """The versions and ``v0`` as the read API shows them against the model's: content, times, and each
+    field's time (``fieldTimes``)."""
+    state, found = cf.entity(entity), []
+
+    def shown(version: dict[str, Any]) -> dict[str, Any]:
+        return {**{k: version[k] for k in KEPT}, "fieldTimes": version.get("fieldTimes") or {}}
+
+    def modelled(version: dict[str, Any]) -> dict[str, Any]:
+        return {**{k: version[k] for k in KEPT}, "fieldTimes": Model.field_times(version)}
+
+    table_versions = [shown(v) for v in state["versions"]]
+    expected = [modelled(v) for v in model.versions]
+    if table_versions != expected:
+        found.append(f"model [{entity}]: history {table_versions} != model {expected}")
+    latest = state["latest"]
+    if (latest and shown(latest)) != (model.latest and modelled(model.latest)):
+        found.append(f"model [{entity}]: v0 {latest} != model {model.latest}")
+    return found
 
 
 def as_of_violations(cf: Changeflow, entity: str, model: Model) -> list[str]:

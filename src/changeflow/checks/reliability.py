@@ -94,10 +94,12 @@ def check(cf: Changeflow, entity: str, submitted: list[tuple[dict, Execution]], 
             continue
         if request["operation"] == "put":
             expected = request["attributes"]
-        elif request["operation"] == "patch":  # its predecessor's content with the patch applied
-            before = by_number.get(v["version"] - 1)
-            expected = apply_patch(before["attributes"], request.get("set", {}), request.get("remove", [])) \
-                if before else None
+        elif request["operation"] == "patch":  # its predecessor's content with the patch applied, but for the
+            before = by_number.get(v["version"] - 1)  # fields a newer change wrote (issue 34: the model checks which)
+            lost = set((v.get("patch") or {}).get("superseded") or [])
+            expected = apply_patch(before["attributes"],
+                                   {k: x for k, x in request.get("set", {}).items() if k not in lost},
+                                   [name for name in request.get("remove", []) if name not in lost]) if before else None
         elif request["operation"] == "rollback":
             source = by_number.get(request["toVersion"])
             expected = source["attributes"] if source else None

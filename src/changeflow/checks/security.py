@@ -82,17 +82,17 @@ SKIPPED: tuple[Skip, ...] = (
     Skip(CHECKOV, "CKV_AWS_120", ("ChangeApiStage",), "API Gateway caching: reads must return the latest "
          "version (a cache would serve stale versions) and POST /changes must never be cached; caching also "
          "bills by the hour."),
-    Skip(SERVERLESS, "ES6000", ("ChangeEventsDeadLetterQueue",), "The queue is itself the dead-letter queue "
-         "(of the EventBridge rule's target); the rule only recognises dead-letter queues of other SQS queues."),
-    Skip(CONTROL_TOWER, "CT.SQS.PR.2", ("ChangeEventsDeadLetterQueue",), "The queue is encrypted at rest: "
+    Skip(SERVERLESS, "ES6000", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "Each queue is a dead-letter "
+         "queue (the rule's target's; the feed's pipe's): the rule only knows dead-letter queues of SQS queues."),
+    Skip(CONTROL_TOWER, "CT.SQS.PR.2", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "Each queue is encrypted at rest: "
          "SqsManagedSseEnabled, or with the KmsKeyArn parameter the customer-managed key (KmsMasterKeyId); both by "
          "Fn::If on UseKmsKey (they exclude each other), which the rule does not resolve (tests/test_alarms.py)."),
     Skip(SERVERLESS, "W3011", PINNED_ROLES_AND_ALIASES, "UpdateReplacePolicy: Retain is on the five pinned "
          "functions for their AWS::Lambda::Version, kept when a new Description replaces it, for the executions "
          "still running on it; SAM passes it to the function's role and alias too, which are updated in place, "
          "never replaced, and which the stack's deletion should delete (so no DeletionPolicy: Retain)."),
-    Skip(CONTROL_TOWER, "CT.SQS.PR.1", ("ChangeEventsDeadLetterQueue",), "The same finding as ES6000: the queue "
-         "is the EventBridge target's dead-letter queue (RedriveAllowPolicy denyAll), not a work queue."),
+    Skip(CONTROL_TOWER, "CT.SQS.PR.1", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "The same finding "
+         "as ES6000: each queue is a dead-letter queue (RedriveAllowPolicy denyAll), not a work queue."),
     Skip(CONTROL_TOWER, "CT.LAMBDA.PR.2", READ_API_PERMISSIONS, "Not public: SAM's permissions for the read "
          "routes, and SubmitChangeApiPermission for POST /changes, name the API Gateway principal with a SourceArn "
          "on this API, built with Fn::Sub, which the rule does not resolve (it accepts only a literal, Ref or GetAtt)."),

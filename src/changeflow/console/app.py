@@ -48,6 +48,7 @@ ROUTES = Map([
     Rule("/console/entities", endpoint="entities"),
     Rule("/console/entity", endpoint="entity"),
     Rule("/console/repair", endpoint="repair", methods=["POST"]),
+    Rule("/console/feed", endpoint="feed"),
     Rule("/console/static/console.css", endpoint="css"),
 ], strict_slashes=False)
 
@@ -219,6 +220,16 @@ class Console:
                           newest=entity_url(entity_id) if before else None,
                           can_repair=report is not None and not report.ok and self.reader.repair_can_act(entity_id),
                           token=self.token, repair_result=repair_result, times=times, answer=answer)
+
+    def page_feed(self, request: Request) -> Response:
+        """The change feed as it is recorded (issue 36): the newest versions first, each checked against the
+        chain; the page refreshes itself every ``refresh`` seconds (5; 0 stops), with no script."""
+        text = request.args.get("refresh", "5")
+        if not text.isdigit() or int(text) > 3600:
+            raise BadRequest("refresh: seconds between refreshes, 0 to 3600 (0: never)")
+        window = self.reader.feed()
+        return self._html("feed.html", nav="feed", events=list(window.events), broken=window.broken,
+                          refresh=int(text), tally=window.follower.tally)
 
     def page_repair(self, request: Request) -> Response:
         if request.method != "POST":

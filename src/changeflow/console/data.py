@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -22,8 +23,11 @@ from ..audit import repair as audit_repair
 from ..audit import verify as audit_verify
 from ..client import TERMINAL, Changeflow, shown_status
 from ..client.logged import UNKNOWN
+from ..feed.follower import Follower
+from ..feed.stream import Positions, StreamReader, stream_arn
 
 PAGE = 50
+FEED_SHOWN = 50  # the feed page's newest versions
 VERIFY_AT_ONCE = 200  # up to this many versions, an entity's page runs verify itself; above, a link does
 MAX_SCANNED = 1000  # executions examined for one page of an entity filter
 
@@ -124,6 +128,42 @@ def diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[Diff]:
     return found
 
 
+class FeedWindow:
+    """The feed page's view (issue 36): the table's stream from its oldest record kept (24 hours), each version
+    checked against the chain as ``changeflow tail`` checks it, the newest ``FEED_SHOWN`` kept. Each view of the
+    page reads what was recorded since the last. An entity first met past version 1 is anchored on the hash
+    history holds for the version before it. A break is shown where it happened, and that entity's later
+    versions are not shown (``changeflow tail`` and ``verify`` say more); the others go on."""
+
+    def __init__(self, client: Changeflow):
+        self.client = client
+        self.events: deque[dict[str, Any]] = deque(maxlen=FEED_SHOWN)
+        self.broken: dict[str, str] = {}
+        self.follower = Follower(client, self._emit, anchor_first=True)
+        self.reader: StreamReader | None = None
+        self.lock = threading.Lock()
+
+    def _emit(self, event: dict[str, Any], origin: str) -> None:
+        self.events.appendleft({**event, "origin": origin})
+
+    def refresh(self) -> None:
+        from changeflow_core.feed import ChainBreak
+
+        with self.lock:
+            if self.reader is None:
+                self.reader = StreamReader(self.client.make("dynamodbstreams"), stream_arn(self.client), Positions())
+            for _, records in self.reader.batches():
+                for record in records:
+                    entity = ((record.get("dynamodb") or {}).get("Keys") or {}).get(model.PK, {}).get("S")
+                    if entity in self.broken:
+                        continue
+                    try:
+                        self.follower.take_record(record)
+                    except ChainBreak as exc:
+                        self.broken[exc.entity_id] = exc.problem
+                        self.events.appendleft({"entityId": exc.entity_id, "version": exc.version, "broken": exc.problem})
+
+
 class Reader:
     """The console's reads of one stack, with the descriptions of ended executions cached (they never change)."""
 
@@ -133,6 +173,15 @@ class Reader:
         self._unknown: set[str] = set()  # not found when asked without an entity
         self._lock = threading.Lock()
         self._definitions: dict[str, dict[str, Any]] = {}
+        self._feed: FeedWindow | None = None
+
+    def feed(self) -> FeedWindow:
+        """The feed page's view, read up to now."""
+        with self._lock:
+            if self._feed is None:
+                self._feed = FeedWindow(self.client)
+        self._feed.refresh()
+        return self._feed
 
     # --- executions ---------------------------------------------------------------------------------
     def describe(self, arn: str, entity_id: str | None = None) -> dict[str, Any] | None:

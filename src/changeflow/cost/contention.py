@@ -78,6 +78,7 @@ def contention(k: int, time_scale: float, root: Path | None = None, label: str =
     with EmbeddedStack(root or project_root(), time_scale=time_scale) as stack:
         cf = Changeflow.for_embedded(stack)
         stack.warm()
+        stack.stop_pipes()  # the workflow alone: the feed is priced apart (changeflow.cost.feed)
         for function in stack.lambdas.functions.values():
             function.api_calls.clear()
 

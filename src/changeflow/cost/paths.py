@@ -75,6 +75,7 @@ def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | 
     with EmbeddedStack(root, time_scale=0.001, parameters=parameters or {}) as stack:
         cf = Changeflow.for_embedded(stack)
         stack.warm()
+        stack.stop_pipes()  # the workflow alone: the feed is priced apart (changeflow.cost.feed)
         start = _starter(stack, cf, entry, root)
         for path, request in plan:
             if wanted <= set(results):

@@ -17,6 +17,7 @@ PAGES = {
     "xray": "https://aws.amazon.com/xray/pricing/",
     "cloudwatch": "https://aws.amazon.com/cloudwatch/pricing/",
     "kms": "https://aws.amazon.com/kms/pricing/",
+    "kinesis": "https://aws.amazon.com/kinesis/data-streams/pricing/",  # the change feed (issue 36)
 }
 PRICES = {  # USD, us-east-1
     # Step Functions: Standard per state transition (retries included); Express per request plus duration,
@@ -46,6 +47,17 @@ PRICES = {  # USD, us-east-1
     "logs_ingest_per_gb": 0.50,
     # KMS: per request to a key (the first 20,000 a month free)
     "kms_per_request": 0.03 / 10_000,
+    # --- the change feed (issue 36, changeflow.cost.feed), read on 2026-11-25 ---
+    # EventBridge Pipes: per request, each 64 KB chunk of a source event that passes the filter (filtered-out
+    # events are not billed)
+    "pipes_per_request": 0.40 / 1e6,
+    # Kinesis Data Streams on demand: per stream-hour, per GB written (each record rounded up to 1 KB), per GB read
+    "kinesis_stream_hour": 0.04,
+    "kinesis_per_gb_in": 0.08,
+    "kinesis_per_gb_out": 0.04,
+    # DynamoDB Streams: per read request unit (a GetRecords call); free for Lambda triggers, and the page exempts
+    # no other reader
+    "streams_per_read_request": 0.02 / 1e5,
 }
 # Each log event counts its UTF-8 message plus 26 bytes (CloudWatch Logs quotas: PutLogEvents batch size,
 # "the sum of all event messages in UTF-8, plus 26 bytes for each log event").

@@ -29,8 +29,11 @@ from pathlib import Path
 
 from changeflow.common.project import project_root
 
+from . import feed
 from .bill import LINES, bill, cost_per_million, floor, storage_per_month
 from .contention import TODAY_ENDS, contention, contention_elsewhere, main_root, print_contention, variant_root
+from .fieldclocks import field_clock_share
+from .fieldclocks import report as field_clocks_report
 from .paths import ENTRIES, PATHS, measure_paths, principal_share
 from .prices import LOG_SETTINGS, PAGES, PRICES, XRAY_REFERENCE_RATE
 from .startup import cold_starts, init_billed, package_sizes
@@ -78,6 +81,8 @@ def units_report(report: dict) -> str:
                 cells = "".join(f"{row[f'write_units_{s}']['without']:>9g} -> {row[f'write_units_{s}']['with']:<2g}"
                                 for s in (1000, 4000))
                 print(f"{label:<24}{row['item_bytes']:>8}{row['state_bytes']:>9}{cells}")
+        if "field_clocks" in report:  # issue 34
+            print("\n" + field_clocks_report(report["field_clocks"]))
         print("\nCost per million changes at 1 KB, started directly (USD; the complete bill: see the bill below)")
         for path in PATHS:
             c = report["sizes"][1000][path]["cost_per_million"]
@@ -174,7 +179,8 @@ def measure(args, root: Path) -> dict:
     sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
     large = tuple(s for s in sizes if s in (sizes[0], sizes[-1]))  # the smallest and the largest
     report = {"prices": PRICES, "pages": PAGES, "sizes": {}, "entries": {}, "separate_history_table": {},
-              "log_bytes": {}, "principal": principal_share(), "retention": {}}
+              "log_bytes": {}, "principal": principal_share(), "field_clocks": field_clock_share(),
+              "retention": {}}
     for size in sizes:
         report["sizes"][size] = measure_paths(size, root=root)
     for entry in ENTRIES[1:]:  # the bill's change through POST /changes and through EventBridge
@@ -246,6 +252,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> None:
         return
     report["cold_start"] = cold_starts(args.rounds, root)
     report["init_billed"] = init_billed(report["cold_start"])
+    report["feed"] = feed.measure_all(root, quick=args.quick)  # issue 36: the change feed per million versions
     if not args.no_build:
         report["package_bytes"] = package_sizes(root)
     if args.json:
@@ -254,6 +261,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> None:
         return
     print(units_report(report))
     print(bill_report(report))
+    print("\n" + feed.report(report["feed"]))
     cold = report["cold_start"]
     print(f"\nCold start (median of {args.rounds}, fresh interpreter): bare boto3 + DynamoDB client "
           f"{cold['bare_boto3_dynamodb_client'] * 1000:.0f} ms")

@@ -80,6 +80,9 @@ def carry_attributes(before: Template, after: Template) -> None:
         if _create_only_values(before, logical_id) != _create_only_values(after, logical_id):
             number += 1
         after.attributes[f"{logical_id}.VersionNumber"] = str(number)
+    for key, value in before.attributes.items():  # what AWS assigned at creation and an update keeps: a table's stream
+        if key.endswith(".StreamArn") and key.split(".", 1)[0] in after.resources:
+            after.attributes.setdefault(key, value)
 
 
 def version_description(template: Template, logical_id: str) -> Any:

@@ -22,6 +22,8 @@ from botocore.config import Config
 from ..common.project import project_root
 from . import botocore_loader, deploy, moto_patches
 from .lambdas import Function, LambdaService
+from .moto_patches.dynamodbstreams.retention import StreamClock
+from .moto_patches.pipes import runner as pipe_runner
 from .logging_controls import LoggingControls
 from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
@@ -102,6 +104,7 @@ class EmbeddedStack:
         self._mock.start()
         forget_terminations()
         Holds.clear()  # a window a campaign left open on a stack that is gone (names repeat across stacks)
+        StreamClock.reset()  # each stack's streams start at the real time
         try:
             if self.lambda_runtime == "emulator":
                 self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
@@ -111,6 +114,8 @@ class EmbeddedStack:
             self._register_functions()
             self._create_state_machines()
             self._create_event_rules()
+            self._create_data_streams()
+            self._create_pipes()
             self.outputs = self.template.outputs()
             self._publish_outputs()
         except BaseException:
@@ -122,6 +127,7 @@ class EmbeddedStack:
         if self.lambdas is not None and self.lambdas.runtime is not None:
             self.lambdas.runtime.stop()
             self.lambdas.runtime = None
+        pipe_runner.stop_all()  # before the mock stops: a pipe's thread must never call beyond it
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -160,16 +166,20 @@ class EmbeddedStack:
             }
             if kwargs["BillingMode"] == "PROVISIONED":
                 kwargs["ProvisionedThroughput"] = props["ProvisionedThroughput"]
-            for optional in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "StreamSpecification"):
+            for optional in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
                 if optional in props:
                     kwargs[optional] = props[optional]
+            if "StreamSpecification" in props:  # CloudFormation names the view type; the API enables the stream too
+                kwargs["StreamSpecification"] = {"StreamEnabled": True, **props["StreamSpecification"]}
             if "SSESpecification" in props:
                 sse = props["SSESpecification"]
                 kwargs["SSESpecification"] = {"Enabled": bool(sse.get("SSEEnabled")),
                                               **{k: sse[k] for k in ("SSEType", "KMSMasterKeyId") if k in sse}}
             if "DeletionProtectionEnabled" in props:
                 kwargs["DeletionProtectionEnabled"] = str(props["DeletionProtectionEnabled"]).lower() == "true"
-            dynamodb.create_table(**kwargs)
+            created = dynamodb.create_table(**kwargs)["TableDescription"]
+            if created.get("LatestStreamArn"):
+                self.template.attributes[f"{logical_id}.StreamArn"] = created["LatestStreamArn"]
             ttl = props.get("TimeToLiveSpecification")
             if ttl and str(ttl.get("Enabled")).lower() == "true":
                 dynamodb.update_time_to_live(
@@ -216,6 +226,41 @@ class EmbeddedStack:
         for name, bus, pattern, targets in rules:
             events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern), State="ENABLED")
             events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
+
+    def _create_data_streams(self) -> None:
+        """The template's Kinesis streams (the feed's target with ``FeedTarget=kinesis``)."""
+        for logical_id, spec in self.template.of_type("AWS::Kinesis::Stream").items():
+            props = self.template.resolve(spec.get("Properties", {}))
+            kwargs = {"StreamName": self.template.physical_name(logical_id)}
+            if "StreamModeDetails" in props:
+                kwargs["StreamModeDetails"] = props["StreamModeDetails"]
+            if props.get("StreamModeDetails", {}).get("StreamMode") != "ON_DEMAND":
+                kwargs["ShardCount"] = int(props.get("ShardCount", 1))
+            self._client("kinesis").create_stream(**kwargs)
+
+    def _create_pipes(self) -> None:
+        """The template's EventBridge pipes, as CreatePipe takes them; moto_patches.pipes runs them (reads each
+        source, filters, batches, enriches and delivers, as Pipes does)."""
+        pipes = self._client("pipes")
+        for logical_id, spec in self.template.of_type("AWS::Pipes::Pipe").items():
+            props = self.template.resolve(spec["Properties"])
+            kwargs = {"Name": props.get("Name") or self.template.physical_name(logical_id), "RoleArn": props["RoleArn"],
+                      "Source": props["Source"], "Target": props["Target"],
+                      "DesiredState": props.get("DesiredState", "RUNNING")}
+            for optional in ("Description", "SourceParameters", "Enrichment", "EnrichmentParameters",
+                             "TargetParameters"):
+                if optional in props:
+                    kwargs[optional] = props[optional]
+            pipes.create_pipe(**kwargs)
+
+    def stop_pipes(self) -> None:
+        """StopPipe on the template's pipes: for a measurement of the workflow alone. On AWS the feed's pipe and
+        its enrichment run beside the workflow; here they would share this process and its invoke lock with it
+        (``changeflow.cost.feed`` measures and prices the feed on its own)."""
+        pipes = self._client("pipes")
+        for logical_id, spec in self.template.of_type("AWS::Pipes::Pipe").items():
+            pipes.stop_pipe(Name=self.template.resolve(spec["Properties"]).get("Name")
+                            or self.template.physical_name(logical_id))
 
     def _register_functions(self) -> None:
         for logical_id in self.template.of_type("AWS::Serverless::Function"):

@@ -170,6 +170,8 @@ class Template:
             "AWS::SNS::Topic": prefix.format("sns") + name,
             "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{name}",
             "AWS::CloudWatch::Alarm": prefix.format("cloudwatch") + f"alarm:{name}",
+            "AWS::Kinesis::Stream": prefix.format("kinesis") + f"stream/{name}",
+            "AWS::Pipes::Pipe": prefix.format("pipes") + f"pipe/{name}",
         }
         if kind not in arns:
             raise TemplateError(f"no ARN known for {logical_id} ({kind})")
@@ -194,6 +196,9 @@ class Template:
             return "1"  # the first version of a profile
         if attribute == "Arn":
             return self.arn(logical_id)
+        if attribute == "StreamArn" and self.resources[logical_id]["Type"] == "AWS::DynamoDB::Table":
+            # a table's stream (StreamSpecification): the label is the time the stream was created, known once it is
+            return f"{self.arn(logical_id)}/stream/(created with the table)"
         if attribute in ("Name", "QueueName"):
             return self.physical_name(logical_id)
         if attribute == "QueueUrl":

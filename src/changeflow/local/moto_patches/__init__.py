@@ -30,6 +30,8 @@ What each module does:
   attribute value; ``dynamodb.indexes``: a local secondary index's Query fetches the items it does not
   project; ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
+- ``dynamodbstreams.retention``: a stream record lives 24 hours, then it is trimmed (on the stream's clock,
+  ``StreamClock``); ``pipes.runner``: a pipe with a DynamoDB stream source runs as Pipes does (issue 36).
 """
 
 from __future__ import annotations
@@ -44,9 +46,11 @@ from .dynamodb import indexes as dynamodb_indexes
 from .dynamodb import limits as dynamodb_limits
 from .dynamodb import numbers as dynamodb_numbers
 from .dynamodb import perf as dynamodb_perf
+from .dynamodbstreams import retention as stream_retention
 from .events import input_transformer, targets
 from .kms import perf as kms_perf
 from .originals import ORIGINALS
+from .pipes import runner as pipes_runner
 from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
                             parse_cache, redrive, start_execution, termination)
 from .stepfunctions import perf as stepfunctions_perf
@@ -102,6 +106,8 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         dynamodb_numbers.patch_numbers_read_exactly()
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
         dynamodb_indexes.patch_local_index_fetches()
+        stream_retention.patch_stream_retention()  # issue 36: the feed's source and its runner
+        pipes_runner.patch_pipes_run()  # after the retention: it wraps the shard's add to wake the pipes
         ORIGINALS["installed"] = True
 
 
