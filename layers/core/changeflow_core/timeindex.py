@@ -86,6 +86,8 @@ def locate(history, bounds: list[tuple[str, int]]) -> Located:
         return Located(number - 1, _item_of(history, number - 1, b, bounds))
     if len(bounds) == 1:  # the index said a-1 is within its one bound, and a-1's record says not
         raise Unsettled(f"version {number}'s index key contradicts its record")
+    if number == 2:  # version 1 is past the second bound: the entity did not exist then
+        return Located(0, None, _late(_prior(a), bounds))
     # a-1 is within the first bound but past the second: the answer is earlier; the second index finds it
     second_clock, second_instant = bounds[1]
     found = _query(history, second_clock, second_instant)
