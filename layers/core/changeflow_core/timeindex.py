@@ -70,10 +70,9 @@ def locate(history, bounds: list[tuple[str, int]]) -> Located:
     """The version within ``bounds`` (``[(clock attribute, instant)]``, the first one's index asked first).
     ``history`` is ``asof.History`` (its client, tables, request count and items read)."""
     first_clock, first_instant = bounds[0]
-    found = _query(history, first_clock, first_instant)
-    if not found:
+    a, b = _query(history, first_clock, first_instant)
+    if a is None:
         return _from_start(history, bounds, first_clock)
-    a, b = found[0], (found[1] if len(found) > 1 else None)
     number = _version(a)
     if _within(_own(a), bounds):
         return _after(history, number, a, bounds)
@@ -81,31 +80,35 @@ def locate(history, bounds: list[tuple[str, int]]) -> Located:
     if before is None:
         raise Unsettled(f"version {number} records no time of version {number - 1} on some clock")
     if before:
-        if number == 1:  # version 1 is past a bound: the entity did not exist then
-            return Located(0, None, _late(_own(a), bounds))
-        return Located(number - 1, _item_of(history, number - 1, b, bounds))
+        return _the_one_before(history, number, a, b, bounds)
     if len(bounds) == 1:  # the index said a-1 is within its one bound, and a-1's record says not
         raise Unsettled(f"version {number}'s index key contradicts its record")
     if number == 2:  # version 1 is past the second bound: the entity did not exist then
         return Located(0, None, _late(_prior(a), bounds))
     # a-1 is within the first bound but past the second: the answer is earlier; the second index finds it
     second_clock, second_instant = bounds[1]
-    found = _query(history, second_clock, second_instant)
-    if not found:
+    a2, b2 = _query(history, second_clock, second_instant)
+    if a2 is None:
         return _from_start(history, bounds, second_clock)
-    a2, b2 = found[0], (found[1] if len(found) > 1 else None)
     second = _version(a2)
     if second >= number:
         raise Unsettled(f"the indexes disagree on the order of versions {second} and {number}")
     if not _within(_own(a2), bounds):
         if _within(_prior(a2), bounds):
-            if second == 1:
-                return Located(0, None, _late(_own(a2), bounds))
-            return Located(second - 1, _item_of(history, second - 1, b2, bounds))
+            return _the_one_before(history, second, a2, b2, bounds)
         raise Unsettled(f"version {second}'s index key contradicts its record")
     if second == number - 2:  # a2 is within, a-1 is not
         return Located(second, _held(history, a2))
     raise Unsettled(f"versions {second + 1} to {number - 2} are not in the index")
+
+
+def _the_one_before(history, number: int, item: dict, below: dict | None, bounds) -> Located:
+    """Version ``number`` (``item``) is past the bounds and its record says the version before it is within:
+    that one is the answer (``below``, the index's next item, is it when history holds it), or, before
+    version 1, the entity did not exist then."""
+    if number == 1:
+        return Located(0, None, _late(_own(item), bounds))
+    return Located(number - 1, _item_of(history, number - 1, below, bounds))
 
 
 def _after(history, number: int, item: dict, bounds) -> Located:
@@ -216,8 +219,9 @@ def _next_record(history, number: int) -> tuple[str, dict | None]:
     return ("head", head) if head is not None else ("none", None)
 
 
-def _query(history, clock: str, instant: int) -> list[dict]:
-    """The index of ``clock``, newest first from ``(instant, any number)``: at most two whole items."""
+def _query(history, clock: str, instant: int) -> tuple[dict | None, dict | None]:
+    """The index of ``clock``, newest first from ``(instant, any number)``: its first two whole items (``None``
+    where there are fewer)."""
     index, key = INDEXES[clock]
     if history.history_table in _WITHOUT.get(history.client, ()):
         raise NoIndex(history.history_table)
@@ -239,7 +243,8 @@ def _query(history, clock: str, instant: int) -> list[dict]:
     found = [codec.deserialize_item(raw) for raw in response.get("Items", [])]
     for item in found:
         history.remember(_version(item), item)
-    return found
+    first, second, *_ = found + [None, None]
+    return first, second
 
 
 def _held(history, item: dict) -> dict | None:
