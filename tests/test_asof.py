@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from changeflow.checks.reference_model import Model
 from changeflow_core import asof, codec, items, model, store
 from changeflow_core.errors import NotFound
-from conftest import load_event
+from conftest import ROOT, load_event
 
 T0 = 1_767_225_600_000
 pytestmark = pytest.mark.enable_socket  # the CLI reaches the module's `changeflow serve` on 127.0.0.1
@@ -359,7 +359,7 @@ def write_history(client, table: str, entity: str, n: int, indexed_from: int | N
         client.batch_write_item(RequestItems={table: [{"PutRequest": {"Item": i}} for i in batch[start:start + 25]]})
 
 
-def reads_of_every_kind(cf, table: str, entity: str, n: int) -> int:
+def reads_of_every_kind(cf, table: str, entity: str, n: int, history_table: str | None = None) -> int:
     """As of, known at and both, at the first, second, a third, the middle, the one before the newest and the
     newest version (and 1 ms before the first: did not exist): each answer checked; the most requests one took."""
     calls = []
@@ -372,14 +372,14 @@ def reads_of_every_kind(cf, table: str, entity: str, n: int) -> int:
                                     (T0 + version * 10, T0 + n * 10 + 5), (T0 + n * 10, T0 + version * 10 + 5),
                                     (T0 + version * 10, T0 + version * 10 + 5)):
                 calls.clear()
-                found, history = asof.version_at(cf.dynamodb, table, table, entity, as_of, known_at)
+                found, history = asof.version_at(cf.dynamodb, table, history_table or table, entity, as_of, known_at)
                 assert found["version"] == version and found["attributes"] == {"v": version}, (version, as_of, known_at)
                 assert len(calls) == history.requests
                 worst = max(worst, len(calls))
         for as_of, known_at in ((T0 + 9, None), (None, T0 + 14), (T0 + 9, T0 + 10**6)):
             calls.clear()
             with pytest.raises(NotFound, match="did not exist"):
-                asof.version_at(cf.dynamodb, table, table, entity, as_of, known_at)
+                asof.version_at(cf.dynamodb, table, history_table or table, entity, as_of, known_at)
             worst = max(worst, len(calls))
     finally:
         cf.dynamodb.meta.events.unregister("before-call.dynamodb", record)
@@ -391,6 +391,27 @@ def test_as_of_known_at_and_both_take_at_most_two_requests_at_any_length(shared,
     stack, cf = shared
     write_history(cf.dynamodb, cf.table, f"long#{n}", n)
     assert reads_of_every_kind(cf, cf.table, f"long#{n}", n) <= 2
+
+
+def test_with_a_separate_history_table_its_indexes_answer_in_two_requests(shared):
+    """SeparateHistoryTable=true: the indexes are the history table's; v0 is read from the other table."""
+    from changeflow.local.template import Template
+
+    stack, cf = shared
+    template = Template(ROOT / "template.yaml", overrides={"SeparateHistoryTable": "true", "TimeIndexes": "true"})
+    names = {}
+    for logical_id in ("ChangeTable", "HistoryTable"):
+        props = template.resolve(template.resources[logical_id]["Properties"])
+        names[logical_id] = f"separate-{logical_id}"
+        cf.dynamodb.create_table(TableName=names[logical_id], BillingMode="PAY_PER_REQUEST", KeySchema=props["KeySchema"],
+                                 AttributeDefinitions=props["AttributeDefinitions"],
+                                 LocalSecondaryIndexes=props["LocalSecondaryIndexes"])
+    write_history(cf.dynamodb, names["HistoryTable"], "separate#1", 1000)  # v0 too: moved below
+    latest = cf.dynamodb.get_item(TableName=names["HistoryTable"],
+                                  Key={"pk": {"S": "separate#1"}, "sk": {"S": model.LATEST_SK}})["Item"]
+    cf.dynamodb.delete_item(TableName=names["HistoryTable"], Key={"pk": {"S": "separate#1"}, "sk": {"S": model.LATEST_SK}})
+    cf.dynamodb.put_item(TableName=names["ChangeTable"], Item=latest)
+    assert reads_of_every_kind(cf, names["ChangeTable"], "separate#1", 1000, names["HistoryTable"]) <= 2
 
 
 @pytest.mark.parametrize("indexed_from", [None, 400])
