@@ -50,7 +50,7 @@ ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 FLOCK := $(shell command -v flock 2>/dev/null)
 locked = $(if $(FLOCK),@mkdir -p build && $(FLOCK) build/.$(1).lock,)
 
-.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl
+.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl simulate simulate-long
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
 
@@ -115,11 +115,11 @@ test:
 	$(call locked,setup) $(MAKE) --no-print-directory setup
 	$(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
 
-# The inner loop (under a minute): the unit tests (validation, the hash chain, the handlers on plain moto,
+# The inner loop (under a minute): the unit tests (validation, the hash chain and the digests' tree, the handlers on plain moto,
 # the layout's rules, the documentation's tables, the second interpreter's comparison) in one process, in a random
 # order. Then the suite of what you changed, e.g. `.venv/bin/pytest tests/test_workflow.py`.
 QUICK_TESTS := tests/test_validation.py tests/test_chain.py tests/test_handlers.py tests/test_architecture.py \
-	tests/test_readme_tables.py tests/test_diffasl.py
+	tests/test_readme_tables.py tests/test_diffasl.py tests/test_digest_tree.py
 test-quick: $(STAMP)
 	$(BIN)/pytest --random-order -q $(QUICK_TESTS)
 
@@ -164,6 +164,7 @@ ifdef QUICK
 COST_FLAGS := --quick
 ARCHIVE_FLAGS := --changes 3
 ASOF_FLAGS := --sizes 10
+DIGESTS_FLAGS := --sizes 200 --compute 200,2000
 CAPACITY_FLAGS := --quick
 RELIABILITY_FLAGS := --quick
 EMBEDDED_VS_DIRECT_FLAGS := --entities 2
@@ -177,6 +178,7 @@ else
 COST_FLAGS :=
 ARCHIVE_FLAGS :=
 ASOF_FLAGS :=
+DIGESTS_FLAGS :=
 CAPACITY_FLAGS := --contention 10,50
 RELIABILITY_FLAGS := --examples 100
 endif
@@ -207,6 +209,7 @@ cost: $(STAMP)
 	$(BIN)/python benchmarks/cost.py --bill-of build/bench/cost.json
 	$(BIN)/python benchmarks/archive.py $(ARCHIVE_FLAGS)
 	$(BIN)/python benchmarks/asof.py $(ASOF_FLAGS)
+	$(BIN)/python benchmarks/digests.py $(DIGESTS_FLAGS)
 
 # Where changeflow stops on AWS (issue 25): every quota cited, the first wall for Standard and Express at
 # 10², 10³ and 10⁴ changes/s and for one hot entity, the simulation calibrated against make cost's contention
@@ -218,6 +221,17 @@ capacity: $(STAMP)
 
 reliability: $(STAMP)
 	$(BIN)/python benchmarks/reliability.py $(RELIABILITY_FLAGS)
+
+# The simulation of the whole system (issue 32, docs/guarantees.md): `make simulate SEED=N` replays seed N
+# exactly (OPS=3,7: only those of its operations; PLAN=FILE: a plan a shrink wrote; SHRINK=1: shrink each
+# kind of violation found and print the command that replays it; JSON=1: the report as JSON); SEEDS=A-B
+# runs a campaign. `make simulate-long HOURS=4 [SEED=first]` runs seeds until then, printing every failing
+# seed shrunk to a small reproduction (and appending it to build/simulate/long.jsonl).
+simulate: $(STAMP)
+	$(BIN)/python -m changeflow.checks.simulation $(if $(PLAN),--plan $(PLAN),$(if $(SEEDS),--seeds $(SEEDS),--seed $(or $(SEED),0)) $(if $(OPS),--ops $(OPS))) $(if $(SHRINK),--shrink) $(if $(JSON),--json)
+
+simulate-long: $(STAMP)
+	$(BIN)/python -m changeflow.checks.simulation --long --hours $(or $(HOURS),4) $(if $(SEED),--from $(SEED))
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) $(ASL_VENV) .tools build node_modules .aws-sam .pytest_cache .hypothesis

@@ -133,6 +133,18 @@ def cf(stack):
     return Changeflow.for_embedded(stack)
 
 
+def table_specs(template) -> list[dict]:
+    """CreateTable's arguments for each of the template's tables (keys, attributes, billing, indexes)."""
+    specs = []
+    for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
+        props = template.resolve(spec["Properties"])
+        specs.append({"TableName": template.physical_name(logical_id), "KeySchema": props["KeySchema"],
+                      "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"],
+                      **{k: props[k] for k in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes")  # the changes index,
+                         if k in props}})  # the time indexes
+    return specs
+
+
 @pytest.fixture
 def tables():
     """The template's tables on plain moto (no state machine), for domain and handler tests."""
@@ -144,15 +156,8 @@ def tables():
     template = Template(ROOT / "template.yaml", overrides=NEW_STACK_CHOICES)  # the tables a new stack creates
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
-            props = template.resolve(spec["Properties"])
-            client.create_table(
-                TableName=template.physical_name(logical_id),
-                KeySchema=props["KeySchema"],
-                AttributeDefinitions=props["AttributeDefinitions"],
-                BillingMode=props["BillingMode"],
-                **{k: props[k] for k in ("LocalSecondaryIndexes",) if k in props},
-            )
+        for spec in table_specs(template):
+            client.create_table(**spec)
         yield client, template.physical_name("ChangeTable")
 
 

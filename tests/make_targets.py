@@ -58,10 +58,10 @@ def project_copy(where: Path) -> Path:
     return copy
 
 
-def make(copy: Path, target: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``make <target> QUICK=1`` in the copy, as a user would run it there (no outer make's flags)."""
+def make(copy: Path, target: str, timeout: float = 600, extra: list[str] | None = None) -> subprocess.CompletedProcess:
+    """``make <target> QUICK=1 [EXTRA...]`` in the copy, as a user would run it there (no outer make's flags)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CHANGEFLOW_ROOT")}
-    done = subprocess.run(["make", "--no-print-directory", target, "QUICK=1"], cwd=copy, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    done = subprocess.run(["make", "--no-print-directory", target, "QUICK=1", *(extra or [])], cwd=copy, env=env,
+                          capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"make {target} QUICK=1 exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done

@@ -263,7 +263,7 @@ NOT_JSON = "{not json"
      "no such execution"),
     (["executions", "--limit", "0"], 2, "--limit: 0 is out of range"),
     (["verify", "doc#42"], 1, "no such entity: 'doc#42'"),
-    (["verify"], 2, "one of the arguments entity --all is required"),
+    (["verify"], 2, "one of the arguments entity --all --digests is required"),
     (["repair", "nobody"], 1, "no such entity"),
     (["repair", "nobody", "--json"], 1, "no such entity"),
     (["serve", "--param", "x"], 2, "expected KEY=VALUE"),

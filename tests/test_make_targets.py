@@ -33,6 +33,8 @@ COVERED = {
     "test-emulator": "make test runs its files in the emulator (tests/run_files.py's EMULATOR_FILES)",
     "setup": "make test depends on it",
     "build": "sam build: tests/test_template.py builds the template",
+    "simulate": "tests/test_simulation.py runs it through make (one seed's operations, JSON=1)",
+    "simulate-long": "tests/test_simulation.py runs it through make (HOURS small enough for one seed)",
 }
 
 
@@ -80,6 +82,9 @@ def test_make_cost_measures_writes_its_pages_and_prints_the_bill(copy):
     # and make cost prints the bill, then the archive and as-of figures
     assert "The complete bill of one update" in done.stdout and "x floor" in done.stdout
     assert "| versions |" in done.stdout and "execution log" in done.stdout
+    assert "the changes index: $1.25 per million changes" in done.stdout  # and the scheduled digests (issue 35)
+    digests = json.loads((copy / "build" / "bench" / "digests.json").read_text())
+    assert {row["run"] for row in digests["rows"]} == {"first", "changes", "from_checkpoint", "per month, hourly"}
 
 
 def test_make_capacity_fits_judges_on_a_held_out_run_predicts_and_writes_its_page(copy):

@@ -27,7 +27,7 @@ import boto3
 import pytest
 
 from changeflow.local.template import Template
-from conftest import ROOT, load_event
+from conftest import ROOT, load_event, table_specs
 
 T0 = 1_767_225_600_000
 ENTITY = "user#1001"  # the entity of the events/functions payloads
@@ -125,16 +125,6 @@ def _traced_steps(template: Template) -> dict[str, dict]:
     return steps
 
 
-def _tables(template: Template) -> list[dict]:
-    tables = []
-    for logical_id, spec in template.of_type("AWS::DynamoDB::Table").items():
-        props = template.resolve(spec["Properties"])
-        tables.append({"TableName": template.physical_name(logical_id), "KeySchema": props["KeySchema"],
-                       "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"],
-                       **{k: props[k] for k in ("LocalSecondaryIndexes",) if k in props}})
-    return tables
-
-
 def _child_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_", "_X_AMZN", "LAMBDA_"))}
     env.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_SESSION_TOKEN="testing",
@@ -177,7 +167,7 @@ def xray(tmp_path_factory):
     template = Template(ROOT / "template.yaml", overrides=TRACED_PARAMETERS)
     steps = _traced_steps(template)
     layer = str(ROOT / template.resolve(template.resources["CoreLayer"]["Properties"]["ContentUri"]))
-    tables = _tables(template)
+    tables = table_specs(template)
 
     # The chain's table state before each step, from the real handlers (untraced, in their own process).
     seeding = _start({"mode": "seed", "layer": layer, "tables": tables, "seed": [],
@@ -605,7 +595,9 @@ def test_at_the_default_levels_a_change_logs_its_metrics_and_nothing_else(stack,
     # AND the metrics are all there: the change received and applied, each counted once, by operation
     assert counted(lines["FetchLatestFunction"], "ChangesReceived") == [("put", 1)]
     assert counted(lines["UpdateLatestFunction"], "ChangesApplied") == [("put", 1)]
-    assert set(lines) == {"FetchLatestFunction", "UpdateLatestFunction"}  # a first history put retried nothing
+    # (a first history put retried nothing; the change feed's function, which publishes the version after the
+    # workflow, sends its own EMF document: issue 36)
+    assert set(lines) - {"FeedEventsFunction"} == {"FetchLatestFunction", "UpdateLatestFunction"}
 
 
 def test_lambdas_own_lines_and_the_step_summaries_come_back_at_the_levels_that_send_them(make_stack):

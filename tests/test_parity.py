@@ -24,7 +24,7 @@ from changeflow.local.moto_patches.stepfunctions.termination import wait_for_ter
 from changeflow.client import Changeflow
 from changeflow.local.template import Template
 from changeflow_core import principal
-from conftest import LOGGED, ROOT
+from conftest import LOGGED, ROOT, table_specs
 
 LAYER = ROOT / "layers" / "core"
 
@@ -514,7 +514,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     # (https://docs.aws.amazon.com/xray/latest/devguide/xray-api-segmentdocuments.html); a larger one is
     # lost. Offline it is lost the same way: the datagram cannot be sent. The read API's response carries
     # whole versions (audit data), which Powertools' Tracer would copy into the handler's subsegment.
-    from test_observability import XRAY_PACKET_HEADER, _child_env, _report, _start, _tables, _traced_steps
+    from test_observability import XRAY_PACKET_HEADER, _child_env, _report, _start, _traced_steps
 
     template = Template(ROOT / "template.yaml", overrides={"TimeIndexes": "true"})
     steps = _traced_steps(template)
@@ -525,7 +525,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
         steps[name]["event"]["content"]["notes"] = {"S": "n" * (80 * 1024)}
     step = steps["read_api"]
     layer = str(ROOT / template.resolve(template.resources["CoreLayer"]["Properties"]["ContentUri"]))
-    seeding = _start({"mode": "seed", "layer": layer, "tables": _tables(template), "seed": [],
+    seeding = _start({"mode": "seed", "layer": layer, "tables": table_specs(template), "seed": [],
                       "steps": [steps[n] for n in ("fetch_latest", "update_latest", "put_history", "read_api")]},
                      _child_env({"POWERTOOLS_TRACE_DISABLED": "true", "AWS_XRAY_SDK_ENABLED": "false"}),
                      tmp_path, "seed")
@@ -544,7 +544,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
                               "AWS_XRAY_DAEMON_ADDRESS": f"127.0.0.1:{daemon.getsockname()[1]}",
                               "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR"})
             traced = {**step, "env": {**step["env"], "POWERTOOLS_TRACER_CAPTURE_RESPONSE": capture}}
-            job = {"mode": "trace", "layer": layer, "tables": _tables(template), "seed": seeded, "steps": [traced]}
+            job = {"mode": "trace", "layer": layer, "tables": table_specs(template), "seed": seeded, "steps": [traced]}
             report = _report(_start(job, env, tmp_path, case))
             assert "error" not in report and len(json.dumps(report["result"])) > 64 * 1024, report.get("error")
             runs[trace_id] = case
@@ -760,7 +760,12 @@ def test_a_pipe_retries_a_failing_batch_then_dead_letters_it_and_moves_on(stack,
         while injector.injected["failure before the write"] < 11 and time.monotonic() < deadline:
             time.sleep(0.05)
     queue = stack.outputs["FeedDeadLetterQueueUrl"]
-    [dead] = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0).get("Messages", [])
+    dead_letters = []  # the runner sends the batch after its last failure: wait for it (another invocation, the
+    deadline = time.monotonic() + 30  # scheduled digest's, may take the in-process Lambda service's turn first)
+    while not dead_letters and time.monotonic() < deadline:
+        dead_letters = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0).get("Messages", [])
+        time.sleep(0.02)
+    [dead] = dead_letters
     batch = json.loads(dead["Body"])
     assert batch["context"]["condition"] == "RetryAttemptsExhausted" and batch["DDBStreamBatchInfo"]["batchSize"] == 1
     from changeflow.local.moto_patches.pipes import runner
@@ -772,3 +777,138 @@ def test_a_pipe_retries_a_failing_batch_then_dead_letters_it_and_moves_on(stack,
         while runner.statistics(pipe)["events delivered"] < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
     assert runner.statistics(pipe)["events delivered"] == 2  # version 2, twice: the shard moved on past version 1
+
+
+# --- S3 Object Lock and EventBridge Scheduler (issue 35: the digests) ------------------------------------------
+@pytest.fixture
+def locked_bucket(make_stack):
+    """A bucket with Object Lock and a version locked in each mode, on a stack whose digest schedule stays quiet."""
+    stack = make_stack(DigestSchedule="rate(365 days)")
+    s3 = stack.client("s3")
+    s3.create_bucket(Bucket="parity-locked", ObjectLockEnabledForBucket=True)
+    until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=30)
+    versions = {mode: s3.put_object(Bucket="parity-locked", Key=mode, Body=b"x", ObjectLockMode=mode,
+                                    ObjectLockRetainUntilDate=until, ChecksumAlgorithm="SHA256")["VersionId"]
+                for mode in ("COMPLIANCE", "GOVERNANCE")}
+    return s3, versions, until
+
+
+def retention(s3, mode, version):
+    head = s3.head_object(Bucket="parity-locked", Key=mode, VersionId=version)
+    return head["ObjectLockMode"], head["ObjectLockRetainUntilDate"]
+
+
+def test_a_compliance_locked_version_keeps_its_mode_and_its_date_can_only_grow(locked_bucket):
+    # https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-lock.html (Retention modes): "When an object
+    # is locked in compliance mode, its retention mode can't be changed, and its retention period can't be
+    # shortened." Stock moto 5.2.5 replaces any retention.
+    s3, versions, until = locked_bucket
+    version = versions["COMPLIANCE"]
+    for mode, date in (("COMPLIANCE", until - datetime.timedelta(days=1)), ("GOVERNANCE", until),
+                       ("GOVERNANCE", until + datetime.timedelta(days=1))):
+        with pytest.raises(ClientError, match="AccessDenied"):
+            s3.put_object_retention(Bucket="parity-locked", Key="COMPLIANCE", VersionId=version,
+                                    Retention={"Mode": mode, "RetainUntilDate": date},
+                                    BypassGovernanceRetention=True)
+    assert retention(s3, "COMPLIANCE", version)[0] == "COMPLIANCE"
+    later = until + datetime.timedelta(days=365)
+    s3.put_object_retention(Bucket="parity-locked", Key="COMPLIANCE", VersionId=version,
+                            Retention={"Mode": "COMPLIANCE", "RetainUntilDate": later})
+    assert retention(s3, "COMPLIANCE", version)[1].date() == later.date()
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3.delete_object(Bucket="parity-locked", Key="COMPLIANCE", VersionId=version, BypassGovernanceRetention=True)
+
+
+def test_a_governance_locked_version_is_shortened_only_with_the_bypass_header(locked_bucket):
+    # same page, "Bypassing governance mode": shortening or removing a governance retention needs
+    # x-amz-bypass-governance-retention (and the s3:BypassGovernanceRetention permission)
+    s3, versions, until = locked_bucket
+    version, shorter = versions["GOVERNANCE"], until - datetime.timedelta(days=1)
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3.put_object_retention(Bucket="parity-locked", Key="GOVERNANCE", VersionId=version,
+                                Retention={"Mode": "GOVERNANCE", "RetainUntilDate": shorter})
+    s3.put_object_retention(Bucket="parity-locked", Key="GOVERNANCE", VersionId=version,
+                            Retention={"Mode": "GOVERNANCE", "RetainUntilDate": shorter}, BypassGovernanceRetention=True)
+    assert retention(s3, "GOVERNANCE", version)[1].date() == shorter.date()
+
+
+def test_versioning_cannot_be_suspended_on_a_bucket_with_object_lock(locked_bucket):
+    # https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-lock-configure.html: "After you enable Object
+    # Lock on a bucket, you can't disable Object Lock or suspend versioning for that bucket." Stock moto suspends.
+    s3, _, _ = locked_bucket
+    with pytest.raises(ClientError, match="InvalidBucketState"):
+        s3.put_bucket_versioning(Bucket="parity-locked", VersioningConfiguration={"Status": "Suspended"})
+    assert s3.get_bucket_versioning(Bucket="parity-locked")["Status"] == "Enabled"
+
+
+def test_a_default_retention_changes_on_a_bucket_that_holds_objects_for_new_ones_only(locked_bucket):
+    # https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObjectLockConfiguration.html: "You can enable Object
+    # Lock for new or existing buckets"; the rule applies "to every new object". Stock moto: BucketNeedsToBeNew.
+    s3, versions, _ = locked_bucket
+    s3.put_object_lock_configuration(Bucket="parity-locked", ObjectLockConfiguration={
+        "ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 1}}})
+    new = s3.put_object(Bucket="parity-locked", Key="new", Body=b"y", ChecksumAlgorithm="SHA256")["VersionId"]
+    assert s3.head_object(Bucket="parity-locked", Key="new", VersionId=new)["ObjectLockMode"] == "COMPLIANCE"
+    s3.put_object_lock_configuration(Bucket="parity-locked", ObjectLockConfiguration={"ObjectLockEnabled": "Enabled"})
+    assert retention(s3, "COMPLIANCE", versions["COMPLIANCE"])[0] == "COMPLIANCE"  # a locked version stays locked
+
+
+def test_a_schedule_invokes_its_lambda_target_with_its_context_attributes_on_the_stacks_time_scale(make_stack):
+    # https://docs.aws.amazon.com/scheduler/latest/UserGuide/managing-schedule-context-attributes.html: Scheduler
+    # fills in <aws.scheduler.*> in the target's Input. Stock moto 5.2.5 stores a schedule and never runs it.
+    stack = make_stack(DigestSchedule="rate(365 days)")
+    digest = stack.function("DigestFunction")
+    scheduler = stack.client("scheduler")
+    target = {"Arn": digest.arn, "RoleArn": "arn:aws:iam::123456789012:role/parity",
+              "Input": json.dumps({"scheduledTime": "<aws.scheduler.scheduled-time>",
+                                   "schedule": "<aws.scheduler.schedule-arn>#<aws.scheduler.attempt-number>"})}
+    arn = scheduler.create_schedule(Name="parity-every-hour", ScheduleExpression="rate(1 hour)", Target=target,
+                                    FlexibleTimeWindow={"Mode": "OFF"})["ScheduleArn"]
+    deadline = time.monotonic() + 20
+    while digest.invocations < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    scheduler.delete_schedule(Name="parity-every-hour")
+    assert digest.invocations >= 2
+    events = [json.loads(line) for line in digest.logs if '"message":"digest"' in line.replace(" ", "")]
+    assert events and all(e["schedule"] == f"{arn}#1" for e in events)
+    times = sorted(datetime.datetime.fromisoformat(e["scheduledTime"].replace("Z", "+00:00")) for e in events)
+    assert all(b - a == datetime.timedelta(hours=1) for a, b in zip(times, times[1:]))
+    stopped = digest.invocations
+    time.sleep(0.5)
+    assert digest.invocations == stopped  # deleted: it runs no more
+
+
+def test_a_cron_schedule_fires_each_minute_its_fields_match():
+    # https://docs.aws.amazon.com/scheduler/latest/UserGuide/schedule-types.html (cron: minutes hours
+    # day-of-month month day-of-week year; one of day-of-month and day-of-week is ?)
+    from changeflow.local.moto_patches.scheduler.runs import next_cron
+
+    at = datetime.datetime(2026, 11, 25, 21, 7, tzinfo=datetime.timezone.utc)  # a Wednesday
+    assert next_cron("cron(5 * * * ? *)", at, "UTC") == at.replace(hour=22, minute=5)
+    assert next_cron("cron(0 8 ? * MON-FRI *)", at, "UTC") == datetime.datetime(2026, 11, 26, 8, 0,
+                                                                              tzinfo=datetime.timezone.utc)
+    assert next_cron("cron(0/15 * * * ? *)", at, "UTC") == at.replace(minute=15)
+    assert next_cron("cron(0 0 1 1 ? 2027)", at, "UTC").year == 2027
+
+
+def test_an_index_key_attribute_of_another_type_is_refused_in_every_item_and_nothing_is_written(make_stack):
+    # https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html: an index key attribute is a
+    # scalar of its declared type; DynamoDB refuses a write that gives it another, in a sparse index too
+    # ("Type mismatch for Index Key", as DynamoDB emulators' conformance suites record it: nubo-db/dynoxide#94).
+    # Stock moto 5.2.5 accepts it unless an update expression names the attribute literally.
+    stack = make_stack(DigestSchedule="rate(365 days)")
+    dynamodb, table = stack.client("dynamodb"), stack.outputs["ChangeTableName"]
+    item = {"pk": {"S": "p"}, "sk": {"S": "v#0000000001"}, "recordedAt": {"N": "1"}}  # no digestShard: not indexed
+    dynamodb.put_item(TableName=table, Item=item)
+    with pytest.raises(ClientError, match="Type mismatch for Index Key recordedAt Expected: N Actual: S "
+                                          "IndexName: ChangesIndex"):
+        dynamodb.put_item(TableName=table, Item={**item, "sk": {"S": "v#0000000002"}, "recordedAt": {"S": "then"}})
+    with pytest.raises(ClientError, match="Type mismatch for Index Key"):
+        dynamodb.update_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]},
+                             UpdateExpression="SET #r = :r, extra = :o", ExpressionAttributeNames={"#r": "recordedAt"},
+                             ExpressionAttributeValues={":r": {"S": "then"}, ":o": {"S": "x"}})
+    stored = dynamodb.get_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})["Item"]
+    assert stored == item  # nothing of the refused update was applied
+    assert "Item" not in dynamodb.get_item(TableName=table, Key={"pk": {"S": "p"}, "sk": {"S": "v#0000000002"}})
+    dynamodb.update_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]}, UpdateExpression="SET extra = :o",
+                         ExpressionAttributeValues={":o": {"S": "x"}})  # an update that leaves the keys alone passes

@@ -192,6 +192,22 @@ GUARD_CASES = {
         [("      CodeUri: functions/tag_ttl/\n", "      CodeUri: functions/tag_ttl/\n      Tracing: PassThrough\n")],
         {("functions_traced", "TagTtlFunction")}),
     "tracing not on in Globals": ([("    Tracing: Active\n", "")], {("functions_traced", "")}),
+    # issue 35: nothing may delete or unlock a digest, and the digest function only reads and puts objects
+    "the digest function allowed to delete a digest": (
+        [("              Action: [s3:GetObjectVersion, s3:PutObject]\n",
+          "              Action: [s3:GetObjectVersion, s3:PutObject, s3:DeleteObjectVersion]\n")],
+        {("digest_objects_exception", "DigestFunction"), ("nothing_deletes_or_unlocks_a_digest", "DigestFunction"),
+         ("function_dynamodb_actions", "DigestFunction")}),
+    "the digest function allowed to shorten a retention": (
+        [("              Action: [s3:ListBucketVersions]\n",
+          "              Action: [s3:ListBucketVersions, s3:PutObjectRetention, s3:PutBucketObjectLockConfiguration]\n")],
+        {("nothing_deletes_or_unlocks_a_digest", "DigestFunction"), ("function_dynamodb_actions", "DigestFunction")}),
+    "the digests' objects statement widened to the bucket": (
+        [("                - ${Bucket}/${AWS::StackName}/digests/*\n", "                - ${Bucket}/*\n")],
+        {("digest_objects_exception", "DigestFunction")}),
+    "the digest function allowed to write the table": (
+        [("              Action: [dynamodb:Scan]\n", "              Action: [dynamodb:Scan, dynamodb:PutItem]\n")],
+        {("function_dynamodb_actions", "DigestFunction")}),
     "a function without a reviewed action list": (
         [("  ReadApiFunction:\n", "  ReadApiFunction2:\n")],
         {("every_function_has_a_reviewed_action_list", "ReadApiFunction2")}),

@@ -73,7 +73,12 @@ def test_table_and_state_machine_settings(template):
     table = template.resources["ChangeTable"]["Properties"]
     assert table["BillingMode"] == "PAY_PER_REQUEST"
     assert {a["AttributeName"]: a["AttributeType"] for a in Template(ROOT / "template.yaml", overrides={
-        "TimeIndexes": "false"}).resolve(table["AttributeDefinitions"])} == {"pk": "S", "sk": "S"}
+        "TimeIndexes": "false"}).resolve(table["AttributeDefinitions"])} == {
+        "pk": "S", "sk": "S", "digestShard": "N", "recordedAt": "N"}  # the last two: the changes index
+    assert {a["AttributeName"]: a["AttributeType"] for a in Template(ROOT / "template.yaml", overrides={
+        "TimeIndexes": "true"}).resolve(table["AttributeDefinitions"])} == {
+        "pk": "S", "sk": "S", "digestShard": "N", "recordedAt": "N",
+        "priorEffective": "N", "priorRecorded": "N"}  # and the time indexes' keys
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
     assert table["SSESpecification"]["SSEEnabled"] is True
     assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
@@ -179,9 +184,9 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
                  "multiValueQueryStringParameters": query and {k: [v] for k, v in query.items()}}
         assert not stack.lambdas.invoke(stack.function("ReadApiFunction"), event)[1]
     for function in stack.lambdas.functions.values():
-        if function.logical_id in ("SubmitChangeFunction", "FeedEventsFunction"):
-            continue  # not on this path (cf.submit), or not in step with it (the feed's pipe, issue 36): their
-            # calls are measured in tests/test_submit.py and tests/test_feed.py
+        if function.logical_id in ("SubmitChangeFunction", "FeedEventsFunction", "DigestFunction"):
+            continue  # not on this path (cf.submit), or not in step with it (the feed's pipe, issue 36; the digest's
+            # schedule, issue 35): their calls are measured in tests/test_submit.py, tests/test_feed.py and below
         calls = [call for call in function.api_calls if call[0] == "dynamodb"]
         called = {f"{service}:{operation}" for service, operation, _, _ in calls}
         tables = {params["TableName"] + (f"/index/{params['IndexName']}" if params.get("IndexName") else "")
@@ -197,6 +202,48 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
                 resources.update([listed] if isinstance(listed, str) else listed)
         assert {r.split(":table/", 1)[1] for r in resources} == tables, function.logical_id
         assert not any("*" in r for r in resources)
+
+
+# What each S3 call of the digest function needs (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+# using-with-s3-policy-actions.html): a version read by its id is s3:GetObjectVersion.
+S3_ACTION = {"ListObjectVersions": "s3:ListBucketVersions", "PutObject": "s3:PutObject"}
+NEVER_FOR_THE_DIGESTS = {"s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutObjectRetention",
+                         "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration", "s3:PutObjectLegalHold",
+                         "s3:PutBucketVersioning", "s3:PutBucketPolicy", "s3:PutLifecycleConfiguration",
+                         "s3:DeleteBucket", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+
+
+def test_the_digest_function_may_call_exactly_what_it_calls_and_nothing_that_deletes_or_unlocks(make_stack,
+                                                                                                monkeypatch):
+    """Issue 35: it reads the table and the bucket and puts new objects; nothing else, measured."""
+    from changeflow.client import Changeflow
+    from changeflow_core import digestformat
+
+    monkeypatch.setattr(digestformat, "CHECKPOINT_EVERY", 2)  # a checkpoint written, then read back
+    stack = make_stack(DigestSchedule="rate(365 days)")
+    cf = Changeflow.for_embedded(stack)
+    digest = stack.function("DigestFunction")
+    event = json.loads((ROOT / "events" / "functions" / "take_digest.json").read_text())
+    for n in range(3):  # the first digest (a Scan), then the changes index (Query), then from a checkpoint
+        cf.submit({"entityId": f"e{n}", "operation": "put", "attributes": {"n": n}, "effectiveAt": T0, "changeId": "c"})
+        assert not stack.lambdas.invoke(digest, event)[1]
+    called = set()
+    for service, operation, params, _ in digest.api_calls:
+        if service == "s3" and operation == "GetObject":
+            called.add("s3:GetObjectVersion" if params.get("VersionId") else "s3:GetObject")
+        else:
+            called.add(S3_ACTION.get(operation, f"{service}:{operation}"))
+    policy = _policy_actions(stack.template, "DigestFunction")
+    assert called == policy == {"dynamodb:Query", "dynamodb:Scan", "s3:ListBucketVersions", "s3:GetObjectVersion",
+                                "s3:PutObject"}
+    assert not policy & NEVER_FOR_THE_DIGESTS
+    queried = {(p["TableName"], p.get("IndexName")) for s, o, p, _ in digest.api_calls if o == "Query"}
+    assert queried == {(cf.table, "ChangesIndex")}
+    statements = [st for pol in stack.template.function_properties("DigestFunction")["Policies"] for st in pol["Statement"]]
+    resources = {r for st in statements for r in ([st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"])}
+    assert resources == {f"arn:aws:dynamodb:us-east-1:123456789012:table/{cf.table}/index/ChangesIndex",
+                         f"arn:aws:dynamodb:us-east-1:123456789012:table/{cf.table}",
+                         "arn:aws:s3:::changeflow-digestbucket", "arn:aws:s3:::changeflow-digestbucket/changeflow/digests/*"}
 
 
 def _run(*command, **kwargs):

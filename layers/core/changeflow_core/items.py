@@ -92,6 +92,7 @@ def latest_item(
         model.OPERATION: change.operation,
         model.EXECUTION: execution_arn,
         model.RECORDED_AT: recorded_at,
+        model.DIGEST_SHARD: model.digest_shard(change.entityId),  # v0 only: the changes index (issue 35)
     }
     if change.principal is not None:
         item[model.PRINCIPAL] = change.principal
@@ -173,10 +174,13 @@ def wire_size(wire: Any) -> int:
                len(json.dumps(wire, ensure_ascii=False).encode("utf-8", "surrogatepass")))
 
 
+LATEST_ONLY = frozenset({model.EXPIRES_AT, model.DIGEST_SHARD})  # v0's, never its history item's
+
+
 def history_of(latest_item: dict[str, Any], prior: dict[str, Any] | None = None) -> dict[str, Any]:
     """The history item that records ``latest_item``'s version, with the time indexes' keys when ``prior``
     (``latest_state`` of the version before it, which the decision was made on) says that version's times."""
-    item = {k: v for k, v in latest_item.items() if k != model.EXPIRES_AT}
+    item = {k: v for k, v in latest_item.items() if k not in LATEST_ONLY}
     item[model.SK] = model.history_sk(int(latest_item[model.VERSION]))
     item.update(index_keys(int(latest_item[model.VERSION]), prior))
     return item

@@ -34,6 +34,13 @@ REDACTION = "chainRedacts"  # a redact version: {"version", "contentHash", "item
 ADOPTION = "chainAdopts"  # an adopt version: {"versions", "chainHash"}: the legacy versions it bound into the chain
 REDACT_VERSION = "redactVersion"  # a redact request: the version whose content it removes
 
+# Issue 35 (digests on a schedule): v0 only (never history, never hashed: index plumbing, as expiresAt is)
+# carries the shard of the changes index, a sparse GSI keyed by (shard, recordedAt) from which the digest
+# function reads the entities changed since its last digest instead of scanning the table.
+DIGEST_SHARD = "digestShard"
+DIGEST_SHARDS = 16
+CHANGES_INDEX = "ChangesIndex"
+
 # Issue 32.10: under a retention window, an adoption anchors each version it bound (the hash of the chain
 # recomputed over the versions before it, as prevHash anchors a chained version), so the versions kept are
 # still recomputed once the oldest expire. Written after the fact, like expiresAt: not hashed (chain.NOT_HASHED).
@@ -49,6 +56,7 @@ RESERVED = frozenset(
         PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, PRINCIPAL, REASON,
         EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH, PATCH_RECORD,
         REDACTED, REDACTION, ADOPTION,
+        DIGEST_SHARD,  # issue 35
         ADOPTED_PREV,  # issue 32.10
     }
 )
@@ -74,6 +82,13 @@ APPLIED, STALE, DUPLICATE, CONFLICT = "applied", "stale", "duplicate", "conflict
 # no chain attributes had them removed, and adopt refuses (changeflow_core.chainwork).
 TABLE_PK = "\x1fchangeflow"
 ADOPTION_CLOSED_SK = "chain-adoption-closed"
+
+
+def digest_shard(entity_id: str) -> int:
+    """The changes index's shard of an entity (``DIGEST_SHARD``): writes spread over ``DIGEST_SHARDS``."""
+    import hashlib
+
+    return hashlib.sha256(entity_id.encode("utf-8", "surrogatepass")).digest()[0] % DIGEST_SHARDS
 
 
 def history_sk(version: int) -> str:

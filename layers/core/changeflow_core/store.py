@@ -99,7 +99,7 @@ def history_wire(wire_latest: dict[str, dict], wire_prior: dict[str, dict] | Non
     history sort key, no tombstone expiry (``items.history_of``, without a round trip through Python
     values: every number as DynamoDB returned it), and the time indexes' keys from ``wire_prior``, the
     history item of the version before it (none if it is another)."""
-    item = {k: v for k, v in wire_latest.items() if k != model.EXPIRES_AT}
+    item = {k: v for k, v in wire_latest.items() if k not in items.LATEST_ONLY}
     version = int(wire_latest[model.VERSION]["N"])
     item[model.SK] = {"S": model.history_sk(version)}
     prior = items.latest_state(codec.deserialize_item(wire_prior)) if wire_prior else None

@@ -9,10 +9,12 @@ import datetime
 from decimal import Decimal
 from typing import Any
 
-from changeflow_core import chain, model
+from changeflow_core import chain, digestformat, model
 
 from ..client import Changeflow
 from .retention import retention_window, unexplained_absences
+
+_shown = digestformat.shown  # a value from a file, quoted short enough for one line
 
 
 def raw_history(client: Changeflow, entity_id: str) -> list[dict[str, dict]]:
@@ -130,7 +132,6 @@ class NotADigest(ValueError):
     """A digest file that is not what ``digest`` writes (one line saying what is wrong, naming the field)."""
 
 
-MAX_VERSION = 10 ** model.VERSION_DIGITS - 1  # the history sort key holds ten digits
 _HEX64 = frozenset("0123456789abcdef")
 
 
@@ -143,10 +144,12 @@ def check_digest(taken: Any) -> list[dict[str, Any]]:
     writes it: ``NotADigest`` names the first field that is not. A digest is input like any other: every
     type, every range, no entity twice. Whether its root matches its heads is ``verify_since``'s finding
     (an altered file), not a malformed one."""
-    from changeflow_core import validation
-
     if not isinstance(taken, dict):
         raise NotADigest("not a changeflow digest (`changeflow digest --all` makes one): not a JSON object")
+    if taken.get("format") == digestformat.FORMAT:  # the stack's chained digests
+        raise NotADigest("a changeflow-digest/2 digest (the stack's own, chained) holds only the heads that changed "
+                         "since the one before it: give its s3:// address instead of a file (changeflow verify "
+                         "--since-digest s3://bucket/prefix/NNNNNNNNNNNN.json)")
     if taken.get("format") != chain.DIGEST_FORMAT:
         raise NotADigest(f"not a changeflow digest: format is {_shown(taken.get('format'))}, "
                          f"not {chain.DIGEST_FORMAT!r}")
@@ -154,27 +157,10 @@ def check_digest(taken: Any) -> list[dict[str, Any]]:
         raise NotADigest(f"root is {_shown(taken.get('root'))}, not a SHA-256 hash in hex")
     if "takenAt" in taken and not isinstance(taken["takenAt"], str):
         raise NotADigest(f"takenAt is {_shown(taken['takenAt'])}, not a time")
-    heads = taken.get("entities")
-    if not isinstance(heads, list):
-        raise NotADigest(f"entities is {_shown(heads)}, not a list")
-    seen: set[str] = set()
-    for position, head_ in enumerate(heads):
-        where = f"entities[{position}]"
-        if not isinstance(head_, dict) or set(head_) != {"entityId", "version", "chainHash"}:
-            raise NotADigest(f"{where} is {_shown(head_)}, not {{entityId, version, chainHash}}")
-        try:
-            entity_id = validation.check_entity_id(head_["entityId"])
-        except validation.ValidationError as exc:
-            raise NotADigest(f"{where}.entityId is {_shown(head_['entityId'])}: {exc}") from None
-        version = head_["version"]
-        if type(version) is not int or not 1 <= version <= MAX_VERSION:
-            raise NotADigest(f"{where}.version is {_shown(version)}, not a version number (1 to {MAX_VERSION})")
-        if head_["chainHash"] is not None and not _is_hash(head_["chainHash"]):  # null: written before the chain
-            raise NotADigest(f"{where}.chainHash is {_shown(head_['chainHash'])}, not a SHA-256 hash in hex")
-        if entity_id in seen:
-            raise NotADigest(f"{where}.entityId {_shown(entity_id)} is in the digest twice")
-        seen.add(entity_id)
-    return heads
+    try:
+        return digestformat.check_heads(taken.get("entities"))
+    except digestformat.DigestInvalid as exc:
+        raise NotADigest(str(exc)) from None
 
 
 def parse_digest(document: Any) -> dict[str, Any]:
@@ -190,15 +176,6 @@ def parse_digest(document: Any) -> dict[str, Any]:
 def root_holds(parsed: dict[str, Any]) -> bool:
     """Whether a checked digest's root is the Merkle root of its heads (false: the file was altered)."""
     return chain.merkle_root(parsed["entities"]) == parsed["root"]
-
-
-def _shown(value: Any) -> str:
-    """A value from a file, quoted short enough for one line."""
-    try:
-        text = repr(getattr(value, "text", value))
-    except ValueError:  # an int past Python's 4,300-digit conversion limit
-        text = f"a number of {value.bit_length()} bits"
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def verify_since(client: Changeflow, taken: dict[str, Any], now_s: float | None = None) -> dict[str, list[str]]:
@@ -228,9 +205,15 @@ def verify_since(client: Changeflow, taken: dict[str, Any], now_s: float | None 
 def _since_head(client: Changeflow, entity_id: str, version: int, recorded_hash: str, window: tuple[int, int],
                 now_s: float) -> list[str]:
     """What changed in one entity since a digest recorded ``version`` with ``recorded_hash``."""
-    stored, found = numbered(raw_history(client, entity_id))
+    return since_head_in(entity_id, raw_history(client, entity_id), raw_latest(client, entity_id), version,
+                         recorded_hash, window, now_s)
+
+
+def since_head_in(entity_id: str, raw: list[dict[str, dict]], latest: dict[str, dict] | None, version: int,
+                  recorded_hash: str | None, window: tuple[int, int], now_s: float) -> list[str]:
+    """``_since_head`` of an entity's items already read (``raw_history``, ``raw_latest``)."""
+    stored, found = numbered(raw)
     history = _unexpired(stored, now_s)
-    latest = raw_latest(client, entity_id)
     if latest is not None and _number(latest, model.VERSION) is None:
         found.append("v0 has no version number: it was altered")
         latest = None

@@ -15,6 +15,12 @@ A proof holds:
   from the leaf to the root (``chain.merkle_path``);
 - ``digest``: the root and the time of the digest it was made against.
 
+Against a chained digest (``changeflow-digest/2``, issue 35, which lists only the heads that changed since
+the digest before it) the proof is ``changeflow-proof/2``: its ``merkle`` also holds ``top``, the 16 sibling
+hashes from the entity's bucket to the root (``digesttree``), and its ``digest`` the digest's ``sequence``
+and ``hash``. The head it proves is the one its last link reaches: the path from that head must lead to the
+digest's root, which commits every head.
+
 Every hash is computed by ``changeflow_core.chain`` (``verify_chain``, ``root_from_path``): a change to the
 chain's format there is a change here. What this module adds is strictness: a proof is read only in the
 one form ``dumps`` writes (UTF-8 JSON, keys sorted, one indentation), every number in DynamoDB's plain
@@ -32,12 +38,13 @@ import re
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
-from changeflow_core import chain, model
+from changeflow_core import chain, digestformat, digesttree, model
 
 from ..client import Changeflow
-from .digests import parse_digest, raw_latest, root_holds
+from .digests import NotADigest, parse_digest, raw_latest, root_holds
 
 FORMAT = "changeflow-proof/1"
+FORMAT2 = "changeflow-proof/2"  # against a changeflow-digest/2 digest
 _KEYS = frozenset({"format", "entityId", "version", "item", "links", "merkle", "digest"})
 _CHAIN_ATTRIBUTES = frozenset({chain.PREV_HASH, chain.CHAIN_HASH})
 LEFT_OUT = chain.NOT_HASHED - _CHAIN_ATTRIBUTES  # the key and the expiry: not part of what a version says
@@ -208,9 +215,10 @@ def _is_count(value: Any, low: int) -> bool:
 
 def check_shape(proof: Any) -> None:
     """A proof's shape and every value's form (ProofInvalid); what it proves is ``verify_proof``'s."""
-    if not isinstance(proof, dict) or proof.get("format") != FORMAT:
+    if not isinstance(proof, dict) or proof.get("format") not in (FORMAT, FORMAT2):
         found = proof.get("format") if isinstance(proof, dict) else type(proof).__name__
-        raise ProofInvalid(f"not a changeflow proof (format {found!r}, expected {FORMAT!r})")
+        raise ProofInvalid(f"not a changeflow proof (format {found!r}, expected {FORMAT!r} or {FORMAT2!r})")
+    chained = proof["format"] == FORMAT2
     if set(proof) != _KEYS:
         raise ProofInvalid(f"not a changeflow proof: its fields are {sorted(proof)}, expected {sorted(_KEYS)}")
     if not _text(proof["entityId"], "entityId"):
@@ -223,14 +231,22 @@ def check_shape(proof: Any) -> None:
     for i, link in enumerate(proof["links"]):
         _check_item(link, f"links[{i}]")
     merkle = proof["merkle"]
-    if not isinstance(merkle, dict) or set(merkle) != {"index", "size", "path"}:
-        raise ProofInvalid("merkle is not {index, size, path}")
+    merkle_keys = {"index", "size", "path"} | ({"top"} if chained else set())
+    if not isinstance(merkle, dict) or set(merkle) != merkle_keys:
+        raise ProofInvalid(f"merkle is not {{{', '.join(sorted(merkle_keys))}}}")
     if not (_is_count(merkle["index"], 0) and _is_count(merkle["size"], 1) and isinstance(merkle["path"], list)
             and all(isinstance(h, str) and HEX_HASH.fullmatch(h) for h in merkle["path"])):
         raise ProofInvalid("merkle's index, size or path is not of its form (path: SHA-256s in lowercase hex)")
+    if chained and not (isinstance(merkle["top"], list) and len(merkle["top"]) == digesttree.BUCKET_BITS
+                        and all(isinstance(h, str) and HEX_HASH.fullmatch(h) for h in merkle["top"])):
+        raise ProofInvalid(f"merkle's top is not {digesttree.BUCKET_BITS} SHA-256s in lowercase hex")
     digest = proof["digest"]
-    if not isinstance(digest, dict) or set(digest) != {"root", "takenAt"}:
-        raise ProofInvalid("digest is not {root, takenAt}")
+    digest_keys = {"root", "takenAt"} | ({"sequence", "hash"} if chained else set())
+    if not isinstance(digest, dict) or set(digest) != digest_keys:
+        raise ProofInvalid(f"digest is not {{{', '.join(sorted(digest_keys))}}}")
+    if chained and not (_is_count(digest["sequence"], 1) and isinstance(digest["hash"], str)
+                        and HEX_HASH.fullmatch(digest["hash"])):
+        raise ProofInvalid("digest's sequence or hash is not of its form")
     if not (isinstance(digest["root"], str) and HEX_HASH.fullmatch(digest["root"])):
         raise ProofInvalid("digest.root is not a SHA-256 in lowercase hex")
     if not _text(digest["takenAt"], "digest.takenAt").isprintable():
@@ -238,11 +254,16 @@ def check_shape(proof: Any) -> None:
 
 
 # --- making and checking a proof -----------------------------------------------------------------------------
-def _head_in(digest: dict[str, Any], entity_id: str, version: int) -> dict[str, Any]:
-    """The digest's head of ``entity_id``, once the digest holds and the version is not after it."""
-    if not root_holds(digest):
+def _head_in(digest: dict[str, Any], entity_id: str, version: int,
+             tree: digesttree.HeadTree | None = None) -> dict[str, Any]:
+    """The digest's head of ``entity_id``, once the digest holds and the version is not after it (of a
+    chained digest: from ``tree``, the heads its chain gives, checked against its root when it was read)."""
+    if tree is not None:
+        entry = tree.get(entity_id)
+    elif not root_holds(digest):
         raise ProofRejected("DigestAltered", "the digest's root does not match its entities: the file was altered")
-    entry = next((h for h in digest["entities"] if h["entityId"] == entity_id), None)
+    else:
+        entry = next((h for h in digest["entities"] if h["entityId"] == entity_id), None)
     if entry is None:
         raise ProofRejected("EntityNotInDigest", f"{entity_id!r} is not in the digest taken {digest['takenAt']} "
                             "(it was created after it, or the digest is of another stack)")
@@ -265,20 +286,24 @@ def _with_prev(item: dict[str, Any], prev_hash: str) -> dict[str, Any]:
 
 
 def make_proof(entity_id: str, version: int, items: list[dict[str, Any]], digest: dict[str, Any],
-               before: dict[str, Any] | None = None) -> dict[str, Any]:
+               before: dict[str, Any] | None = None, tree: digesttree.HeadTree | None = None) -> dict[str, Any]:
     """The proof of ``version`` of ``entity_id`` from its stored items (wire format, the version and every
     later one up to the digest's head, oldest first), the version before it (``before``: its hash is the
     first link's predecessor, where that item stores none) and a parsed digest. Not yet checked:
     ``verify_proof``."""
-    path = chain.merkle_path(digest["entities"], entity_id)
+    chained = digest.get("format") == digestformat.FORMAT
+    path = tree.path(entity_id) if chained and tree is not None else chain.merkle_path(digest["entities"], entity_id)
     first = items[0] if items else {}
     if items and chain.stored_prev(first) is None:
         prev = chain.genesis(entity_id) if version == 1 else chain.stored_hash(before or {})
         if prev is not None:
             first = _with_prev(first, prev)
     carried = [proof_item(i) for i in [first, *items[1:]]] if items else [{}]
-    return {"format": FORMAT, "entityId": entity_id, "version": version, "item": carried[0],
-            "links": carried[1:], "merkle": path, "digest": {"root": digest["root"], "takenAt": digest["takenAt"]}}
+    made_for = {"root": digest["root"], "takenAt": digest["takenAt"]}
+    if chained:
+        made_for.update(sequence=digest["sequence"], hash=digest["hash"])
+    return {"format": FORMAT2 if chained else FORMAT, "entityId": entity_id, "version": version,
+            "item": carried[0], "links": carried[1:], "merkle": path, "digest": made_for}
 
 
 def verify_proof(proof: dict[str, Any], digest: dict[str, Any], entity_id: str | None = None,
@@ -292,9 +317,16 @@ def verify_proof(proof: dict[str, Any], digest: dict[str, Any], entity_id: str |
         raise ProofRejected("OtherEntity", f"the proof is of {claimed!r}, not {entity_id!r}")
     if version is not None and number != version:
         raise ProofRejected("OtherVersion", f"the proof is of version {number} of {claimed!r}, not version {version}")
-    entry = _head_in(digest, claimed, number)
+    chained = digest.get("format") == digestformat.FORMAT
+    if chained != (proof["format"] == FORMAT2):
+        raise ProofRejected("OtherDigest", f"a {proof['format']} proof is made against a "
+                            f"{'changeflow-digest/1' if proof['format'] == FORMAT else digestformat.FORMAT} digest, "
+                            f"not a {digest.get('format')} one")
+    if chained and digestformat.digest_hash(digest) != digest["hash"]:
+        raise ProofRejected("DigestAltered", "the digest's hash is not the hash of its fields: the file was altered")
+    entry = _claimed_head(proof) if chained else _head_in(digest, claimed, number)
     made_for = proof["digest"]
-    if (made_for["root"], made_for["takenAt"]) != (digest["root"], digest["takenAt"]):
+    if {k: made_for[k] for k in made_for} != {k: digest[k] for k in made_for}:
         raise ProofRejected("OtherDigest", f"the proof was made against the digest taken {made_for['takenAt']} "
                             f"(root {made_for['root'][:16]}...), not this one, taken {digest['takenAt']} "
                             f"(root {digest['root'][:16]}...)")
@@ -319,6 +351,9 @@ def verify_proof(proof: dict[str, Any], digest: dict[str, Any], entity_id: str |
         raise ProofRejected("HeadMismatch", f"version {entry['version']}'s hash is not the one the digest recorded "
                             f"for {claimed!r}")
     merkle = proof["merkle"]
+    if chained:
+        _check_tree_path(entry, merkle, digest)
+        return _proven(proof, entry, digest)
     position = [h["entityId"] for h in sorted(digest["entities"], key=lambda h: h["entityId"].encode("utf-8"))]
     if (merkle["index"], merkle["size"]) != (position.index(claimed), len(position)):
         raise ProofRejected("MerklePathMismatch", f"the path is for leaf {merkle['index']} of {merkle['size']}; "
@@ -326,7 +361,27 @@ def verify_proof(proof: dict[str, Any], digest: dict[str, Any], entity_id: str |
     if chain.root_from_path(entry, merkle["index"], merkle["size"], merkle["path"]) != digest["root"]:
         raise ProofRejected("MerklePathMismatch", f"the Merkle path does not lead from {claimed!r}'s head to the "
                             "digest's root")
-    item = proof["item"]
+    return _proven(proof, entry, digest)
+
+
+def _claimed_head(proof: dict[str, Any]) -> dict[str, Any]:
+    """The head a proof against a chained digest reaches: its last link (its path must lead from it)."""
+    last = [proof["item"], *proof["links"]][-1]
+    return {"entityId": proof["entityId"], "version": int(last[model.VERSION]["N"]), "chainHash": chain.stored_hash(last)}
+
+
+def _check_tree_path(entry: dict[str, Any], merkle: dict[str, Any], digest: dict[str, Any]) -> None:
+    bucket_root = chain.root_from_path(entry, merkle["index"], merkle["size"], merkle["path"])
+    reached = None if bucket_root is None else digesttree.root_from_top(
+        bytes.fromhex(bucket_root), digesttree.bucket_of(entry["entityId"]), merkle["top"])
+    if reached != digest["root"]:
+        raise ProofRejected("MerklePathMismatch", f"the path from {entry['entityId']!r}'s version {entry['version']} "
+                            f"does not lead to the root of digest #{digest['sequence']}: it committed another head "
+                            "of the entity (an earlier one: prove it against a later digest), or none")
+
+
+def _proven(proof: dict[str, Any], entry: dict[str, Any], digest: dict[str, Any]) -> dict[str, Any]:
+    item, claimed, number = proof["item"], proof["entityId"], proof["version"]
     return {"entityId": claimed, "recorded": _utc(item.get(model.RECORDED_AT, {}).get("N", "")), "version": number,
             "head": entry["version"], "takenAt": digest["takenAt"],
             "root": digest["root"], "changeId": item.get(model.CHANGE_ID, {}).get("S"),
@@ -374,13 +429,27 @@ def _check_written(client: Changeflow, entity_id: str, version: int) -> None:
                             f"{newest}" if newest else f"{entity_id!r} has no version {version}: it has no v0")
 
 
-def prove(client: Changeflow, entity_id: str, version: int, digest_document: Any) -> dict[str, Any]:
+def parse_any_digest(document: Any) -> dict[str, Any]:
+    """A digest a proof is made or checked against, of either format: ``changeflow-digest/2`` (the stack's
+    chained digests, ``digestformat.check``) or ``changeflow-digest/1`` (``parse_digest``). Raises
+    ``NotADigest`` naming the field."""
+    if isinstance(document, dict) and document.get("format") == digestformat.FORMAT:
+        try:
+            return digestformat.check(document)
+        except digestformat.DigestInvalid as exc:
+            raise NotADigest(f"not a changeflow-digest/2 digest: {exc}") from None
+    return parse_digest(document)
+
+
+def prove(client: Changeflow, entity_id: str, version: int, digest_document: Any,
+          tree: digesttree.HeadTree | None = None) -> dict[str, Any]:
     """The proof of ``version`` of ``entity_id`` against a digest (as read from its file), from the table:
     the version and every later one up to the head the digest recorded. It is checked before it is returned,
-    so that a table that no longer matches the digest is refused here (ProofRejected) rather than later."""
-    digest = parse_digest(digest_document)
+    so that a table that no longer matches the digest is refused here (ProofRejected) rather than later.
+    A chained digest (format 2) comes with ``tree``: the heads its chain gives (``digestchain.load``)."""
+    digest = parse_any_digest(digest_document)
     try:
-        head = _head_in(digest, entity_id, version)["version"]
+        head = _head_in(digest, entity_id, version, tree)["version"]
     except ProofRejected as exc:
         if exc.name == "VersionAfterDigest":  # or never written at all: the table says which
             _check_written(client, entity_id, version)
@@ -406,7 +475,7 @@ def prove(client: Changeflow, entity_id: str, version: int, digest_document: Any
         raise ProofRejected("VersionGone", f"version {version - 1} of {entity_id!r} is not in the table and version "
                             f"{version} stores no prevHash: its link cannot be recomputed")
     proof = make_proof(entity_id, version, [stored[v] for v in range(version, head + 1)], digest,
-                       before=stored.get(version - 1))
+                       before=stored.get(version - 1), tree=tree)
     try:
         verify_proof(proof, digest)
     except ProofRejected as exc:

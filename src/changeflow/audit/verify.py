@@ -16,8 +16,9 @@ from .digests import audit_chain
 from .fieldclocks import clock_problems
 from .retention import retention_window, unexplained_absences
 
-# Attributes that may differ between v0 and its history item: the key, and v0's tombstone expiry.
-NOT_CONTENT = {model.SK, model.EXPIRES_AT, model.PRIOR_EFFECTIVE, model.PRIOR_RECORDED}  # v0 has no index keys
+# Attributes that may differ between v0 and its history item: the key, v0's tombstone expiry and its shard
+# of the changes index (issue 35), and the history item's time index keys (issue 37: v0 has none).
+NOT_CONTENT = {model.SK, model.EXPIRES_AT, model.DIGEST_SHARD, model.PRIOR_EFFECTIVE, model.PRIOR_RECORDED}
 
 
 @dataclass

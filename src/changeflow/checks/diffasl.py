@@ -140,7 +140,10 @@ class Run:
 
 
 def _invocations(stack) -> dict[str, int]:
-    return {f.logical_id: f.invocations for f in stack.lambdas.functions.values()}
+    """Each workflow function's invocations (not the digest's, which a schedule runs between changes, nor the
+    feed's, which the table's stream runs after them)."""
+    workflow = stack.workflow_functions()
+    return {f.logical_id: f.invocations for f in stack.lambdas.functions.values() if f.logical_id in workflow}
 
 
 def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

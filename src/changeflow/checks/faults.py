@@ -10,6 +10,9 @@ event hooks on the handler's own clients).
 - ``writer_in_window``: one of the faults above on one change, and other writers started at that moment,
   run to their end inside the window the fault opens (the faulted execution's back-off or Retry waits
   for them: the clock's ``Holds``), every time.
+- ``planned``: a list of ``Planned`` faults, each for one change at one step (after letting that step's first
+  ``skip`` invocations for the change through), of any kind above, ``times`` invocations in a row: the
+  simulation's (``checks/simulation``), where which change suffers what is drawn from the seed.
 - ``feed_target`` (issue 36): the feed's pipe meets its target failing: ``throttle`` (the PutEvents or
   PutRecords request refused, nothing delivered) or ``lost`` (the events delivered, the answer lost: the pipe
   sends them again, so consumers see them twice).
@@ -21,6 +24,7 @@ import contextlib
 import json
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from botocore.awsrequest import AWSResponse
@@ -34,6 +38,9 @@ from ..local.moto_patches.stepfunctions.clock import Holds
 from ..local.moto_patches.stepfunctions.termination import wait_for_termination
 
 THROTTLE_CODES = ("ProvisionedThroughputExceededException", "ThrottlingException")
+THROTTLED_REQUESTS = {"throttle": 4, "throttle-out": 12}  # a planned throttle: absorbed by the SDK, or not
+BEFORE_THE_HANDLER = ("service", "before")  # in this order, as a Lambda invocation meets them
+AFTER_THE_HANDLER = ("lost", "timeout")
 
 
 class InjectedFault(Exception):
@@ -68,6 +75,21 @@ def change_id_of(event: Any) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Planned:
+    """``kind`` at ``step`` (a function's logical id, or ``*``: any step) for change ``change_id``: its
+    invocations ``skip+1`` to ``skip+times`` (of that step, or of all) suffer it. Kinds: before, lost,
+    timeout, service (as ``around``), ``throttle`` (the handler's next 4 DynamoDB requests are throttled: the
+    SDK's own retries absorb them) and ``throttle-out`` (its next 12: past DynamoDB's 10 SDK attempts, the
+    Lambda fails)."""
+
+    change_id: str
+    step: str
+    kind: str
+    times: int = 1
+    skip: int = 0
+
+
 class Injector:
     """Counts what it injects, so a campaign can report faults injected."""
 
@@ -78,6 +100,16 @@ class Injector:
     def count(self, kind: str) -> None:
         with self._lock:
             self.injected[kind] += 1
+
+    def inject(self, function: Function, kind: str) -> None:
+        """Count fault ``kind`` and raise it: instead of the handler (service, before) or after it (lost,
+        timeout)."""
+        self.count(FAULT_NAMES[kind])
+        if kind == "service":
+            raise LambdaServiceError()
+        if kind in ("before", "lost"):
+            raise InjectedFault(f"{function.logical_id} failed {'before' if kind == 'before' else 'after'} its write")
+        raise LambdaTimeout(f"Task timed out after {function.timeout_s}.00 seconds")
 
     @contextlib.contextmanager
     def around(self, lambdas: LambdaService, rules: list[tuple[str, str, int]]) -> Iterator[None]:
@@ -94,19 +126,13 @@ class Injector:
             return False
 
         def hook(function: Function, event: Any, invoke: Callable[[], Any]) -> Any:
-            if take(function, "service"):
-                self.count("lambda service exception")
-                raise LambdaServiceError()
-            if take(function, "before"):
-                self.count("failure before the write")
-                raise InjectedFault(f"{function.logical_id} failed before its write")
+            for kind in BEFORE_THE_HANDLER:
+                if take(function, kind):
+                    self.inject(function, kind)
             result = invoke()
-            if take(function, "lost"):
-                self.count("lost response after the write")
-                raise InjectedFault(f"{function.logical_id} failed after its write")
-            if take(function, "timeout"):
-                self.count("timeout after the write")
-                raise LambdaTimeout(f"Task timed out after {function.timeout_s}.00 seconds")
+            for kind in AFTER_THE_HANDLER:
+                if take(function, kind):
+                    self.inject(function, kind)
             return result
 
         with fault_hook(lambdas, hook):
@@ -147,8 +173,43 @@ class Injector:
             yield started
 
     @contextlib.contextmanager
-    def throttle(self, function: Function, operation: str, times: int, code: str = THROTTLE_CODES[0]) -> Iterator[None]:
-        """The next ``times`` calls of ``operation`` by the function's DynamoDB client are throttled."""
+    def planned(self, lambdas: LambdaService, plan: list[Planned]) -> Iterator[None]:
+        """Inject each ``Planned`` fault where and when it says (see the class). A fault after the write
+        (lost, timeout) counts the invocations that returned (a write refused as a conflict is not one)."""
+        seen: Counter = Counter()  # (change, step, before the handler or after it) -> invocations so far
+        lock = threading.Lock()
+
+        def due(change: Any, function: Function, after: bool) -> dict[str, Planned]:
+            with lock:
+                for step in (function.logical_id, "*"):
+                    seen[(change, step, after)] += 1
+                counts = {step: seen[(change, step, after)] for step in (function.logical_id, "*")}
+            return {p.kind: p for p in plan if p.change_id == change and p.step in counts
+                    and (p.kind in AFTER_THE_HANDLER) == after and p.skip < counts[p.step] <= p.skip + p.times}
+
+        def hook(function: Function, event: Any, invoke: Callable[[], Any]) -> Any:
+            change = change_id_of(event)
+            faults = due(change, function, after=False)
+            for kind in BEFORE_THE_HANDLER:
+                if kind in faults:
+                    self.inject(function, kind)
+            throttles = max((THROTTLED_REQUESTS.get(k, 0) for k in faults), default=0)
+            with self.throttle(function, None, throttles) if throttles else contextlib.nullcontext():
+                result = invoke()
+            faults = due(change, function, after=True)
+            for kind in AFTER_THE_HANDLER:
+                if kind in faults:
+                    self.inject(function, kind)
+            return result
+
+        with fault_hook(lambdas, hook):
+            yield
+
+    @contextlib.contextmanager
+    def throttle(self, function: Function, operation: str | None, times: int,
+                 code: str = THROTTLE_CODES[0]) -> Iterator[None]:
+        """The next ``times`` calls of ``operation`` (None: of any operation) by the function's DynamoDB
+        client are throttled."""
         client = function.module.dynamodb
         remaining = [times]
         lock = threading.Lock()
@@ -163,7 +224,7 @@ class Injector:
                                "message": "Rate of requests exceeds the allowed throughput."}).encode()
             return AWSResponse(request.url, 400, {"x-amzn-ErrorType": code}, MockRawResponse(body))
 
-        event = f"before-send.dynamodb.{operation}"
+        event = f"before-send.dynamodb.{operation}" if operation else "before-send.dynamodb"
         client.meta.events.register_first(event, before_send)
         try:
             yield

@@ -32,86 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-CFN_LINT = "cfn-lint"
-SAM_VALIDATE = "sam validate --lint"
-SERVERLESS = "cfn-lint-serverless"
-CHECKOV = "checkov"
-CONTROL_TOWER = "cfn-guard (Control Tower)"
-PROJECT_GUARD = "cfn-guard (rules/changeflow.guard)"
+from .security_skips import (CFN_LINT, CHECKOV, CONTROL_TOWER, PINNED_ROLES_AND_ALIASES,  # noqa: F401 - names
+                             PROJECT_GUARD, READ_API_PERMISSIONS, SAM_VALIDATE, SERVERLESS, SKIPPED, Skip)
 
 # The Control Tower rule folders for the services in the template (IAM's is
 # identityandaccessmanagement; CloudWatch Logs and alarms are both in cloudwatch; EventBridge has none).
-CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandaccessmanagement", "lambda", "sqs",
-                          "stepfunctions")
-
-PINNED_ROLES_AND_ALIASES = tuple(f"{step}Function{kind}" for kind in ("Role", "Aliaslive")
-                                 for step in ("FetchLatest", "UpdateLatest", "PutHistory", "DeleteTombstone", "TagTtl"))
-READ_API_PERMISSIONS = tuple(f"ReadApiFunction{event}PermissionStage"
-                             for event in ("GetEntity", "ListVersions", "GetVersion", "GetVersionExecution")) + (
-    "SubmitChangeApiPermission",)
-
-
-@dataclass(frozen=True)
-class Skip:
-    """A finding that is not right for this app: ``tool`` and ``check`` as the tool names them,
-    ``resources`` the logical ids it is skipped for (empty: every resource)."""
-
-    tool: str
-    check: str
-    resources: tuple[str, ...]
-    reason: str
-
-    def covers(self, finding: "Finding") -> bool:
-        return (finding.tool == self.tool and finding.check == self.check
-                and (not self.resources or finding.resource in self.resources))
-
-
-# Every check skipped, with its reason: the one place (docs/operations.md's table is this table).
-SKIPPED: tuple[Skip, ...] = (
-    Skip(CHECKOV, "CKV_AWS_117", (), "Lambda in a VPC: the functions call only DynamoDB over its AWS endpoint; "
-         "a VPC would add NAT gateway or VPC endpoint cost and cold-start time and protect nothing here."),
-    Skip(CONTROL_TOWER, "CT.LAMBDA.PR.3", (), "The same control (Lambda in a customer VPC) as CKV_AWS_117."),
-    Skip(CHECKOV, "CKV_AWS_116", (), "Lambda dead-letter queue: the functions are only invoked synchronously "
-         "(Step Functions tasks and API Gateway), whose callers retry and catch; a DLQ applies only to "
-         "asynchronous invocations."),
-    Skip(CHECKOV, "CKV_AWS_115", (), "Reserved concurrency: a reservation takes capacity out of the account's "
-         "shared pool in every deployment; requests are throttled at the API stage (ApiThrottling* parameters) "
-         "and executions by Step Functions' quotas. An account that needs a cap sets it per deployment."),
-    Skip(CHECKOV, "CKV_AWS_173", (), "Lambda environment variables with a customer-managed KMS key: they hold "
-         "only table names and settings (no secrets), and Lambda encrypts them at rest with its AWS-managed key."),
-    Skip(CHECKOV, "CKV_AWS_120", ("ChangeApiStage",), "API Gateway caching: reads must return the latest "
-         "version (a cache would serve stale versions) and POST /changes must never be cached; caching also "
-         "bills by the hour."),
-    Skip(SERVERLESS, "ES6000", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "Each queue is a dead-letter "
-         "queue (the rule's target's; the feed's pipe's): the rule only knows dead-letter queues of SQS queues."),
-    Skip(CONTROL_TOWER, "CT.SQS.PR.2", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "Each queue is encrypted at rest: "
-         "SqsManagedSseEnabled, or with the KmsKeyArn parameter the customer-managed key (KmsMasterKeyId); both by "
-         "Fn::If on UseKmsKey (they exclude each other), which the rule does not resolve (tests/test_alarms.py)."),
-    Skip(SERVERLESS, "W3011", PINNED_ROLES_AND_ALIASES, "UpdateReplacePolicy: Retain is on the five pinned "
-         "functions for their AWS::Lambda::Version, kept when a new Description replaces it, for the executions "
-         "still running on it; SAM passes it to the function's role and alias too, which are updated in place, "
-         "never replaced, and which the stack's deletion should delete (so no DeletionPolicy: Retain)."),
-    Skip(CONTROL_TOWER, "CT.SQS.PR.1", ("ChangeEventsDeadLetterQueue", "FeedDeadLetterQueue"), "The same finding "
-         "as ES6000: each queue is a dead-letter queue (RedriveAllowPolicy denyAll), not a work queue."),
-    Skip(CONTROL_TOWER, "CT.LAMBDA.PR.2", READ_API_PERMISSIONS, "Not public: SAM's permissions for the read "
-         "routes, and SubmitChangeApiPermission for POST /changes, name the API Gateway principal with a SourceArn "
-         "on this API, built with Fn::Sub, which the rule does not resolve (it accepts only a literal, Ref or GetAtt)."),
-    Skip(CONTROL_TOWER, "CT.STEPFUNCTIONS.PR.1", ("ChangeStateMachine",), "Logging is on: Level is the "
-         "StateMachineLogLevel parameter, which allows only ALL or ERROR (rules/changeflow.guard enforces it), "
-         "and the rule does not resolve a Ref."),
-    Skip(CONTROL_TOWER, "CT.APIGATEWAY.PR.1", ("ChangeApiStage",), "Access logging is on (AccessLogSetting, to a "
-         "log group with retention); execution logging would write to a log group API Gateway creates outside "
-         "the stack, with no retention or encryption setting."),
-    Skip(CONTROL_TOWER, "CT.CLOUDWATCH.PR.1", (), "Alarm actions are the AlarmTopicArn parameter's topic, which "
-         "has no default: every deploy names the topic, or says none (Fn::If), a deliberate choice that the alarms "
-         "only change state, visible in CloudWatch and to EventBridge."),
-    Skip(CONTROL_TOWER, "CT.CLOUDWATCH.PR.2", (), "Every log group has a retention: the LogRetentionDays "
-         "parameter (default 30 days), and for the state machine's execution log, the audit trail past Step "
-         "Functions' 90 days, ExecutionLogRetentionDays (default 731); the rule does not resolve a Ref."),
-    Skip(CONTROL_TOWER, "CT.CLOUDWATCH.PR.3", (), "CloudWatch Logs encrypts every log group at rest; a "
-         "customer-managed key is the KmsKeyArn parameter (Fn::If on every log group, enforced by "
-         "rules/changeflow.guard), which the rule does not resolve."),
-)
+CONTROL_TOWER_SERVICES = ("apigateway", "cloudwatch", "dynamodb", "identityandaccessmanagement", "lambda", "s3",
+                          "sqs", "stepfunctions")
 
 
 @dataclass(frozen=True)
@@ -483,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         counts[(skip.tool, skip.check)] = counts.get((skip.tool, skip.check), 0) + 1
         if args.verbose:
             print(f"  skipped: {finding}")
-    print(f"skipped (see SKIPPED in {Path(__file__).name}): "
+    print("skipped (see SKIPPED in security_skips.py): "
           + ", ".join(f"{check} x{n}" for (_, check), n in counts.items()))
     for step in result.errors:
         print(f"\nERROR in {step.name} on {step.target}:\n{step.error}", file=sys.stderr)

@@ -27,6 +27,8 @@ def cmd_verify(args) -> int:
     from ..audit import executions, verify
 
     client = targets.client_for(args)
+    if args.digests:
+        return _verify_digests(client, args)
     if args.since_digest:
         return _verify_since_digest(client, args)
     ids = verify.entities(client) if args.all else [args.entity]
@@ -49,16 +51,65 @@ def cmd_verify(args) -> int:
     return OK if all(r.ok for r in reports) else REJECTED
 
 
+def _chain_at(client: Changeflow, url: str):
+    """The chain of digests at an s3:// address (to the digest it names), or a one-line error."""
+    from ..audit import committed, digestchain
+
+    try:
+        chain = committed.load_location(client, url)
+    except digestchain.NotALocation as exc:
+        raise UsageError(str(exc)) from exc
+    if not chain.digests and not chain.findings:
+        raise NotFound(f"no digest at {url}")
+    return chain
+
+
+def _verify_digests(client: Changeflow, args) -> int:
+    """The whole chain of digests in the bucket, and the table against every head it committed."""
+    from ..audit import committed
+
+    chain = _chain_at(client, args.digests)
+    problems = committed.audit(client, chain)
+    ok = chain.ok and not problems
+    if args.json:
+        dump({**committed.summary(chain), "ok": ok, "findings": [str(f) for f in chain.findings],
+              "problems": problems})
+        return OK if ok else REJECTED
+    span = (f"#{chain.digests[0].sequence} ({chain.digests[0].document['takenAt']}) to #{chain.digests[-1].sequence} "
+            f"({chain.digests[-1].document['takenAt']})" if chain.digests else "none readable")
+    print(f"digests {chain.location}: {len(chain.digests)} in the chain, {span}; {len(chain.tree)} entities: "
+          f"{'the chain holds and the table matches every head it committed' if ok else 'PROBLEMS'}")
+    for finding in chain.findings:
+        print(f"  - {finding}")
+    for entity_id, found in problems.items():
+        for problem in found:
+            print(f"  {entity_id}: {problem}")
+    return OK if ok else REJECTED
+
+
+def _since_digest_document(client: Changeflow, source: str) -> tuple[dict, list[str]]:
+    """The digest ``--since-digest`` names, as a document listing every head, and what its source holds
+    wrong before anything is proven (a chain in the bucket that does not hold)."""
+    from ..audit import committed
+
+    if source.startswith("s3://"):
+        chain = _chain_at(client, source)
+        if not chain.digests:
+            raise NotFound(f"no digest of this stack at {source}: {chain.findings[0]}")
+        return committed.as_heads_digest(chain), [str(f) for f in chain.findings]
+    try:
+        return wire.loads(Path(source).read_text(encoding="utf-8")), []
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read it ({exc.strerror or exc})") from exc
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser's depth
+        raise UsageError(f"{source}: not a JSON digest ({str(exc).splitlines()[0][:200]})") from exc
+
+
 def _verify_since_digest(client: Changeflow, args) -> int:
     """Prove that nothing recorded before a digest has changed since (every entity the digest names)."""
     from ..audit import digests
 
-    try:
-        taken = wire.loads(Path(args.since_digest).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{args.since_digest}: cannot read it ({exc.strerror or exc})") from exc
-    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser's depth
-        raise UsageError(f"{args.since_digest}: not a JSON digest ({str(exc).splitlines()[0][:200]})") from exc
+    taken, chain_findings = _since_digest_document(client, args.since_digest)
     try:
         digests.check_digest(taken)  # a digest is input from outside: every field checked before use
     except digests.NotADigest as exc:
@@ -77,6 +128,9 @@ def _verify_since_digest(client: Changeflow, args) -> int:
                         **problems}
     else:
         problems = digests.verify_since(client, taken)
+    if chain_findings:
+        problems = {"(digest)": chain_findings + problems.get("(digest)", []),
+                    **{k: v for k, v in problems.items() if k != "(digest)"}}
     if args.json:
         dump({"digest": args.since_digest, "takenAt": taken.get("takenAt"), "entities": len(taken["entities"]),
               "ok": not problems, "problems": problems})
@@ -117,9 +171,11 @@ def _digest_file(path: str) -> dict:
     """A digest file, parsed and checked for the shape `changeflow digest` writes (a one-line UsageError)."""
     from ..audit import digests
 
+    from ..audit import proofs
+
     data = _read(path, "digest")
     try:
-        return digests.parse_digest(wire.loads(data))  # every field checked before use (check_digest)
+        return proofs.parse_any_digest(wire.loads(data))  # every field checked before use (check_digest)
     except digests.NotADigest as exc:
         raise UsageError(f"{path}: {exc}") from exc
     except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser's depth
@@ -134,10 +190,18 @@ def _refused(exc: Exception) -> int:
 def cmd_proof(args) -> int:
     from ..audit import proofs, verify
 
-    digest = _digest_file(args.digest)
-    client = targets.client_for(args)
+    client = targets.client_for(args) if args.digest.startswith("s3://") else None
+    tree = None
+    if client is not None:  # a chained digest in the bucket: its heads come from the chain up to it
+        chain = _chain_at(client, args.digest)
+        if not chain.digests:
+            raise NotFound(f"no digest of this stack at {args.digest}: {chain.findings[0]}")
+        digest, tree = chain.digests[-1].document, chain.tree
+    else:
+        digest = _digest_file(args.digest)
+        client = targets.client_for(args)
     try:
-        proof = proofs.prove(client, args.entity, args.version, digest)
+        proof = proofs.prove(client, args.entity, args.version, digest, tree)
     except proofs.ProofRejected as exc:
         if exc.name == "EntityNotInDigest" and not verify.verify(client, args.entity).found:
             raise no_such_entity(args.entity) from exc
@@ -206,8 +270,12 @@ def add_verify(command) -> None:
     which = verify.add_mutually_exclusive_group(required=True)
     which.add_argument("entity", nargs="?", help="entity id")
     which.add_argument("--all", action="store_true", help="every entity (scans the tables)")
-    verify.add_argument("--since-digest", metavar="FILE",
-                        help="prove that nothing recorded before this digest (changeflow digest) has changed since")
+    which.add_argument("--digests", metavar="S3URL",
+                       help="check the stack's chain of digests at s3://bucket/prefix/ (its DigestLocation output) "
+                            "and the table against every head they committed")
+    verify.add_argument("--since-digest", metavar="FILE|S3URL",
+                        help="prove that nothing recorded before this digest (changeflow digest, or one of the "
+                             "stack's at s3://bucket/prefix/NNNNNNNNNNNN.json) has changed since")
     verify.add_argument("--executions", action="store_true",
                         help="also check that each version's executionArn names the execution that wrote it "
                              "(one DescribeExecution per version; past 90 days and on Express, its execution log)")
@@ -219,7 +287,8 @@ def add_digest(command) -> None:
                      "Print a digest: per entity, its head version and that version's chain hash; with --all, a "
                      "Merkle root over every entity's head and the time it was taken. Keep it outside the account "
                      "(another account, an S3 bucket with Object Lock); `changeflow verify --since-digest FILE` "
-                     "later proves that nothing recorded before it has changed.",
+                     "later proves that nothing recorded before it has changed. The stack also takes its own, "
+                     "chained, every hour, into a compliance-locked bucket: `changeflow verify --digests S3URL`.",
                      exit_help("0  the digest was printed or written", "1  no such entity", EXIT_2, EXIT_3_REMOTE))
     add_remote_options(digest)
     which = digest.add_mutually_exclusive_group(required=True)
@@ -247,7 +316,9 @@ def add_proof(command) -> None:
     add_remote_options(proof, json=False)
     proof.add_argument("entity", help="entity id")
     proof.add_argument("version", type=COUNT, help="the version to prove (1 or more)")
-    proof.add_argument("--digest", metavar="FILE", required=True, help="a digest (changeflow digest) kept elsewhere")
+    proof.add_argument("--digest", metavar="FILE|S3URL", required=True,
+                       help="a digest (changeflow digest) kept elsewhere, or one of the stack's chained digests at "
+                            "s3://bucket/prefix/NNNNNNNNNNNN.json")
     proof.add_argument("--output", metavar="FILE", help="write the proof to FILE instead of standard output (-)")
     proof.set_defaults(func=cmd_proof)
 

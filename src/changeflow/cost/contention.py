@@ -17,6 +17,7 @@ from changeflow.checks.reliability import T0
 from changeflow.common.project import project_root
 
 from .bill import express_billed_seconds, seconds_of_history
+from .digests import QUIET
 from .prices import EXPRESS_MEMORY_GB, PRICES
 from .units import billed_transitions, lambda_invocations, units_of_call, wait_seconds
 
@@ -75,7 +76,7 @@ def contention(k: int, time_scale: float, root: Path | None = None, label: str =
     entity = f"hot#{k}"
     requests = [{"entityId": entity, "operation": "put", "changeId": f"{entity}-c{i}", "effectiveAt": T0,
                  "attributes": {"writer": i, "body": "x" * 800}} for i in range(k)]
-    with EmbeddedStack(root or project_root(), time_scale=time_scale) as stack:
+    with EmbeddedStack(root or project_root(), time_scale=time_scale, parameters=QUIET) as stack:
         cf = Changeflow.for_embedded(stack)
         stack.warm()
         stack.stop_pipes()  # the workflow alone: the feed is priced apart (changeflow.cost.feed)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from changeflow.checks.reliability import T0  # one fixed start for every measurement
 
+from .digests import QUIET
 from .prices import DYNAMODB_ITEM_OVERHEAD, LOG_EVENT_OVERHEAD
 from .units import (TIME_INDEX_KEYS, billed_transitions, index_entry_size, indexed_tables, item_size,
                     lambda_invocations, table_sizes, units_of_call, wait_seconds)
@@ -72,7 +73,7 @@ def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | 
     ]
     wanted = set(paths or PATHS)
     results = {}
-    with EmbeddedStack(root, time_scale=0.001, parameters=parameters or {}) as stack:
+    with EmbeddedStack(root, time_scale=0.001, parameters={**QUIET, **(parameters or {})}) as stack:
         cf = Changeflow.for_embedded(stack)
         stack.warm()
         stack.stop_pipes()  # the workflow alone: the feed is priced apart (changeflow.cost.feed)

@@ -8,6 +8,9 @@ import json
 import math
 
 CHAIN = ("prevHash", "chainHash")  # the hash chain's attributes (changeflow_core.chain)
+# The changes index (issue 35, template.yaml's ChangesIndex): its keys, and what it projects besides the table's
+INDEX_KEYS = ("digestShard", "recordedAt")
+INDEX_PROJECTION = ("pk", "sk", "digestShard", "recordedAt", "version", "chainHash")
 FORMAT_1_BYTES = len("prevHash") + 64 + len("chainHash") + 64  # the chain as format 1 stored it: hex strings
 
 
@@ -59,17 +62,18 @@ def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
     key = (params["TableName"], json.dumps(params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")},
                                            sort_keys=True))
     old = old_sizes.get(key, 0)
-    index_units = 0
+    index = 0.0
     if operation == "PutItem":
         new = item_size_(params["Item"])
+        index = index_write_units(params["Item"], replaced=key in old_sizes)
         if params["TableName"] in indexed and not (response or {}).get("Error"):  # a new history item
-            index_units = sum(math.ceil(index_entry_size(params["Item"], k) / 1024)
-                              for k in TIME_INDEX_KEYS.values() if k in params["Item"])
+            index += sum(math.ceil(index_entry_size(params["Item"], k) / 1024)
+                         for k in TIME_INDEX_KEYS.values() if k in params["Item"])
     elif operation == "UpdateItem":  # SET of one numeric attribute (the TTL tag): no index key changes
         new = old + len("expiresAt") + 6
     else:
         raise ValueError(operation)
-    return 0.0, float(max(1, math.ceil(max(old, new) / 1024)) + index_units)
+    return 0.0, float(max(1, math.ceil(max(old, new) / 1024))) + index
 
 
 def indexed_tables(client, tables) -> frozenset:
@@ -77,6 +81,19 @@ def indexed_tables(client, tables) -> frozenset:
     return frozenset(t for t in set(tables) if any(
         i["IndexName"] in TIME_INDEX_KEYS
         for i in client.describe_table(TableName=t)["Table"].get("LocalSecondaryIndexes", [])))
+
+
+def index_write_units(item: dict, replaced: bool) -> float:
+    """Write units a put costs in the changes index: none for an item without its keys (history), one for a
+    new entry, two when the put replaces an item (its recordedAt changes: "two writes are used to update
+    the index: one to delete the previous item from the index and another to put the new item into the
+    index", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html#GSI.ThroughputConsiderations.Writes)."""
+    if not all(k in item for k in INDEX_KEYS):
+        return 0.0
+    from changeflow_core.codec import item_size as size
+
+    units = max(1, math.ceil(size({k: item[k] for k in INDEX_PROJECTION if k in item}) / 1024))
+    return float(units * (2 if replaced else 1))
 
 
 def table_sizes(client, table: str, chain: bool | str = True) -> dict:

@@ -20,11 +20,12 @@ import boto3
 from botocore.config import Config
 
 from ..common.project import project_root
-from . import botocore_loader, deploy, moto_patches
+from . import botocore_loader, buckets, deploy, moto_patches, schedules
 from .lambdas import Function, LambdaService
 from .moto_patches.dynamodbstreams.retention import StreamClock
 from .moto_patches.pipes import runner as pipe_runner
 from .logging_controls import LoggingControls
+from .moto_patches.scheduler.runs import Runs
 from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
 from .runtime import LAMBDA_RUNTIMES
@@ -112,10 +113,12 @@ class EmbeddedStack:
             self._create_queues_and_buses()
             self._create_log_groups()
             self._register_functions()
+            self._create_buckets()
             self._create_state_machines()
             self._create_event_rules()
             self._create_data_streams()
             self._create_pipes()
+            self._create_schedules()
             self.outputs = self.template.outputs()
             self._publish_outputs()
         except BaseException:
@@ -124,6 +127,7 @@ class EmbeddedStack:
         return self
 
     def stop(self) -> None:
+        Runs.stop_all()  # no scheduled invocation outlives the mock it runs against
         if self.lambdas is not None and self.lambdas.runtime is not None:
             self.lambdas.runtime.stop()
             self.lambdas.runtime = None
@@ -262,6 +266,12 @@ class EmbeddedStack:
             pipes.stop_pipe(Name=self.template.resolve(spec["Properties"]).get("Name")
                             or self.template.physical_name(logical_id))
 
+    def _create_buckets(self) -> None:
+        buckets.create(self.template, self._client("s3"))
+
+    def _create_schedules(self) -> None:
+        schedules.create(self.template, self._client("scheduler"))
+
     def _register_functions(self) -> None:
         for logical_id in self.template.of_type("AWS::Serverless::Function"):
             self._register_function(self.template, self.root, logical_id)
@@ -386,6 +396,19 @@ class EmbeddedStack:
     def wait_for_termination(execution_arn: str, timeout: float) -> bool:
         """Block until the execution (started on this stack) has ended; ``False`` on timeout."""
         return wait_for_termination(execution_arn, timeout)
+
+    def workflow_functions(self) -> set[str]:
+        """The functions the state machines invoke (their ARNs in ``DefinitionSubstitutions``), by logical id:
+        a schedule (the digest) and a pipe's enrichment (the feed) run others beside the workflow."""
+        named = " ".join(str(value) for spec in self.template.of_type("AWS::Serverless::StateMachine").values()
+                         for value in self.template.resolve(spec["Properties"]).get("DefinitionSubstitutions",
+                                                                                      {}).values())
+        return {f.logical_id for f in self.lambdas.functions.values()
+                if re.search(re.escape(f.arn) + r"(?![\w-])", named)}
+
+    def scheduled_functions(self) -> set[str]:
+        """The functions a schedule runs: they run between changes, on the stack's time scale."""
+        return schedules.scheduled_functions(self.template)
 
     def function(self, logical_id: str) -> Function:
         return next(f for f in self.lambdas.functions.values() if f.logical_id == logical_id)

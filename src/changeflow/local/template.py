@@ -1,6 +1,6 @@
 """Reading the SAM template the way CloudFormation would, for the embedded stack: parameters with defaults
 or overrides, conditions, ``Globals``, and the intrinsics the template uses (``!Ref``, ``!GetAtt``,
-``!Sub``, ``!If``, ``!Equals``, ``!Not``, ``!And``, ``!Or``, ``!Join``, ``!Select``).
+``!Sub``, ``!If``, ``!Equals``, ``!Not``, ``!And``, ``!Or``, ``!Join``, ``!Select``, ``!Split``).
 
 Nothing here knows changeflow's resources: physical names and ARNs follow from the logical ids.
 """
@@ -117,14 +117,18 @@ class Template:
             name: res for name, res in self.resources.items() if res["Type"] == resource_type and self.active(name)
         }
 
-    NAME_PROPERTIES = ("TableName", "FunctionName", "QueueName", "StateMachineName", "Name", "LogGroupName")
+    NAME_PROPERTIES = ("TableName", "FunctionName", "QueueName", "StateMachineName", "Name", "LogGroupName",
+                       "BucketName")
 
     def physical_name(self, logical_id: str) -> str:
-        """The resource's name property if the template sets one, else ``<stack>-<logical id>``."""
+        """The resource's name property if the template sets one, else ``<stack>-<logical id>`` (lower case
+        for a bucket, as CloudFormation names one: a bucket's name has no capitals)."""
         props = self.resources.get(logical_id, {}).get("Properties", {})
         for key in self.NAME_PROPERTIES:
             if key in props and not (key == "Name" and self.resources[logical_id]["Type"] == "AWS::Serverless::Api"):
                 return str(self.resolve(props[key]))
+        if self.resources.get(logical_id, {}).get("Type") == "AWS::S3::Bucket":
+            return f"{self.stack_name}-{logical_id}".lower()
         return f"{self.stack_name}-{logical_id}"
 
     def ref(self, name: str) -> Any:
@@ -172,6 +176,7 @@ class Template:
             "AWS::CloudWatch::Alarm": prefix.format("cloudwatch") + f"alarm:{name}",
             "AWS::Kinesis::Stream": prefix.format("kinesis") + f"stream/{name}",
             "AWS::Pipes::Pipe": prefix.format("pipes") + f"pipe/{name}",
+            "AWS::S3::Bucket": f"arn:aws:s3:::{name}",
         }
         if kind not in arns:
             raise TemplateError(f"no ARN known for {logical_id} ({kind})")
@@ -245,6 +250,9 @@ class Template:
         if name == "Select":
             index, items = arg
             return self.resolve(items)[int(self.resolve(index))]
+        if name == "Split":
+            sep, text = arg
+            return str(self.resolve(text)).split(sep)
         raise TemplateError(f"Fn::{name} is not supported by the embedded stack")
 
     def _sub(self, arg: Any) -> str:

@@ -1,5 +1,5 @@
 """moto, patched for the embedded stack, grouped by service as moto groups its own code (``core``,
-``stepfunctions``, ``events``, ``dynamodb``, ``kms``), one AWS behaviour group per module, each module
+``stepfunctions``, ``events``, ``dynamodb``, ``kms``, ``s3``, ``scheduler``), one AWS behaviour group per module, each module
 citing its AWS page. Two kinds of patch:
 
 - Where moto 5.2.5 is more lenient than AWS, or does something AWS does not, the patch makes it do what
@@ -28,10 +28,16 @@ What each module does:
 - ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.numbers``: numbers stored
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
   attribute value; ``dynamodb.indexes``: a local secondary index's Query fetches the items it does not
-  project; ``dynamodb.perf``: Query and Scan in linear time.
+  project; ``dynamodb.index_keys``: an index key attribute of its declared type in every item;
+  ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
 - ``dynamodbstreams.retention``: a stream record lives 24 hours, then it is trimmed (on the stream's clock,
   ``StreamClock``); ``pipes.runner``: a pipe with a DynamoDB stream source runs as Pipes does (issue 36).
+- ``s3.object_lock``: a locked version's retention never shortened (compliance mode: never changed),
+  versioning never suspended on a bucket with Object Lock, and its default retention changed on a bucket
+  that holds objects, as AWS allows (issue 35's digests).
+- ``scheduler.runs``: EventBridge Scheduler's schedules invoke their Lambda targets, on the stack's time scale
+  (moto stores a schedule and never runs it).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from typing import Any, Callable
 from .core import locking
 from .core import perf as core_perf
 from .dynamodb import attribute_values as dynamodb_attribute_values
+from .dynamodb import index_keys as dynamodb_index_keys
 from .dynamodb import indexes as dynamodb_indexes
 from .dynamodb import limits as dynamodb_limits
 from .dynamodb import numbers as dynamodb_numbers
@@ -51,6 +58,8 @@ from .events import input_transformer, targets
 from .kms import perf as kms_perf
 from .originals import ORIGINALS
 from .pipes import runner as pipes_runner
+from .s3 import object_lock as s3_object_lock
+from .scheduler import runs as scheduler_runs
 from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
                             parse_cache, redrive, start_execution, termination)
 from .stepfunctions import perf as stepfunctions_perf
@@ -108,6 +117,11 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         dynamodb_indexes.patch_local_index_fetches()
         stream_retention.patch_stream_retention()  # issue 36: the feed's source and its runner
         pipes_runner.patch_pipes_run()  # after the retention: it wraps the shard's add to wake the pipes
+        dynamodb_index_keys.patch_index_key_types()
+        s3_object_lock.patch_retention_never_shortened()
+        s3_object_lock.patch_versioning_stays_enabled()
+        s3_object_lock.patch_lock_configuration_on_a_bucket_with_objects()
+        scheduler_runs.patch_schedules_run()
         ORIGINALS["installed"] = True
 
 

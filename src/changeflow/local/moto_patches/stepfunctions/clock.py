@@ -11,7 +11,10 @@ BackoffRate)
 Not an AWS behaviour, and inert unless a campaign asks: ``Holds`` keeps a window open. A fault campaign
 registers an execution by name, and that execution's next wait (a Wait state or a Retry's back-off) first
 runs what was registered (e.g. waits until other executions have ended), so that another writer runs
-inside the window a fault opened, every time, instead of when the threads happen to allow it."""
+inside the window a fault opened, every time, instead of when the threads happen to allow it. And
+``Holds.observer``, when set, is called at every wait with the execution's name (after what was held): the
+simulation's scheduler (``changeflow.checks.simulation``) parks the execution there and decides when it
+goes on, so that the interleaving of executions is a function of its seed."""
 
 from __future__ import annotations
 
@@ -61,6 +64,7 @@ class Holds:
     pending: dict[str, Callable[[], None]] = {}
     lock = threading.Lock()
     deciding = threading.local()  # the execution whose Retry is deciding, on this thread
+    observer: Callable[[str], None] | None = None  # called at every wait, with the execution's name
 
     @classmethod
     def hold(cls, execution_name: str, until: Callable[[], None]) -> None:
@@ -74,6 +78,9 @@ class Holds:
             until = cls.pending.pop(execution_name, None) if execution_name else None
         if until is not None:
             until()
+        observer = cls.observer
+        if observer is not None and execution_name:
+            observer(execution_name)
         return until is not None
 
     @classmethod

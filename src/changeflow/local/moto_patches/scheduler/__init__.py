@@ -1,0 +1,1 @@
+"""Patches of moto's EventBridge Scheduler (``moto.scheduler``): schedules invoke their targets (``runs``)."""
