@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from changeflow.checks.reference_model import Model
 from changeflow_core import asof, codec, items, model, store
 from changeflow_core.errors import NotFound
-from conftest import ROOT, load_event
+from conftest import ROOT, load_event, table_specs
 
 T0 = 1_767_225_600_000
 pytestmark = pytest.mark.enable_socket  # the CLI reaches the module's `changeflow serve` on 127.0.0.1
@@ -399,13 +399,11 @@ def test_with_a_separate_history_table_its_indexes_answer_in_two_requests(shared
 
     stack, cf = shared
     template = Template(ROOT / "template.yaml", overrides={"SeparateHistoryTable": "true", "TimeIndexes": "true"})
-    names = {}
-    for logical_id in ("ChangeTable", "HistoryTable"):
-        props = template.resolve(template.resources[logical_id]["Properties"])
-        names[logical_id] = f"separate-{logical_id}"
-        cf.dynamodb.create_table(TableName=names[logical_id], BillingMode="PAY_PER_REQUEST", KeySchema=props["KeySchema"],
-                                 AttributeDefinitions=props["AttributeDefinitions"],
-                                 LocalSecondaryIndexes=props["LocalSecondaryIndexes"])
+    names = {logical_id: f"separate-{logical_id}" for logical_id in ("ChangeTable", "HistoryTable")}
+    physical = {template.physical_name(logical_id): name for logical_id, name in names.items()}
+    for spec in table_specs(template):
+        if spec["TableName"] in physical:
+            cf.dynamodb.create_table(**{**spec, "TableName": physical[spec["TableName"]]})
     write_history(cf.dynamodb, names["HistoryTable"], "separate#1", 1000)  # v0 too: moved below
     latest = cf.dynamodb.get_item(TableName=names["HistoryTable"],
                                   Key={"pk": {"S": "separate#1"}, "sk": {"S": model.LATEST_SK}})["Item"]
