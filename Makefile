@@ -173,7 +173,7 @@ RUNTIME_FLAGS := --invokes 3 --changes 3
 COLD_START_FLAGS := --quick
 SCALING_FLAGS := --checkpoints 10,20 --entities 10 --window 5
 MEMORY_FLAGS := --fill 10 --measure 5 --entities 2
-TRANSFER_FLAGS := --sizes 20 --alone-sizes 20 --concurrency 2
+TRANSFER_FLAGS := --sizes 20 --alone-sizes 20 --concurrency 2 --one-entity 5
 else
 COST_FLAGS :=
 ARCHIVE_FLAGS :=

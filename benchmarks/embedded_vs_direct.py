@@ -60,9 +60,7 @@ def direct(stack, changes) -> list[str]:
             continue
         step = "DeleteTombstoneFunction" if request["operation"] == "delete" else "UpdateLatestFunction"
         state["written"] = fn[step](state, ctx)
-        result = fn["PutHistoryFunction"]({**state, "retryCount": 0}, ctx)
-        fn["TagTtlFunction"]({**{k: result[k] for k in ("entityId", "operation", "version", "changeId")},
-                              "execution": {"name": execution["name"]}}, ctx)
+        fn["PutHistoryFunction"]({**state, "retryCount": 0}, ctx)  # the history put and its expiry tags
         outcomes.append(state["written"]["outcome"])
     return outcomes
 

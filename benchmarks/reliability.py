@@ -28,7 +28,7 @@ def main() -> int:
 
     from hypothesis import HealthCheck, given, settings
 
-    from changeflow.checks import reference_model
+    from changeflow.checks import outages, reference_model
     from changeflow.checks import reliability as r
     from changeflow.client import Changeflow
     from changeflow.local.embedded import EmbeddedStack
@@ -54,6 +54,7 @@ def main() -> int:
         cf = Changeflow.for_embedded(stack)
         faults = r.faults(stack, cf, times=(1,) if args.quick else (1, 2, 3))
         faults.add(r.history_outage(stack, cf))
+        faults.add(outages.tag_outage(stack, cf))
         tallies.append(faults)
     configurations = ({"HistoryRetentionVersions": "3", "HistoryRetentionDays": "30"}, {"SeparateHistoryTable": "true"},
                       {"WorkflowType": "EXPRESS", "StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"},

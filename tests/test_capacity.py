@@ -106,10 +106,10 @@ def test_one_change_takes_the_sum_of_its_steps(flow):
     run = sim.Simulation(deterministic(T, I, R, W), flow)
     run.k_writers(1)
     [result] = run.run()
-    # fetch (T + I + R), write (T + I + W), history (T + I + W), tag (T + I)
+    # fetch (T + I + R), write (T + I + W), history with its expiry tags (T + I + W; no window: no tag)
     assert result.outcome == "applied"
-    assert result.seconds == pytest.approx(4 * T + 4 * I + R + 2 * W)
-    assert (result.transitions, result.invocations, result.read_units, result.write_units) == (4, 4, 1, 4)
+    assert result.seconds == pytest.approx(3 * T + 3 * I + R + 2 * W)
+    assert (result.transitions, result.invocations, result.read_units, result.write_units) == (3, 3, 1, 4)
 
 
 def test_two_writers_at_once_one_conflicts_and_backs_off_exactly_one_second(flow):
@@ -121,11 +121,11 @@ def test_two_writers_at_once_one_conflicts_and_backs_off_exactly_one_second(flow
     # THEN the first applies as if alone; the second's write meets version 1 (a conflict, decided by
     # changeflow_core), draws its back-off from MathRandom(1, 2) (always 1 s), reads again and applies
     assert (first.outcome, second.outcome) == ("applied", "applied")
-    assert first.seconds == pytest.approx(4 * T + 4 * I + R + 2 * W)
-    assert second.seconds == pytest.approx(8 * T + 6 * I + 2 * R + 3 * W + 1)
-    assert (second.transitions, second.invocations, second.conflicts) == (8, 6, 1)
+    assert first.seconds == pytest.approx(3 * T + 3 * I + R + 2 * W)
+    assert second.seconds == pytest.approx(7 * T + 5 * I + 2 * R + 3 * W + 1)
+    assert (second.transitions, second.invocations, second.conflicts) == (7, 5, 1)
     summary = sim.summary([first, second])
-    assert summary["transitions_per_applied"] == 6 and summary["version_conflicts"] == 0
+    assert summary["transitions_per_applied"] == 5 and summary["version_conflicts"] == 0
     assert run.entities["hot#1"].latest["version"] == 2
 
 
@@ -168,7 +168,7 @@ def test_the_rules_are_changeflow_cores_and_a_resent_change_is_a_duplicate(flow)
     first, again = run.run()
     # THEN the resend is a duplicate (v0 remembers its id): the whole path, and nothing written
     assert (first.outcome, again.outcome) == ("applied", "duplicate")
-    assert (again.transitions, again.write_units) == (4, 0)
+    assert (again.transitions, again.write_units) == (3, 0)
     assert run.entities["e#1"].latest["version"] == 1
 
 
@@ -189,9 +189,9 @@ def test_start_throttling_admits_the_bucket_and_its_refill(flow):
 # --- the workflow, read from the ASL ----------------------------------------------------------------------
 def test_the_workflow_is_read_from_the_asl(flow):
     assert [s.name for s in flow.applied] == ["Fetch the latest version", "Write the new latest version",
-                                             "Record the version in history", "Tag versions for expiry"]
-    assert (flow.transitions_per_applied, flow.transitions_per_conflict) == (4, 4)
-    assert (flow.invocations_per_applied, flow.invocations_per_conflict) == (4, 2)
+                                             "Record the version in history"]
+    assert (flow.transitions_per_applied, flow.transitions_per_conflict) == (3, 4)
+    assert (flow.invocations_per_applied, flow.invocations_per_conflict) == (3, 2)
     assert flow.max_attempts == decisions.MAX_ATTEMPTS
     assert [flow.backoff_range(a) for a in (1, 2, 3, 9)] == [(1, 1), (1, 2), (1, 4), (1, 32)]
     history = flow.steps["Record the version in history"]
@@ -227,11 +227,11 @@ def test_a_state_added_to_the_happy_path_raises_the_transition_wall(tmp_path):
         d["States"]["Write the new latest version"]["Next"] = "Note the write"
         d["States"]["Note the write"] = {"Type": "Pass", "Next": "Record the version in history"}
     path = edited_asl(tmp_path, one_more)
-    assert workflow.read(path).transitions_per_applied == 5
+    assert workflow.read(path).transitions_per_applied == 4
     walls = tables.model_blocks(ROOT, asl=path)
-    assert "| state transitions per applied change | 5 |" in walls["capacity-workflow"]
-    # 1,000 changes/s × 5 transitions on a 1,500/s refill: 333% (it was 4: 267%)
-    assert re.search(r"\| SFN transitions \| 33% \| 333% \|", walls["capacity-load"])
+    assert "| state transitions per applied change | 4 |" in walls["capacity-workflow"]
+    # 1,000 changes/s × 4 transitions on a 1,500/s refill: 267% (it is 3: 200%)
+    assert re.search(r"\| SFN transitions \| 27% \| 267% \|", walls["capacity-load"])
 
 
 def test_an_asl_without_the_conflict_loop_is_refused_by_name(tmp_path):
@@ -255,8 +255,8 @@ def test_a_quota_increase_moves_the_wall_in_the_tables():
     row = lambda text: next(line for line in text.splitlines()  # noqa: E731
                             if line.startswith("| Standard | 1,000 through EventBridge |"))
     assert "StartExecution, Standard" in row(before) and "333%" in row(before)
-    # with StartExecution at 3,000/s, the transition bucket (4 × 1,000 on 1,500/s) is the first wall
-    assert "StateTransition, Standard" in row(after) and "267%" in row(after)
+    # with StartExecution at 3,000/s, the transition bucket (3 × 1,000 on 1,500/s) is the first wall
+    assert "StateTransition, Standard" in row(after) and "200%" in row(after)
     with pytest.raises(KeyError):
         quotas(no_such_quota=1)
 
@@ -272,9 +272,9 @@ def test_the_hot_key_limit_is_the_lower_of_the_partition_and_optimistic_concurre
 def test_lambda_concurrency_follows_littles_law(flow):
     demand = model.demand_of(flow, (1, 4), invocation_seconds=0.05)
     loads = {load.quota.key: load for load in model.loads(1000, False, demand, quotas())}
-    # 1,000 changes/s × (4 + 1 SubmitChange) invocations × 0.05 s = 250 concurrent of 1,000
-    assert loads["lambda_concurrency"].demand == pytest.approx(250)
-    assert loads["lambda_concurrency"].headroom == pytest.approx(4)
+    # 1,000 changes/s × (3 + 1 SubmitChange) invocations × 0.05 s = 200 concurrent of 1,000
+    assert loads["lambda_concurrency"].demand == pytest.approx(200)
+    assert loads["lambda_concurrency"].headroom == pytest.approx(5)
 
 
 # --- the page ---------------------------------------------------------------------------------------------
@@ -291,7 +291,7 @@ def test_the_page_holds_the_models_tables_as_the_model_renders_them_today():
 def test_the_calibration_reads_make_costs_contention_rows():
     rows = calibration.measured_contention(ROOT / "docs" / "cost.md")
     assert {10, 50, 200} <= set(rows)
-    assert rows[10]["transitions_per_applied"] > 4 and re.fullmatch(r"\d{4}-\d{2}-\d{2}", rows[10]["measured_on"])
+    assert rows[10]["transitions_per_applied"] > 3 and re.fullmatch(r"\d{4}-\d{2}-\d{2}", rows[10]["measured_on"])
 
 
 def test_replacing_a_block_needs_its_markers():

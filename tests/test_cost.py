@@ -37,10 +37,9 @@ def test_xrays_default_rule_traces_one_change_a_second_and_5_percent_of_the_rest
 def a_path(**extra) -> dict:
     """A measured update's figures (the shape measure_paths returns), 1 KB."""
     functions = {name: {"invocations": 1, "requests": n, "dynamodb_requests": n, "log_bytes": 0} for name, n in
-                 (("FetchLatestFunction", 1), ("UpdateLatestFunction", 1), ("PutHistoryFunction", 1),
-                  ("TagTtlFunction", 0))}
-    return {"read_units": 1.0, "write_units": 4.0, "state_transitions": 4, "states_entered": 4,
-            "lambda_invocations": 4, "wait_seconds": 0.0, "function_log_bytes": 536, "execution_log_bytes": 0,
+                 (("FetchLatestFunction", 1), ("UpdateLatestFunction", 1), ("PutHistoryFunction", 1))}
+    return {"read_units": 1.0, "write_units": 4.0, "state_transitions": 3, "states_entered": 3,
+            "lambda_invocations": 3, "wait_seconds": 0.0, "function_log_bytes": 536, "execution_log_bytes": 0,
             "functions": functions, "input_bytes": 1500, "stored_bytes": 1200, "entry": "direct", **extra}
 
 
@@ -65,7 +64,7 @@ def test_the_floor_is_the_dynamodb_requests_and_standard_pays_its_transitions_ab
     path = a_path()
     assert bill.floor(path) == pytest.approx(1 * 0.125 + 4 * 0.625)
     standard, express = bill.bill(path, standard=True), bill.bill(path, standard=False)
-    assert standard["Step Functions"] == pytest.approx(4 * 25.0)  # $0.025 per 1,000 transitions
+    assert standard["Step Functions"] == pytest.approx(3 * 25.0)  # $0.025 per 1,000 transitions
     # Express: $1 per million requests plus 64 MB for the execution's duration, in 100 ms steps
     seconds = bill.execution_seconds(path)
     assert express["Step Functions"] == pytest.approx(1.00 + 0.0625 * bill.express_billed_seconds(seconds) * 16.67)
@@ -89,9 +88,9 @@ def test_each_entry_point_is_measured_through_its_own_path(updates):
     # the front function ran once and started the execution; directly and through EventBridge, nothing did
     assert api["functions"][FRONT]["invocations"] == 1 and "StartExecution" in api["requests"]
     assert FRONT not in direct["functions"] and FRONT not in events["functions"]
-    # the same workflow behind each: 4 transitions, 4 invocations, the same requests to the tables
+    # the same workflow behind each: 3 transitions, 3 invocations, the same requests to the tables
     for path in updates.values():
-        assert (path["state_transitions"], path["lambda_invocations"], path["outcome"]) == (4, 4, "applied")
+        assert (path["state_transitions"], path["lambda_invocations"], path["outcome"]) == (3, 3, "applied")
     # the principal each records is in the items: EventBridge's (245 bytes) is the largest (docs/cost.md)
     assert events["stored_bytes"] > api["stored_bytes"] > direct["stored_bytes"]
     assert events["write_units"] >= direct["write_units"]

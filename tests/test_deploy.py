@@ -163,6 +163,10 @@ def test_executions_in_flight_during_a_deploy_finish_on_the_release_they_started
     for name in ("n1-a", "n1-b", "n1-c", "n1-s"):
         assert results[name].status == "SUCCEEDED" and results[name].output["outcome"] == "applied", name
         assert invoked[name] and all(arn.endswith(":2") for arn in invoked[name]), (name, invoked[name])
+    # release N's tag step ran on its own version, which N+1's definition no longer names (issue 37.2: the
+    # history step tags expiries): the function stays in the template for such executions
+    assert any(arn.endswith(":function:changeflow-TagTtlFunction:1") for arn in invoked["n-tag"]), invoked["n-tag"]
+    assert not any("TagTtlFunction" in arn for name in ("n1-a", "n1-b", "n1-c", "n1-s") for arn in invoked[name])
 
     # AND every change that was applied is in history exactly once, in version order, and v0 is the newest
     for entity, history in histories.items():

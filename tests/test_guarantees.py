@@ -108,7 +108,7 @@ def test_k_writers_with_server_given_times_merge_by_field_as_the_model_says(path
 @pytest.mark.parametrize("step", reliability.STEPS)
 @pytest.mark.parametrize("kind", reliability.KINDS)
 def test_faults_at_every_step_boundary_lose_and_double_nothing(make_stack, step, kind):
-    # a retention window, so that the TTL tagging step writes too (version 4 tags version 1)
+    # a retention window, so that the history step tags expiries too (version 4 tags version 1)
     from changeflow.client import Changeflow
 
     stack = make_stack(HistoryRetentionVersions="3", HistoryRetentionDays="30")
@@ -135,12 +135,25 @@ def test_every_fault_with_another_writer_in_its_window_loses_and_misreports_noth
     stack = make_stack(**parameters)
     tally = reliability.writers_in_windows(stack, Changeflow.for_embedded(stack))
     no_violations(tally)
-    assert tally.cases == 40 and sum(tally.faults.values()) == 40
-    assert tally.outcomes == {"applied": 100, "duplicate": 20}  # each case: the base, two writers (or one again)
+    # 4 steps (the history step tags expiries too) x 4 faults x (another writer, the same change again)
+    assert tally.cases == 32 and sum(tally.faults.values()) == 32
+    assert tally.outcomes == {"applied": 80, "duplicate": 16}  # each case: the base, two writers (or one again)
 
 
 def test_a_history_put_that_keeps_failing_is_detected_and_repaired(stack, cf):
     no_violations(reliability.history_outage(stack, cf))
+
+
+def test_expiry_tags_that_keep_failing_never_fail_the_change_and_are_healed_or_repaired(make_stack):
+    # issue 37.2: the tags run inside the history step; one that fails is reported, never the change
+    from changeflow.client import Changeflow
+
+    stack = make_stack(HistoryRetentionVersions="2", HistoryRetentionDays="30")
+    from changeflow.checks import outages
+
+    tally = outages.tag_outage(stack, Changeflow.for_embedded(stack))
+    no_violations(tally)
+    assert tally.faults["DynamoDB ProvisionedThroughputExceededException"] == 6  # two tries of each of 3 tags
 
 
 @pytest.mark.parametrize("seed", range(6 if LONG else 3))

@@ -44,11 +44,12 @@ def test_event_payloads_drive_the_steps_in_workflow_order(lambda_module, context
     history = lambda_module("put_history").lambda_handler(load_event("functions/put_history.json"), context)
     assert history == {"entityId": "user#1001", "operation": "put", "outcome": "applied", "version": 1,
                        "changeId": "example-put-1", "effectiveAt": 1767225600000, "superseded": [],
-                       "history": "written"}
+                       "history": "written", "expiry": {"tagged": [], "expiresAt": None}}  # no retention window
 
     tombstone = lambda_module("delete_tombstone").lambda_handler(load_event("functions/delete_tombstone.json"), context)
     assert tombstone["outcome"] == "applied" and tombstone["version"] == 2
 
+    # the retired tag step (kept for earlier releases' executions) still answers its own payload
     tagged = lambda_module("tag_ttl").lambda_handler(load_event("functions/tag_ttl.json"), context)
     assert tagged == {"tagged": [], "expiresAt": None}  # no retention window by default
 
@@ -75,10 +76,18 @@ def test_fetch_handler_ends_a_stale_change_with_its_outcome(lambda_module, conte
     assert json.loads(str(raised.value)) == {"entityId": "user#1001", "operation": "put", "outcome": "stale",
                                              "version": 1, "changeId": "older", "effectiveAt": 1767225599999,
                                              "superseded": []}
-    # and the report step turns it back into the output, as the state machine passes it
+    # and the report step (the history step's function) turns it back into the output, as the state machine
+    # passes it, writing nothing
     cause = {"errorMessage": str(raised.value), "errorType": "ChangeIsStale"}
     report = {"stale": cause, "execution": {"name": "e-1"}}
-    assert lambda_module("tag_ttl").lambda_handler(report, context) == raised.value.result
+    client, table = tables
+    before = client.scan(TableName=table)["Items"]
+    assert lambda_module("put_history").lambda_handler(report, context) == raised.value.result
+    assert client.scan(TableName=table)["Items"] == before
+    with pytest.raises(ValueError, match="not a stale change's report"):  # another error is no report
+        lambda_module("put_history").lambda_handler(
+            {"stale": {"errorMessage": json.dumps({**raised.value.result, "outcome": "applied"})},
+             "execution": {"name": "e-1"}}, context)
 
 
 def test_update_handler_reports_stale_without_writing(lambda_module, context, tables):
@@ -139,6 +148,74 @@ def test_handlers_emit_emf_metrics_by_operation(lambda_module, context, tables, 
     assert applied and applied[0]["operation"] == "put"
     assert applied[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Changeflow"
 
+
+def _history_events(n: int) -> list[dict]:
+    """The history step's payloads of versions 1..n of one entity (each written to v0 first, as the write
+    step does), from events/functions/put_history.json."""
+    events = []
+    for version in range(1, n + 1):
+        event = load_event("functions/put_history.json")
+        event["change"]["changeId"] = f"example-put-{version}"
+        event["written"] = {**event["written"], "version": version, "recordedAt": event["written"]["recordedAt"] + version}
+        events.append(event)
+    return events
+
+
+def test_the_history_step_tags_what_leaves_the_retention_window_and_a_failed_tag_never_fails_it(
+        lambda_module, context, tables):
+    # issue 37.2: TTL tagging runs in the history step, after the put. GIVEN a window of K = 1 version
+    from types import SimpleNamespace
+
+    from changeflow.checks.faults import Injector
+
+    client, table = tables
+    module = lambda_module("put_history")
+    module.KEEP_VERSIONS, module.KEEP_DAYS = 1, 30  # HistoryRetentionVersions, HistoryRetentionDays
+    events = _history_events(4)
+
+    def expiry(version: int):
+        item = client.get_item(TableName=table, Key={"pk": {"S": "user#1001"}, "sk": {"S": f"v#{version:010d}"}})
+        return item["Item"].get("expiresAt")
+
+    first = module.lambda_handler(events[0], context)
+    assert first["expiry"] == {"tagged": [], "expiresAt": None}  # version 1 is inside the window
+    # WHEN version 2 is written, version 1 leaves the window: tagged, 30 days out
+    second = module.lambda_handler(events[1], context)
+    assert second["expiry"]["tagged"] == [1] and expiry(1) == {"N": str(second["expiry"]["expiresAt"])}
+    # WHEN every tag of version 3 is throttled past the tagging client's tries
+    injector = Injector()
+    with injector.throttle(SimpleNamespace(module=module), "UpdateItem", 100, client="tagging"):
+        third = module.lambda_handler(events[2], context)
+    # THEN the step still succeeds with the put's result, and names the tag it missed and why
+    assert (third["outcome"], third["version"], third["history"]) == ("applied", 3, "written")
+    assert third["expiry"]["tagged"] == [] and third["expiry"]["missed"] == [2, 1]
+    assert third["expiry"]["error"] == "ProvisionedThroughputExceededException"
+    assert injector.injected["DynamoDB ProvisionedThroughputExceededException"] == 4  # two tries of each tag
+    assert expiry(2) is None and expiry(3) is None  # a throttled request is not processed
+    # AND with too little time left for a tag, it is not tried, and reported
+    late = SimpleNamespace(**{k: getattr(context, k) for k in ("function_name", "memory_limit_in_mb",
+                                                                  "invoked_function_arn", "aws_request_id")},
+                           get_remaining_time_in_millis=lambda: 2_000)
+    again = module.lambda_handler(events[2], late)  # the step's Retry, or a redrive: the put is done
+    assert again["history"] == "present" and again["expiry"]["missed"] == [2, 1]
+    assert again["expiry"]["error"] == "NoTimeLeft"
+    # AND the next change tags version 3 and heals version 2 (n-K-1): O(1), version 1 was tagged already
+    fourth = module.lambda_handler(events[3], context)
+    assert fourth["expiry"]["tagged"] == [3, 2] and expiry(2) is not None and expiry(3) is not None
+    assert expiry(4) is None
+
+
+def test_a_tag_error_that_is_not_a_request_failure_is_a_bug_and_fails_the_step(lambda_module, context, tables,
+                                                                                monkeypatch):
+    # only TAG_ERRORS (botocore's ClientError and BotoCoreError) are caught by name: anything else fails the
+    # step, whose Retry runs it again (the put is idempotent), and stays visible
+    module = lambda_module("put_history")
+    module.KEEP_VERSIONS = 1
+    events = _history_events(2)
+    module.lambda_handler(events[0], context)
+    monkeypatch.setattr("changeflow_core.store.tag_expiry", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        module.lambda_handler(events[1], context)
 
 def test_the_feed_enrichment_turns_its_payload_into_a_version_recorded_event(lambda_module, context):
     # GIVEN the payload a pipe sends (a batch of one stream record: version 1 of user#1001, written to history)

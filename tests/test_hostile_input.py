@@ -22,8 +22,7 @@ from conftest import ROOT, listed, wrapped
 T0 = 1_767_225_600_000
 SEED = {"entityId": "doc#1", "operation": "put", "attributes": {"color": "red", "n": 1}, "effectiveAt": T0,
         "changeId": "seed"}
-WRITE_STATES = {"Write the new latest version", "Write a tombstone", "Record the version in history",
-                "Tag versions for expiry"}
+WRITE_STATES = {"Write the new latest version", "Write a tombstone", "Record the version in history"}
 
 
 def put(**overrides):

@@ -467,6 +467,29 @@ def test_emf_the_real_workflow_reports_the_retry_count_of_the_history_put(stack,
     assert counted(list(stack.function("PutHistoryFunction").logs), "HistoryPutRetries") == [("put", 2)]
 
 
+def test_emf_the_history_step_counts_the_versions_it_tags_and_the_tags_it_misses(make_stack):
+    # issue 37.2: the expiry tags run in the history step, so their counts come from its function
+    from changeflow.checks.faults import Injector
+    from changeflow.client import Changeflow
+
+    stack = make_stack(HistoryRetentionVersions="1", HistoryRetentionDays="30")
+    cf = Changeflow.for_embedded(stack)
+    history = stack.function("PutHistoryFunction")
+    stack.lambdas.load(history)
+    # GIVEN versions 1 and 2 (2 tags 1), then version 3 while every tag is throttled past the client's tries
+    for at in (T0, T0 + 1):
+        assert cf.submit(put(at, f"c{at}")).output["outcome"] == "applied"
+    with Injector().throttle(history, "UpdateItem", 100, client="tagging"):
+        assert cf.submit(put(T0 + 2, "c3")).output["outcome"] == "applied"
+    # THEN VersionsTaggedForExpiry counts the one tag made, and ExpiryTagsMissed the two tags version 3 could
+    # not make (version 2's, and the healing tag of version 1, which would have found it tagged already); a
+    # count of 0 is never sent
+    logs = list(history.logs)
+    assert counted(logs, "VersionsTaggedForExpiry") == [("put", 1)]
+    assert counted(logs, "ExpiryTagsMissed") == [("put", 2)]
+    assert counted(list(stack.function("TagTtlFunction").logs), "VersionsTaggedForExpiry") == []  # retired
+
+
 # =====================================================================================================
 # 3. Logs: correlation ids on the JSON lines of a real execution
 # =====================================================================================================
@@ -531,8 +554,7 @@ def test_logs_of_a_workflow_execution_carry_its_execution_change_and_entity(logg
         "FetchLatestFunction": {put_run.name, delete_run.name},
         "UpdateLatestFunction": {put_run.name},
         "DeleteTombstoneFunction": {delete_run.name},
-        "PutHistoryFunction": {put_run.name, delete_run.name},
-        "TagTtlFunction": {put_run.name, delete_run.name},
+        "PutHistoryFunction": {put_run.name, delete_run.name},  # with the expiry tags (issue 37.2)
     }
     for logical_id, executions in expected.items():
         lines = json_log_lines(logged_stack.function(logical_id))
@@ -541,8 +563,8 @@ def test_logs_of_a_workflow_execution_carry_its_execution_change_and_entity(logg
         assert {line.get("execution") for line in lines} == executions, logical_id
         for line in lines:
             assert line.get("entityId") == "doc#7", (logical_id, line)
-            if logical_id != "TagTtlFunction":  # tag_ttl's payload has no changeId
-                assert line.get("changeId") == change_of[line["execution"]], (logical_id, line)
+            assert line.get("changeId") == change_of[line["execution"]], (logical_id, line)
+    assert not json_log_lines(logged_stack.function("TagTtlFunction"))  # retired: the definition never names it
 
 
 

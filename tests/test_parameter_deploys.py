@@ -53,8 +53,10 @@ CHANGES = {
     # 0 to K: a window now expires versions, so the writers keep each version's predecessor hash too
     ((), "HistoryRetentionVersions", "5"): {"TagTtlFunction"} | WRITERS_OF_THE_CHAIN,
     ((), "HistoryRetentionDays", "30"): {"TagTtlFunction"} | WRITERS_OF_THE_CHAIN,
-    ((("HistoryRetentionVersions", "5"),), "HistoryRetentionVersions", "7"): {"TagTtlFunction"},
-    ((("HistoryRetentionDays", "30"),), "HistoryRetentionDays", "60"): {"TagTtlFunction"},
+    # the history step tags expiries (issue 37.2); the retired tag step keeps its configuration for earlier
+    # releases' executions
+    ((("HistoryRetentionVersions", "5"),), "HistoryRetentionVersions", "7"): {"PutHistoryFunction", "TagTtlFunction"},
+    ((("HistoryRetentionDays", "30"),), "HistoryRetentionDays", "60"): {"PutHistoryFunction", "TagTtlFunction"},
 }
 # what a published version snapshots of a function: everything but what belongs to its role, its triggers and
 # the version itself (https://docs.aws.amazon.com/lambda/latest/dg/configuration-versions.html)

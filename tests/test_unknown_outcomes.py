@@ -277,7 +277,7 @@ def test_an_import_counts_an_unknown_outcome_apart_and_a_resumed_run_sends_it_ag
     cf.submit(change("put", "c1", T0))
     # the import's one record: its write lands, and every read after it fails
     lost = LostAnswer(stack, cf, to_request(row, plan), [], reads_fail=True)
-    start, wait = entry_point(cf, "stepfunctions", 60)
+    start, wait = entry_point(cf, "stepfunctions", 60, describe_after=0.5)  # the data never answers: describe soon
     checkpoint, rejects = tmp_path / "run.checkpoint", tmp_path / "run.rejects.jsonl"
     with fault_hook(stack.lambdas, lost.hook):
         first = Importer(start, wait, plan, Checkpoint(checkpoint, {"source": "s"}), Rejects(rejects),

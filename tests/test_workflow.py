@@ -38,10 +38,10 @@ def test_first_put_creates_version_1_and_its_history_item(cf):
     entity = cf.entity("doc#1")
     assert entity["latest"]["version"] == 1 and entity["latest"]["attributes"] == {"color": "red"}
     assert [v["version"] for v in entity["versions"]] == [1]
-    # in four state transitions (issue 11): one Lambda step each, no Pass or Choice state
+    # in three state transitions (issue 11; issue 37.2 folded the expiry tags into the history step): one
+    # Lambda step each, no Pass or Choice state
     assert states_entered(cf, execution) == [
         "Fetch the latest version", "Write the new latest version", "Record the version in history",
-        "Tag versions for expiry",
     ]
 
 
@@ -172,8 +172,8 @@ def test_retention_of_k_versions_tags_version_n_minus_k(make_stack):
     cf = Changeflow.for_embedded(make_stack(HistoryRetentionVersions="2"))
     for i in range(4):
         execution = cf.submit(put(at=T0 + i, n=i))
-    ttl_exits = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
-    assert json.loads(ttl_exits["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == [2]
+    history_step = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
+    assert json.loads(history_step["taskSucceededEventDetails"]["output"])["Payload"]["expiry"]["tagged"] == [2]
     raw = {v["version"]: v["expiresAt"] for v in cf.entity("doc#1")["versions"]}
     assert raw[1] is not None and raw[2] is not None  # written at 3 and 4: n-K
     assert raw[3] is None and raw[4] is None
@@ -484,22 +484,36 @@ def always_failing(logical_id):
     return hook
 
 
-def test_a_tag_step_that_keeps_failing_still_reports_the_applied_change_and_repair_tags_it(make_stack):
+def throttled_tags(stack):
+    """Every expiry tag of the history step throttled past its client's tries (DynamoDB does not process a
+    throttled request)."""
+    from changeflow.checks.faults import Injector
+
+    function = stack.function("PutHistoryFunction")
+    stack.lambdas.load(function)
+    return Injector().throttle(function, "UpdateItem", 1000, client="tagging")
+
+
+def test_expiry_tags_that_keep_failing_still_report_the_applied_change_and_repair_tags_them(make_stack):
     from changeflow.audit import repair, verify
     from changeflow.client import Changeflow
-    from changeflow.local.lambdas import fault_hook
 
     stack = make_stack(HistoryRetentionVersions="1", HistoryRetentionDays="30")
     cf = Changeflow.for_embedded(stack)
     cf.submit(put(at=T0, change="c1", v=1))
-    # GIVEN the tag step's Lambda fails on every try (Lambda.ServiceException, seven times)
-    with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
+    # GIVEN every expiry tag the history step makes fails (DynamoDB throttles it, past the client's tries)
+    with throttled_tags(stack):
         execution = cf.submit(put(at=T0 + 1, change="c2", v=2))
-    # THEN the change is reported applied (v0 and history are written), not an unnamed failure
+    # THEN the change is reported applied (v0 and history are written), in the same three states, not failed
     assert execution.status == "SUCCEEDED"
     assert execution.output == {"entityId": "doc#1", "operation": "put", "outcome": "applied", "version": 2,
                                 "changeId": "c2", "effectiveAt": T0 + 1, "superseded": []}
-    assert states_entered(cf, execution)[-1] == "Report the result without the expiry tag"
+    assert states_entered(cf, execution)[-1] == "Record the version in history"
+    # AND the history step's result in the execution history names the tag it missed and why
+    result = json.loads(events_of(cf, execution, "TaskSucceeded")[-1]["taskSucceededEventDetails"]["output"])
+    assert result["Payload"]["expiry"]["missed"] == [1]
+    assert result["Payload"]["expiry"]["error"] == "ProvisionedThroughputExceededException"
+    assert events_of(cf, execution, "TaskFailed") == []  # caught in the step: no retry ran the put again
     # AND verify finds version 1 left untagged, and repair tags it
     assert "versions outside the retention window without an expiry: [1]" in verify.verify(cf, "doc#1").problems
     done, cannot = repair.repair(cf, "doc#1")
@@ -510,17 +524,16 @@ def test_a_tag_step_that_keeps_failing_still_reports_the_applied_change_and_repa
 def test_a_missed_expiry_tag_is_healed_by_the_next_change(make_stack):
     from changeflow.audit import verify
     from changeflow.client import Changeflow
-    from changeflow.local.lambdas import fault_hook
 
     stack = make_stack(HistoryRetentionVersions="1", HistoryRetentionDays="30")
     cf = Changeflow.for_embedded(stack)
     cf.submit(put(at=T0, change="c1", v=1))
-    with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
+    with throttled_tags(stack):
         cf.submit(put(at=T0 + 1, change="c2", v=2))
     # WHEN the next change runs: it tags version 2 (n-K) and heals version 1 (n-K-1), two updates
     execution = cf.submit(put(at=T0 + 2, change="c3", v=3))
-    tag = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
-    assert json.loads(tag["taskSucceededEventDetails"]["output"])["Payload"]["tagged"] == [2, 1]
+    history_step = [e for e in cf.history(execution.arn) if e["type"] == "TaskSucceeded"][-1]
+    assert json.loads(history_step["taskSucceededEventDetails"]["output"])["Payload"]["expiry"]["tagged"] == [2, 1]
     assert verify.verify(cf, "doc#1").ok
 
 
@@ -538,7 +551,7 @@ def test_a_stale_report_that_keeps_failing_ends_in_a_named_error(stack, cf):
     from changeflow.local.lambdas import fault_hook
 
     cf.submit(put(at=T0 + 10, change="new", v=1))
-    with fault_hook(stack.lambdas, always_failing("TagTtlFunction")):
+    with fault_hook(stack.lambdas, always_failing("PutHistoryFunction")):  # the report is the history step's
         execution = cf.submit(put(at=T0, change="old", v=0))
     assert execution.status == "FAILED" and execution.error == "ReportFailed"
 

@@ -1,4 +1,9 @@
-"""Step 5, TTL tagging: the version that the new write pushes out of the retention window gets an expiry
+"""Retired (issue 37.2): the state machine no longer names this function. The history step tags expiries
+itself (functions/put_history, ``steps.expiry_tags``) and reports a stale change; this function stays in the
+stack, unchanged, for the executions of earlier releases, whose definitions name its versions (for as long
+as they can run or be redriven: docs/operations.md, "Deploys and in-flight executions").
+
+Was step 5, TTL tagging: the version that the new write pushes out of the retention window gets an expiry
 (one conditional UpdateItem, never a scan), and the one before it too if an earlier execution missed its
 tag (so a missed tag heals with the next change, O(1)). Tombstones carry their expiry from the tombstone
 write itself; a put over a tombstone writes ``v0`` whole, so a revived entity never keeps one. Idempotent:

@@ -22,6 +22,7 @@ CHANGES_FETCHED_AGAIN = "ChangesFetchedAgain"  # reads after a back-off (a confl
 HISTORY_PUT_RETRIES = "HistoryPutRetries"  # $$.State.RetryCount of each history put attempt
 HISTORY_REPAIRED = "HistoryRepaired"
 VERSIONS_EXPIRED = "VersionsTaggedForExpiry"
+EXPIRY_TAGS_MISSED = "ExpiryTagsMissed"  # tags the history step could not make (steps.expiry_tags)
 VERSIONS_PUBLISHED = "VersionsPublished"  # the feed's enrichment (issue 36): events handed to the pipe's target
 
 
@@ -43,6 +44,14 @@ def count(metrics, name: str, operation: str, value: int = 1) -> None:
         return
     metrics.add_dimension(name="operation", value=operation)
     metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def count_expiry(metrics, operation: str, expiry: dict[str, Any]) -> bool:
+    """The history step's expiry tags (``steps.expiry_tags``): versions tagged, and tags missed; True if one
+    was missed (the change stands: the next change, verify and repair see to it)."""
+    count(metrics, VERSIONS_EXPIRED, operation, value=len(expiry["tagged"]))
+    count(metrics, EXPIRY_TAGS_MISSED, operation, value=len(expiry.get("missed", ())))
+    return bool(expiry.get("missed"))
 
 
 def record_outcome(tracer, metrics, change: dict[str, Any], result: dict[str, Any], hashed: bool = False) -> None:

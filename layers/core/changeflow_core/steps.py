@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Callable
+
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from . import authorization, carried, chainwork, clocks, items, lostwrites, model, principal, store, wire
 from .decisions import (
@@ -223,7 +226,7 @@ def record_history(client, table: str, history_table: str, state: dict[str, Any]
     return {**report(change, outcome, written["version"], superseded), "history": history}
 
 
-# --- step 4: expiry tags and the stale report --------------------------------------------------------------
+# --- the history step's expiry tags (TTL tagging, issue 37.2) and the stale report ----------------------------
 def retention_tag(version: int, keep_versions: int, keep_days: int, now_s: int) -> tuple[int, int] | None:
     """Which history version the write of ``version`` pushes out of the retention window, and its expiry.
 
@@ -249,6 +252,49 @@ def retention_tags(version: int, keep_versions: int, keep_days: int, now_s: int)
         return []
     target, expires_at = tag
     return [(target, expires_at)] + ([(target - 1, expires_at)] if target > 1 else [])
+
+
+# A tag that fails is caught by these names only (a DynamoDB error, a timeout or a lost connection of the
+# tagging client), never a bug of the code around it: botocore's two roots of what a request can raise.
+TAG_ERRORS = (ClientError, BotoCoreError)
+# The history step's client for the tags, bounded: 2 tries of up to 1 s to connect and 1 s to answer, and
+# a back-off of up to 1 s between them (standard retry mode), so a tag that fails is caught inside the step's
+# time and never times the step out (whose Retry would run the history put again).
+TAGGING_CLIENT = Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=1, read_timeout=1)
+# What one tag may take with it (5 s), and a margin: with less time left a tag is reported missed, not tried.
+TAG_BUDGET_MS = 6_000
+
+
+def _error_name(exc: Exception) -> str:
+    return exc.response.get("Error", {}).get("Code", "ClientError") if isinstance(exc, ClientError) \
+        else type(exc).__name__
+
+
+def expiry_tags(client, history_table: str, entity_id: str, version: int, keep_versions: int, keep_days: int,
+                now_s: int, time_left_ms: Callable[[], int] | None = None) -> dict[str, Any]:
+    """Tag what the change to ``version`` pushes out of the retention window (``retention_tags``: n-K, and
+    n-K-1 if an earlier execution missed it; no scan), after the history put, in the same step.
+
+    Never raises for a tag: the change is applied and reported whatever happens here. A tag that fails
+    (``TAG_ERRORS``), or that there is no time left for (``time_left_ms`` under ``TAG_BUDGET_MS``), is
+    reported in ``missed`` with the error's name; the next change to the entity tags it again, ``changeflow
+    verify`` reports it until then and ``changeflow repair`` tags it. Returns ``{"tagged": [versions newly
+    tagged], "expiresAt"}``, plus ``"missed"`` and ``"error"`` when a tag was missed."""
+    tags = retention_tags(version, keep_versions, keep_days, now_s)
+    tagged, missed, error = [], [], None
+    for target, expires_at in tags:
+        if time_left_ms is not None and time_left_ms() < TAG_BUDGET_MS:
+            missed.append(target)
+            error = error or "NoTimeLeft"
+            continue
+        try:
+            if store.tag_expiry(client, history_table, entity_id, target, expires_at):
+                tagged.append(target)
+        except TAG_ERRORS as exc:
+            missed.append(target)
+            error = error or _error_name(exc)
+    result = {"tagged": tagged, "expiresAt": tags[0][1] if tags else None}
+    return {**result, "missed": missed, "error": error} if missed else result
 
 
 def stale_report(error: dict[str, Any]) -> dict[str, Any]:

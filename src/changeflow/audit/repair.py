@@ -1,5 +1,5 @@
 """``changeflow repair``: the one repair that is always safe (the missing history item of ``v0``'s
-version, written from ``v0``; the expiry a failed tag step left out), and what remains wrong and cannot be
+version, written from ``v0``; the expiry tag the history step missed), and what remains wrong and cannot be
 repaired, as ``verify`` finds it."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Iterable
 
 from changeflow_core import items
 
-# The write step's clock (recordedAt) and the tag step's clock (the expiry) are the same AWS clock a few
+# The write step's clock (recordedAt) and the history step's clock (the expiry it tags) are the same AWS clock a few
 # seconds apart; a window this wide keeps a legitimate expiry from looking early.
 CLOCK_SLACK_S = 300
 

@@ -217,8 +217,8 @@ def _redacted(*found: dict[str, Any] | None) -> bool:
 
 
 def untagged_versions(client, latest: dict[str, Any] | None, history: list[dict[str, Any]]) -> list[int]:
-    """History versions the retention window has left that carry no expiry: a tag step that failed past
-    its retries (the next change heals one such miss; repair heals any)."""
+    """History versions the retention window has left that carry no expiry: a tag the history step missed
+    (``ExpiryTagsMissed``; the next change heals one such miss; repair heals any)."""
     keep_versions, keep_days = retention_window(client)
     if latest is None or not (keep_versions or keep_days):
         return []
@@ -228,7 +228,7 @@ def untagged_versions(client, latest: dict[str, Any] | None, history: list[dict[
 
 
 def early_expiries(client, latest: dict[str, Any] | None, history: list[dict[str, Any]]) -> list[int]:
-    """History versions that carry an expiry (or something else in its place) though no tag step or repair
+    """History versions that carry an expiry (or something else in its place) though no expiry tag or repair
     ever gives them one: every version without a retention window; inside it, the newest K (with days only,
     the newest). Someone set it, and TTL would delete the version."""
     keep_versions, keep_days = retention_window(client)

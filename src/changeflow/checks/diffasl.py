@@ -48,6 +48,8 @@ class Scenario:
     name: str
     requests: list[dict]
     faults: list[tuple[str, str, int]] = field(default_factory=list)  # (function logical id, kind, times)
+    # DynamoDB throttles of a function's client: (function logical id, client attribute, operation, times)
+    throttles: list[tuple[str, str, str, int]] = field(default_factory=list)
     rival_writes: int = 0  # another writer gets in between fetch and write this many times
     lost_then_unreadable: bool = False  # the write lands, its answer is lost, and every read after it fails
     params: dict[str, str] = field(default_factory=dict)
@@ -123,12 +125,13 @@ def scenarios() -> list[Scenario]:
         Scenario("OutcomeUnknown", base + [_put(e, "c2", 2000)], lost_then_unreadable=True, expect="OutcomeUnknown",
                  at_least={"FetchLatestFunction": 2, "UpdateLatestFunction": 1}),
         Scenario("ReportFailed", base + [_put(e, "c0", 500, title="late")],
-                 faults=[("TagTtlFunction", "service", 100)], expect="ReportFailed",
-                 at_least={"TagTtlFunction": 2}),
+                 faults=[("PutHistoryFunction", "service", 100)], expect="ReportFailed",
+                 at_least={"PutHistoryFunction": 2}),
         Scenario("Forbidden", [_put(e, "c1", 1000, title="first")], expect="Forbidden",  # a direct start: no ARN
                  params={"AuthorizationPolicy": '[{"principals": ["arn:*"], "entities": [""], "operations": ["put"]}]'}),
+        # the history step's expiry tag throttled past its client's tries: the change is still applied
         Scenario("expiry tag missed", base + [_put(e, "c2", 2000)], params={"HistoryRetentionVersions": "1"},
-                 faults=[("TagTtlFunction", "service", 100)], at_least={"TagTtlFunction": 2}),
+                 throttles=[("PutHistoryFunction", "tagging", "UpdateItem", 100)], at_least={"PutHistoryFunction": 1}),
     ]
 
 
@@ -213,6 +216,10 @@ def _faults(stack, scenario: Scenario):
             stack_of_hooks.enter_context(fault_hook(stack.lambdas, _lost_then_unreadable_hook()))
         elif scenario.faults:
             stack_of_hooks.enter_context(Injector().around(stack.lambdas, scenario.faults))
+        for logical_id, client, operation, times in scenario.throttles:
+            function = stack.function(logical_id)
+            stack.lambdas.load(function)
+            stack_of_hooks.enter_context(Injector().throttle(function, operation, times, client=client))
         yield
 
 

@@ -6,7 +6,8 @@ event hooks on the handler's own clients).
 - ``lose_response``: the handler runs (its write lands) but the Lambda fails or times out before answering.
 - ``service_error``: the Lambda service fails the Invoke (``Lambda.ServiceException``).
 - ``throttle``: DynamoDB answers ``ProvisionedThroughputExceededException`` / ``ThrottlingException``
-  to the handler's client a number of times (the SDK's own retries see them, as on AWS).
+  to one of the handler's clients a number of times (the SDK's own retries see them, as on AWS): its
+  ``dynamodb`` client, or another it names (the history step's ``tagging`` client of its expiry tags).
 - ``writer_in_window``: one of the faults above on one change, and other writers started at that moment,
   run to their end inside the window the fault opens (the faulted execution's back-off or Retry waits
   for them: the clock's ``Holds``), every time.
@@ -58,8 +59,8 @@ FAULT_NAMES = {"before": "failure before the write", "lost": "lost response afte
 
 
 def change_id_of(event: Any) -> str | None:
-    """The change a step's event is about: the state's change, the tag step's own field, or (the first
-    fetch) the request the execution started with."""
+    """The change a step's event is about: the state's change, the (retired) tag step's own field, or (the
+    first fetch) the request the execution started with."""
     if not isinstance(event, dict):
         return None
     if isinstance(event.get("change"), dict):
@@ -207,10 +208,10 @@ class Injector:
 
     @contextlib.contextmanager
     def throttle(self, function: Function, operation: str | None, times: int,
-                 code: str = THROTTLE_CODES[0]) -> Iterator[None]:
+                 code: str = THROTTLE_CODES[0], client: str = "dynamodb") -> Iterator[None]:
         """The next ``times`` calls of ``operation`` (None: of any operation) by the function's DynamoDB
-        client are throttled."""
-        client = function.module.dynamodb
+        client (the module attribute ``client``) are throttled."""
+        client = getattr(function.module, client)
         remaining = [times]
         lock = threading.Lock()
 
@@ -220,6 +221,10 @@ class Injector:
                     return None
                 remaining[0] -= 1
             self.count(f"DynamoDB {code}")
+            # DynamoDB never processes a throttled request. botocore emits before-send to every handler and
+            # takes the first answer, so moto's stubber (a later handler) would still process this one (a
+            # throttle would then be a landed write whose answer was lost): give it a URL it does not serve.
+            request.url = "https://throttled.invalid/"
             body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}",
                                "message": "Rate of requests exceeds the allowed throughput."}).encode()
             return AWSResponse(request.url, 400, {"x-amzn-ErrorType": code}, MockRawResponse(body))

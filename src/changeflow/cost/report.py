@@ -146,8 +146,11 @@ def bill_report(report: dict) -> str:
                     print(f"{entry:<8}{f'{int(size) // 1000} KB':>7} {kind.capitalize():<9}"
                           + "".join(f"{lines[line]:>9.3f}" for line in LINES)
                           + f"{lines['total']:>9.2f}{row['floor']:>8.2f}" + ratio)
-        print("Standard's floor is its state transitions (4 for an applied change: $100 per million), what any "
-              "Standard workflow of these steps pays; Express's is the DynamoDB requests.")
+        first = next(iter(next(iter(report["bill"].values())).values()))  # every entry: the same workflow
+        transitions = round(first["standard_floor"] / (PRICES["standard_per_transition"] * 1e6))
+        print(f"Standard's floor is its state transitions ({transitions} for an applied change: "
+              f"${first['standard_floor']:.0f} per million), what any Standard workflow of these steps pays; "
+              "Express's is the DynamoDB requests.")
         print("Kept versions, per million changes and per month kept (every version is kept by default): ")
         for entry, sizes in report["bill"].items():
             cells = "   ".join(f"{int(size) // 1000} KB storage {row['storage_per_month']['storage']:.2f} + PITR "

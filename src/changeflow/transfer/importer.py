@@ -47,8 +47,8 @@ from .sources import Bad, Record
 # Step Functions' default token buckets (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html,
 # "Quotas related to API action throttling" and "... state throttling"): StartExecution refills 300 a second in
 # us-east-1, us-west-2 and eu-west-1 (150 elsewhere), StateTransition 1,500 (500 elsewhere). An applied change is
-# 4 state transitions (docs/workflow.md), so 300 starts a second fit both buckets there; elsewhere 125 do
-# (--rate 125). The start rate then adapts to throttling (AdaptiveRate).
+# 3 state transitions (docs/workflow.md), so 300 starts a second fit both buckets there; elsewhere 150 do
+# (--rate 150). The start rate then adapts to throttling (AdaptiveRate).
 DEFAULT_RATE = 300.0
 OUTCOMES = ("applied", "duplicate", "stale", "rejected", "failed", "unknown")
 UNKNOWN = "OutcomeUnknown"  # the workflow's named error for an outcome it cannot know (docs/workflow.md)
@@ -142,7 +142,8 @@ def default_checkpoint(source: str) -> Path:
     return Path(Path(source.replace("://", "-")).name + ".checkpoint")
 
 
-def entry_point(client, via: str, timeout: float) -> tuple[Callable[[dict], Any], Callable[[str, dict], Any]]:
+def entry_point(client, via: str, timeout: float, describe_after: float = 20.0,
+                ) -> tuple[Callable[[dict], Any], Callable[[str, dict], Any]]:
     """``(start, wait)`` for the entry point ``via``.
 
     Whatever the entry point, a change the entity already has is ``duplicate`` without starting (or
@@ -151,7 +152,8 @@ def entry_point(client, via: str, timeout: float) -> tuple[Callable[[dict], Any]
     DescribeExecution per record, whose quota would bound the import far below the start rate), its execution
     described only when the data has not answered in time. A change whose execution name is taken (an
     earlier run's, closed) is delivered again as a new execution, which the workflow answers ``duplicate``;
-    one still running with the same input is the same execution (StartExecution is idempotent for it)."""
+    one still running with the same input is the same execution (StartExecution is idempotent for it);
+    ``describe_after``: how long the data is read before the execution is described."""
     applied = outcomes.Applied(client)
 
     def noted(execution: Any, request: dict) -> Any:  # what this run applies joins what its history holds
@@ -165,7 +167,7 @@ def entry_point(client, via: str, timeout: float) -> tuple[Callable[[dict], Any]
         def start(request):
             return outcomes.already_done(client, request, applied) or client.start(request, redeliver=True)[1]
 
-        return start, (lambda arn, request: noted(outcomes.settle(client, request, arn, timeout), request))
+        return start, (lambda arn, request: noted(outcomes.settle(client, request, arn, timeout, describe_after), request))
     submit = {"api": client.submit_via_api, "events": client.submit_via_events}[via]
 
     def submitted(request):

@@ -92,11 +92,12 @@ _TARGET_SERVICES = {"DynamoDB_20120810": "dynamodb"}
 
 
 def remote_module(function):
-    """The stand-in for the handler's module that fault injection reaches into (``module.dynamodb``)."""
+    """The stand-in for the handler's module that fault injection reaches into (``module.dynamodb``, and the
+    history step's ``module.tagging``: at the endpoint, every DynamoDB client of the function's processes)."""
     from types import SimpleNamespace
 
     client = REMOTE_CLIENTS.setdefault((function.logical_id, "dynamodb"), RemoteClient("dynamodb"))
-    return SimpleNamespace(dynamodb=client)
+    return SimpleNamespace(dynamodb=client, tagging=client)
 
 
 def _intercepted(environ) -> tuple[int, dict, bytes] | None:
