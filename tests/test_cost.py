@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from changeflow.cost import bill, prices
+from changeflow.cost import bill, prices, units
 from changeflow.cost.paths import FRONT, measure_paths
 from conftest import ROOT
 
@@ -32,6 +32,16 @@ def test_xrays_default_rule_traces_one_change_a_second_and_5_percent_of_the_rest
     assert prices.traced_share(0.5) == 1.0 and prices.traced_share(1.0) == 1.0
     assert prices.traced_share(100) == pytest.approx((1 + 0.05 * 99) / 100)
     assert prices.traced_share(1e6) == pytest.approx(0.05, abs=1e-5)
+
+
+def test_another_sampling_rule_traces_its_reservoir_each_second_and_its_rate_of_the_rest():
+    # docs/cost.md prices rules other than the default with this (issue 37.2): at 100 changes/s
+    assert prices.traced_share(100, reservoir=1, fixed_rate=0.01) == pytest.approx(0.0199)
+    assert prices.traced_share(100, reservoir=1, fixed_rate=0.0) == pytest.approx(0.01)
+    assert prices.traced_share(100, reservoir=0, fixed_rate=0.005) == pytest.approx(0.005)
+    assert prices.traced_share(100, reservoir=200, fixed_rate=0.0) == 1.0  # every change within the reservoir
+    # in dollars per million changes, as the bill prices a trace
+    assert prices.traced_share(100, 1, 0.01) * prices.PRICES["xray_per_trace"] * 1e6 == pytest.approx(0.0995)
 
 
 def a_path(**extra) -> dict:
@@ -103,3 +113,44 @@ def test_the_bill_of_a_measured_update_has_every_item_of_its_entry_point(updates
             assert lines["Step Functions"] > 0 and lines["Lambda requests"] > 0 and lines["DynamoDB"] > 0
             assert lines["X-Ray"] > 0 and lines["CloudWatch Logs"] > 0, (entry, lines)
             assert (lines["API Gateway"] > 0) == (entry == "api") and (lines["EventBridge"] > 0) == (entry == "events")
+
+
+def test_the_changes_index_is_written_only_when_a_put_changes_its_keys_or_what_it_projects():
+    """GSI.html, "Provisioned throughput considerations for Global Secondary Indexes": no index write when
+    the put needs no index update, one for an entry added, deleted or updated in place, two when an indexed
+    key changes (the old entry out, the new one in). Keyed by the hour, keys only: a version in the hour of
+    the one before it writes nothing; as first built (keyed by recordedAt, version and chainHash projected)
+    every version moved its entry."""
+    from changeflow_core import model
+
+    def v0(version: int, recorded_at: int, **extra) -> dict:
+        return {"pk": {"S": "e"}, "sk": {"S": "v0"}, "version": {"N": str(version)},
+                "recordedAt": {"N": str(recorded_at)}, "chainHash": {"B": bytes([version]) * 32}, **extra,
+                **{k: {"N": str(v)} for k, v in model.changes_index_keys("e", recorded_at).items()}}
+
+    hour = 500_000 * model.HOUR_MS
+    first, same_hour, next_hour = v0(1, hour + 60_000), v0(2, hour + 120_000), v0(3, hour + model.HOUR_MS)
+    history = {k: v for k, v in same_hour.items() if k not in model.CHANGES_INDEX_KEYS} | {"sk": {"S": "v#2"}}
+    for index, expected in ((units.INDEX, (1, 0, 2, 0, 0)), (units.PREVIOUS_INDEX, (1, 2, 2, 0, 1))):
+        assert (units.index_write_units(first, {}, index),  # a new entity: its entry added
+                units.index_write_units(same_hour, first, index),
+                units.index_write_units(next_hour, same_hour, index),
+                units.index_write_units(history, {}, index),  # never in the index
+                # the same keys, another projected attribute: nothing projected now, the entry updated before
+                units.index_write_units(v0(1, hour + 60_000, chainHash={"B": b"x" * 32}), first, index)) \
+            == expected, index
+    assert units.index_write_units({k: v for k, v in first.items() if k != "digestShard"}, first) == 1  # leaves it
+
+
+def test_a_change_is_counted_the_changes_index_writes_its_put_makes():
+    put = {"TableName": "t", "Item": {"pk": {"S": "e"}, "sk": {"S": "v0"}, "digestShard": {"N": "3"},
+                                      "recordedHour": {"N": "7"}, "recordedAt": {"N": "1"}}}
+    key = units.item_key(put)
+    same_hour = {key: {"digestShard": {"N": "3"}, "recordedHour": {"N": "7"}}}
+    moved = {key: {"digestShard": {"N": "3"}, "recordedHour": {"N": "6"}}}
+    table = units.units_of_call("PutItem", put, {}, {key: 200}, index_keys=same_hour)[1]
+    assert table == 1
+    assert units.units_of_call("PutItem", put, {}, {key: 200}, index_keys=moved)[1] == table + 2
+    assert units.units_of_call("PutItem", put, {}, {}, index_keys={})[1] == table + 1
+    refused = {"Error": {"Code": "ConditionalCheckFailedException"}}
+    assert units.units_of_call("PutItem", put, refused, {key: 200}, index_keys=moved)[1] == table

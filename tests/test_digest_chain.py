@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import random
 import time
 
 import boto3
@@ -18,7 +19,8 @@ from changeflow import cli
 from changeflow.audit import committed, digestchain
 from changeflow.client import Changeflow, targets
 from changeflow.local.moto_patches.scheduler.runs import Runs
-from changeflow_core import chain, digestformat, digesting, model
+from changeflow_core import chain, digestformat, digesting, model, steps
+from changeflow_core.digesttree import HeadTree
 from conftest import EVENTS
 
 T0 = 1_767_225_600_000
@@ -161,10 +163,10 @@ def test_a_digest_binds_its_time_table_state_machine_format_and_predecessor(quie
 # --- cost and scale: only what changed is read --------------------------------------------------------------
 def test_dynamodb_keeps_the_index_keys_numbers_in_every_item_so_an_insider_cannot_retype_them(quiet):
     # a GSI's key attributes have one type in every item of the table, in the index or not ("Type mismatch
-    # for Index Key"): recordedAt and digestShard stay numbers, in v0 and in history alike
+    # for Index Key"): recordedHour and digestShard stay numbers, in v0 and in history alike
     quiet.cf.submit(put("a", 1))
     for sk in (model.LATEST_SK, model.history_sk(1)):
-        for name in (model.RECORDED_AT, model.DIGEST_SHARD):
+        for name in sorted(model.CHANGES_INDEX_KEYS):
             with pytest.raises(ClientError, match="Type mismatch"):
                 quiet.cf.dynamodb.update_item(TableName=quiet.cf.table, Key={"pk": {"S": "a"}, "sk": {"S": sk}},
                                               UpdateExpression="SET #n = :x", ExpressionAttributeNames={"#n": name},
@@ -180,8 +182,32 @@ def test_a_digest_reads_only_the_entities_changed_since_the_last_one(quiet):
     second = quiet.take()
     assert second["kind"] == "changes" and second["changed"] == 1 and second["count"] == 5
     assert second["requests"]["Query"] == model.DIGEST_SHARDS and "Scan" not in second["requests"]
+    assert second["requests"]["BatchGetItem"] == 1  # the v0 of each entity the index names (this hour's five)
     assert [(h["entityId"], h["version"]) for h in quiet.digests()[-1]["document"]["entities"]] == [("e3", 2)]
     assert quiet.take()["changed"] == 0  # read again inside the overlap: the same head, not a change
+
+
+def test_a_version_recorded_in_the_hour_of_the_one_before_leaves_the_index_keys_as_they_were(quiet, monkeypatch):
+    # DynamoDB writes nothing to a GSI for a table write that changes no key and nothing it projects (GSI.html,
+    # "Provisioned throughput considerations"): the index is KEYS_ONLY (tests/test_template.py), and v0's keys
+    # change only with the hour its version was recorded in
+    clock = {"ms": T0 + 5 * 60_000}
+    monkeypatch.setattr(steps, "now_ms", lambda: clock["ms"])
+
+    def keys() -> dict:
+        latest = quiet.cf.dynamodb.get_item(TableName=quiet.cf.table, Key={"pk": {"S": "a"}, "sk": {"S": "v0"}})["Item"]
+        return {k: latest[k]["N"] for k in model.CHANGES_INDEX_KEYS}
+
+    quiet.cf.submit(put("a", 1))
+    first = keys()
+    assert first == {model.DIGEST_SHARD: str(model.digest_shard("a")), model.RECORDED_HOUR: str(T0 // model.HOUR_MS)}
+    for n, minutes in ((2, 20), (3, 59)):  # later in the same hour: the same keys
+        clock["ms"] = T0 + minutes * 60_000
+        quiet.cf.submit(put("a", n))
+        assert keys() == first
+    clock["ms"] = T0 + model.HOUR_MS  # the next hour: the entry moves
+    quiet.cf.submit(put("a", 4))
+    assert keys() == {**first, model.RECORDED_HOUR: str(T0 // model.HOUR_MS + 1)}
 
 
 def test_a_head_read_behind_the_last_digest_is_never_taken_back(quiet, capsys):
@@ -192,8 +218,7 @@ def test_a_head_read_behind_the_last_digest_is_never_taken_back(quiet, capsys):
     quiet.take()
     older = quiet.cf.dynamodb.get_item(TableName=quiet.cf.table, Key={"pk": {"S": "a"}, "sk": {"S": model.history_sk(1)}})
     quiet.cf.dynamodb.put_item(TableName=quiet.cf.table, Item={
-        **older["Item"], "sk": {"S": model.LATEST_SK}, model.RECORDED_AT: {"N": str(int(time.time() * 1000))},
-        model.DIGEST_SHARD: {"N": str(model.digest_shard("a"))}})
+        **older["Item"], "sk": {"S": model.LATEST_SK}, **index_keys("a", int(time.time() * 1000))})
     assert quiet.take()["changed"] == 0
     code, out = verified(quiet, capsys)
     assert code == 1 and "HeadWentBack" not in out and "a: " in out, out
@@ -249,10 +274,81 @@ def test_a_head_the_function_cannot_rebuild_restarts_from_the_table_and_is_repor
     assert "RootMismatch: digest #4" in out and "DigestRestarted: digest #5" in out
 
 
+# --- no change falls between two digests ------------------------------------------------------------------------
+SKEW_MS = digesting.OVERLAP_MS // 2 - 10_000  # a writer's clock behind, the function's ahead: each up to this
+STEP_MS = 5_000  # a version's recordedAt is taken this long before its v0 write lands (the step's timeout: 10 s)
+
+
+def heads_held(cf) -> tuple[str, int]:
+    """The root and count of every head the table holds now (read apart from the function's own reader)."""
+    tree = HeadTree()
+    for page in cf.dynamodb.get_paginator("scan").paginate(TableName=cf.table, ConsistentRead=True):
+        for item in page["Items"]:
+            if item["sk"]["S"] == model.LATEST_SK:
+                head = chain.head(item["pk"]["S"], item)
+                tree.put(head["entityId"], head["version"], head["chainHash"])
+    return tree.root(), len(tree)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_digest_commits_every_head_the_table_held_when_it_read_whatever_the_clocks(quiet, monkeypatch, seed):
+    # GIVEN writers whose clocks are behind or ahead of the digest function's (by up to half the overlap each),
+    # versions recorded on both sides of hour boundaries, digests that run late by hours, and versions whose
+    # v0 write lands just after a digest read the table (their recordedAt taken before its clock)
+    rng = random.Random(seed)
+    now = {"ms": T0 + rng.randrange(model.HOUR_MS)}  # the true time; each clock is off by its skew
+    skew = {"writer": 0, "digest": 0}
+    monkeypatch.setattr(steps, "now_ms", lambda: now["ms"] + skew["writer"])
+    monkeypatch.setattr(digesting, "clock_ms", lambda: now["ms"] + skew["digest"])
+    counter = iter(range(1, 10**6))
+
+    def write(entity: str, behind_ms: int = 0) -> None:
+        skew["writer"] = rng.randint(-SKEW_MS, SKEW_MS) - behind_ms
+        assert quiet.cf.submit(put(entity, next(counter))).status == "SUCCEEDED"
+
+    held = {}
+
+    def after_reading(read):  # the function's read of the table (the index and v0, or the first digest's Scan)
+        def reads(*args, **kwargs):
+            found = read(*args, **kwargs)
+            held["heads"] = heads_held(quiet.cf)
+            return found
+        return reads
+
+    monkeypatch.setattr(digesting, "changed_since", after_reading(digesting.changed_since))
+    monkeypatch.setattr(digesting, "every_latest", after_reading(digesting.every_latest))
+    taken = 0
+    for _ in range(14):
+        for entity in rng.sample(["e0", "e1", "e2", "e3", "e4"], rng.randint(0, 2)):
+            write(entity)
+        step = rng.choice(["minutes", "to just before the hour", "to just after the hour", "hours late"])
+        to_hour = model.HOUR_MS - now["ms"] % model.HOUR_MS
+        now["ms"] += {"minutes": rng.randint(1, 20) * 60_000, "to just before the hour": to_hour - rng.randint(1, 30_000),
+                      "to just after the hour": to_hour + rng.randint(1, 60_000),
+                      "hours late": rng.randint(2, 5) * model.HOUR_MS}[step]
+        for entity in rng.sample(["e0", "e1", "e2", "e3", "e4"], rng.randint(0, 2)):
+            write(entity)
+        skew["digest"] = rng.randint(-SKEW_MS, SKEW_MS)
+        digest = quiet.take()
+        taken += 1
+        # THEN each digest commits every head the table held when it had read it
+        assert (digest["root"], digest["count"]) == held["heads"], (seed, digest["sequence"], step)
+        assert digest["kind"] == ("full" if taken == 1 else "changes")
+        # AND a version recorded before its clock whose v0 write landed after its reads is in the next one
+        for entity in rng.sample(["e0", "e1", "e5"], rng.randint(0, 1)):
+            write(entity, behind_ms=STEP_MS)
+
+
 # --- the attacker: history rewritten, then a digest that matches it -------------------------------------------
+def index_keys(entity: str, recorded_at: int) -> dict:
+    """What an administrator who knows the changes index puts in a v0 so that the next digest reads it."""
+    return {model.RECORDED_AT: {"N": str(recorded_at)},
+            **{k: {"N": str(v)} for k, v in model.changes_index_keys(entity, recorded_at).items()}}
+
+
 def rewrite_history(cf, entity: str, title: str) -> None:
     """The administrator who knows the chain: version 1 rewritten, every later link and v0 resealed, v0 with
-    its changes-index shard and a fresh recordedAt so that the next digest reads it."""
+    its changes-index keys and a fresh recordedAt so that the next digest reads it."""
     history = sorted(cf.dynamodb.query(TableName=cf.history_table, KeyConditionExpression="pk = :p",
                                        ExpressionAttributeValues={":p": {"S": entity}})["Items"],
                      key=lambda i: i["sk"]["S"])
@@ -267,7 +363,7 @@ def rewrite_history(cf, entity: str, title: str) -> None:
         cf.dynamodb.put_item(TableName=cf.history_table, Item=resealed)
         prev = chain.stored_hash(resealed)
     latest = {**resealed, model.SK: {"S": model.LATEST_SK},
-              model.DIGEST_SHARD: {"N": str(model.digest_shard(entity))}}
+              **index_keys(entity, int(resealed[model.RECORDED_AT]["N"]))}
     cf.dynamodb.put_item(TableName=cf.table, Item=latest)
 
 
@@ -302,6 +398,26 @@ def test_a_digest_the_administrator_writes_for_a_rewritten_table_is_caught_the_s
     assert "b: HistoryRewritten: version 1 of 'b', committed by digest #1" in out, out
     assert "breaks between digest #3" in out and "and digest #4" in out
     assert "HeadRewritten: digest #4" in out  # version 2 of 'b' committed again, with another hash
+
+
+def test_an_entity_moved_out_of_the_changes_index_is_named_and_seen_again_at_its_next_version(quiet, capsys):
+    # the administrator moves v0's index entry to an hour long past: its direct edits hide from the digests
+    quiet.cf.submit(put("a", 1))
+    quiet.take()
+    key = {"pk": {"S": "a"}, "sk": {"S": model.LATEST_SK}}
+    quiet.cf.dynamodb.update_item(TableName=quiet.cf.table, Key=key, UpdateExpression="SET #h = :old",
+                                  ExpressionAttributeNames={"#h": model.RECORDED_HOUR},
+                                  ExpressionAttributeValues={":old": {"N": "1"}})
+    assert quiet.take()["changed"] == 0
+    # THEN verify names the v0 whose keys are not its own
+    capsys.readouterr()
+    assert cli.main(["verify", "a"]) == 1
+    assert "v0's keys in the changes index (digestShard" in capsys.readouterr().out
+    # AND its next version puts it back where the digests read it
+    quiet.cf.submit(put("a", 2))
+    taken = quiet.take()
+    assert taken["changed"] == 1 and [e["version"] for e in quiet.digests()[-1]["document"]["entities"]] == [2]
+    assert cli.main(["verify", "a"]) == 0
 
 
 # --- the attacker: the bucket ----------------------------------------------------------------------------------

@@ -229,8 +229,9 @@ ALTERATIONS = {
     "version removed": ("REMOVE #v", {}),
     "version as text": ("SET #v = :x", {":x": {"S": "abc"}}),
     "effectiveAt as text": ("SET effectiveAt = :x", {":x": {"S": "soon"}}),
-    # recordedAt as text: DynamoDB refuses it (a key of the changes index is a number in every item:
-    # tests/test_digest_chain.py), so removed instead
+    # (recordedHour and digestShard as text: DynamoDB refuses them, the keys of the changes index are numbers
+    # in every item: tests/test_digest_chain.py, which also alters them in v0)
+    "recordedAt as text": ("SET recordedAt = :x", {":x": {"S": "then"}}),
     "recordedAt removed": ("REMOVE recordedAt", {}),
     "changeId removed": ("REMOVE changeId", {}),
     "expiresAt as text": ("SET expiresAt = :x", {":x": {"S": "never"}}),

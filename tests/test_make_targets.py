@@ -76,13 +76,19 @@ def test_make_cost_measures_writes_its_pages_and_prints_the_bill(copy):
     assert row["express"]["total"] > row["floor"] > 0 and row["standard"]["total"] > row["standard_floor"]
     # the page's blocks rewritten in the copy, dated today, the checkout untouched
     page = (copy / "docs" / "cost.md").read_text()
-    for block in ("cost-units", "cost-bill", "cold-start"):
+    for block in ("cost-units", "cost-bill", "cold-start", "changes-index"):
         assert re.search(rf"measured:{block} begin[^\n]*\nMeasured on \d{{4}}-\d{{2}}-\d{{2}} \(`make cost`\)", page), block
     assert (ROOT / "docs" / "cost.md").read_text() != page
     # and make cost prints the bill, then the archive and as-of figures
     assert "The complete bill of one update" in done.stdout and "x floor" in done.stdout
     assert "| versions |" in done.stdout and "execution log" in done.stdout
-    assert "the changes index: $1.25 per million changes" in done.stdout  # and the scheduled digests (issue 35)
+    # what the changes index adds (issue 35), measured through the workflow: as first built every version moved
+    # its entry (GSI.html: two writes when a key changes); keyed by the hour, one in its predecessor's hour none
+    index = report["changes_index"]["kinds"]
+    assert index["a version in the hour of the one before it"] == {"before": 2, "after": 0}
+    assert index["the first version of an entity in an hour"] == {"before": 2, "after": 2}
+    assert "changes-index:\n" in done.stdout and "USD per million changes, 10 versions" in done.stdout
+    # and the scheduled digests
     digests = json.loads((copy / "build" / "bench" / "digests.json").read_text())
     assert {row["run"] for row in digests["rows"]} == {"first", "changes", "from_checkpoint", "per month, hourly"}
 

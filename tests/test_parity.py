@@ -898,14 +898,14 @@ def test_an_index_key_attribute_of_another_type_is_refused_in_every_item_and_not
     # Stock moto 5.2.5 accepts it unless an update expression names the attribute literally.
     stack = make_stack(DigestSchedule="rate(365 days)")
     dynamodb, table = stack.client("dynamodb"), stack.outputs["ChangeTableName"]
-    item = {"pk": {"S": "p"}, "sk": {"S": "v#0000000001"}, "recordedAt": {"N": "1"}}  # no digestShard: not indexed
+    item = {"pk": {"S": "p"}, "sk": {"S": "v#0000000001"}, "recordedHour": {"N": "1"}}  # no digestShard: not indexed
     dynamodb.put_item(TableName=table, Item=item)
-    with pytest.raises(ClientError, match="Type mismatch for Index Key recordedAt Expected: N Actual: S "
+    with pytest.raises(ClientError, match="Type mismatch for Index Key recordedHour Expected: N Actual: S "
                                           "IndexName: ChangesIndex"):
-        dynamodb.put_item(TableName=table, Item={**item, "sk": {"S": "v#0000000002"}, "recordedAt": {"S": "then"}})
+        dynamodb.put_item(TableName=table, Item={**item, "sk": {"S": "v#0000000002"}, "recordedHour": {"S": "then"}})
     with pytest.raises(ClientError, match="Type mismatch for Index Key"):
         dynamodb.update_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]},
-                             UpdateExpression="SET #r = :r, extra = :o", ExpressionAttributeNames={"#r": "recordedAt"},
+                             UpdateExpression="SET #r = :r, extra = :o", ExpressionAttributeNames={"#r": "recordedHour"},
                              ExpressionAttributeValues={":r": {"S": "then"}, ":o": {"S": "x"}})
     stored = dynamodb.get_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})["Item"]
     assert stored == item  # nothing of the refused update was applied

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -18,10 +19,10 @@ TEXTS = {page: page.read_text(encoding="utf-8") for page in readme_tables.pages(
 WHERE = readme_tables.page_of_each_block(TEXTS)
 # every measured block, wherever it lives (the generator's tests below work on one text holding them all)
 README = "\n\n".join(TEXTS[page] for page in sorted(set(WHERE.values())))
-BLOCKS = {"cost-units", "cost-bill", "cold-start", "embedded-vs-direct"}
+BLOCKS = {"cost-units", "cost-bill", "cold-start", "changes-index", "embedded-vs-direct"}
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
-HANDLERS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
-            "TagTtlFunction", "ReadApiFunction", "SubmitChangeFunction"]  # every function of template.yaml
+# every function of template.yaml, as make cost measures each one's cold start
+HANDLERS = re.findall(r"^  (\w+):\n    Type: AWS::Serverless::Function$", (ROOT / "template.yaml").read_text(), re.M)
 
 
 def cost_output() -> dict:
@@ -41,7 +42,11 @@ def cost_output() -> dict:
     return {"prices": {}, "sizes": sizes, "bill": bill,
             "cold_start": {"bare_boto3_dynamodb_client": 0.259,
                            "handlers": {h: {"seconds": 0.266, "ratio": 1.03} for h in HANDLERS}},
-            "package_bytes": {**{h: 1946 for h in HANDLERS}, "CoreLayer": 5_065_908}}
+            "package_bytes": {**{h: 1946 for h in HANDLERS}, "CoreLayer": 5_065_908},
+            "changes_index": {"kinds": {kind: {"before": 2, "after": 0} for kind in (
+                "a new entity", "a version in the hour of the one before it",
+                "a delete in the hour of the version before it", "the first version of an entity in an hour")},
+                "per_million": {k: {"before": 1.25, "after": 1.25 / int(k)} for k in ("1", "10", "100")}}}
 
 
 def bench_output() -> dict:
@@ -59,7 +64,7 @@ def test_the_pages_have_a_marked_block_for_every_measured_table_and_each_holds_o
         assert len(rows) > 2, name
 
 
-@pytest.mark.parametrize("output, names", [(cost_output, {"cost-units", "cost-bill", "cold-start"}),
+@pytest.mark.parametrize("output, names", [(cost_output, {"cost-units", "cost-bill", "cold-start", "changes-index"}),
                                            (bench_output, {"embedded-vs-direct"})])
 def test_the_generator_renders_dated_tables_with_the_readmes_columns(tmp_path, output, names):
     # GIVEN a benchmark's JSON output, written on a known day
@@ -86,7 +91,8 @@ def test_units_only_output_renders_the_units_table_alone_named_by_its_command(tm
     result.write_text(json.dumps(output))
     os.utime(result, (1_795_305_600, 1_795_305_600))
     blocks = readme_tables.blocks_of(result)
-    assert set(blocks) == {"cost-units", "cost-bill"}
+    assert set(blocks) == {"cost-units", "cost-bill", "changes-index"}
+    assert blocks["changes-index"].startswith("Measured on 2026-11-22 (`benchmarks/cost.py --units-only --json`)")
     assert blocks["cost-bill"].startswith("Measured on 2026-11-22 (`benchmarks/cost.py --units-only --json`)")
     assert blocks["cost-units"].startswith("Measured on 2026-11-22 (`benchmarks/cost.py --units-only --json`)")
 

@@ -206,7 +206,8 @@ GUARD_CASES = {
         [("                - ${Bucket}/${AWS::StackName}/digests/*\n", "                - ${Bucket}/*\n")],
         {("digest_objects_exception", "DigestFunction")}),
     "the digest function allowed to write the table": (
-        [("              Action: [dynamodb:Scan]\n", "              Action: [dynamodb:Scan, dynamodb:PutItem]\n")],
+        [("              Action: [dynamodb:BatchGetItem, dynamodb:Scan]\n",
+          "              Action: [dynamodb:BatchGetItem, dynamodb:Scan, dynamodb:PutItem]\n")],
         {("function_dynamodb_actions", "DigestFunction")}),
     "a function without a reviewed action list": (
         [("  ReadApiFunction:\n", "  ReadApiFunction2:\n")],

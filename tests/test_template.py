@@ -74,11 +74,16 @@ def test_table_and_state_machine_settings(template):
     assert table["BillingMode"] == "PAY_PER_REQUEST"
     assert {a["AttributeName"]: a["AttributeType"] for a in Template(ROOT / "template.yaml", overrides={
         "TimeIndexes": "false"}).resolve(table["AttributeDefinitions"])} == {
-        "pk": "S", "sk": "S", "digestShard": "N", "recordedAt": "N"}  # the last two: the changes index
+        "pk": "S", "sk": "S", "digestShard": "N", "recordedHour": "N"}  # the last two: the changes index
     assert {a["AttributeName"]: a["AttributeType"] for a in Template(ROOT / "template.yaml", overrides={
         "TimeIndexes": "true"}).resolve(table["AttributeDefinitions"])} == {
-        "pk": "S", "sk": "S", "digestShard": "N", "recordedAt": "N",
+        "pk": "S", "sk": "S", "digestShard": "N", "recordedHour": "N",
         "priorEffective": "N", "priorRecorded": "N"}  # and the time indexes' keys
+    # keys only, keyed by the hour: a v0 write in the hour of the one before it writes nothing to the index
+    assert table["GlobalSecondaryIndexes"] == [{
+        "IndexName": "ChangesIndex", "Projection": {"ProjectionType": "KEYS_ONLY"},
+        "KeySchema": [{"AttributeName": "digestShard", "KeyType": "HASH"},
+                      {"AttributeName": "recordedHour", "KeyType": "RANGE"}]}]
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
     assert table["SSESpecification"]["SSEEnabled"] is True
     assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
@@ -230,7 +235,8 @@ def test_the_digest_function_may_call_exactly_what_it_calls_and_nothing_that_del
     cf = Changeflow.for_embedded(stack)
     digest = stack.function("DigestFunction")
     event = json.loads((ROOT / "events" / "functions" / "take_digest.json").read_text())
-    for n in range(3):  # the first digest (a Scan), then the changes index (Query), then from a checkpoint
+    for n in range(3):  # the first digest (a Scan), then the changes index (Query, then the v0 it names), then
+        # from a checkpoint
         cf.submit({"entityId": f"e{n}", "operation": "put", "attributes": {"n": n}, "effectiveAt": T0, "changeId": "c"})
         assert not stack.lambdas.invoke(digest, event)[1]
     called = set()
@@ -240,11 +246,13 @@ def test_the_digest_function_may_call_exactly_what_it_calls_and_nothing_that_del
         else:
             called.add(S3_ACTION.get(operation, f"{service}:{operation}"))
     policy = _policy_actions(stack.template, "DigestFunction")
-    assert called == policy == {"dynamodb:Query", "dynamodb:Scan", "s3:ListBucketVersions", "s3:GetObjectVersion",
-                                "s3:PutObject"}
+    assert called == policy == {"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:Scan", "s3:ListBucketVersions",
+                                "s3:GetObjectVersion", "s3:PutObject"}
     assert not policy & NEVER_FOR_THE_DIGESTS
     queried = {(p["TableName"], p.get("IndexName")) for s, o, p, _ in digest.api_calls if o == "Query"}
     assert queried == {(cf.table, "ChangesIndex")}
+    batched = {table for s, o, p, _ in digest.api_calls if o == "BatchGetItem" for table in p["RequestItems"]}
+    assert batched == {cf.table}
     statements = [st for pol in stack.template.function_properties("DigestFunction")["Policies"] for st in pol["Statement"]]
     resources = {r for st in statements for r in ([st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"])}
     assert resources == {f"arn:aws:dynamodb:us-east-1:123456789012:table/{cf.table}/index/ChangesIndex",

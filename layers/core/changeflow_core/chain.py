@@ -68,8 +68,8 @@ PREV_HASH = model.PREV_HASH
 CHAIN_HASH = model.CHAIN_HASH
 REDACTED, REDACTION, ADOPTION = model.REDACTED, model.REDACTION, model.ADOPTION
 NOT_HASHED = frozenset({model.PK, model.SK, model.EXPIRES_AT, PREV_HASH, CHAIN_HASH, model.ADOPTED_PREV,
-                        model.PRIOR_EFFECTIVE, model.PRIOR_RECORDED,  # issue 37: the time indexes' keys
-                        model.DIGEST_SHARD})
+                        model.PRIOR_EFFECTIVE, model.PRIOR_RECORDED}  # issue 37: the time indexes' keys
+                       | model.CHANGES_INDEX_KEYS)
 # Format 2's metadata: what the model owns, but for a patch's record (content: it holds the values set)
 METADATA = model.RESERVED - NOT_HASHED - {model.PATCH_RECORD, REDACTED}
 GENESIS_TAG = b"changeflow/chain/v1/genesis\x00"

@@ -13,7 +13,8 @@ A digest is one JSON object:
 ``table``           the table that holds ``v0``; ``historyTable`` the one that holds history
 ``stateMachineArn`` the state machine whose executions write the versions
 ``previous``        the ``hash`` of the digest before it (null for sequence 1): digests form a chain
-``changesSince``    the ``recordedAt`` (epoch ms) from which changes were read (null for a full digest)
+``changesSince``    every ``v0`` recorded (``recordedAt``, epoch ms) from this time on was read: the start of
+                    the hour the changes index reads from (null for a full digest)
 ``changesUpTo``     the function's clock (epoch ms) when it read them
 ``count``           how many entities the tree holds
 ``root``            the root of the tree of every head (``digesttree``), after this digest's changes

@@ -7,8 +7,10 @@
    unreadable, a root that does not match), take a full digest from the table instead, saying why
    (``restart``): the chain goes on, and the verifier reports what the function found.
 3. Read only the entities changed since the head digest: the changes index (``model.CHANGES_INDEX``, a
-   sparse GSI of ``v0`` items by shard and ``recordedAt``), from ``changesUpTo - OVERLAP_MS``, one Query per
-   shard. The first digest, and a restart, read every ``v0`` (a parallel Scan) instead.
+   sparse KEYS_ONLY GSI of ``v0`` items by shard and the hour their version was recorded in) names every
+   entity recorded from the hour of ``changesUpTo - OVERLAP_MS`` on (one Query per shard), and the function
+   reads each one's ``v0`` (BatchGetItem, strongly consistent). The first digest, and a restart, read every
+   ``v0`` (a parallel Scan) instead.
 4. Update the tree (only the buckets those entities are in), and write the next digest with
    ``If-None-Match: *`` (never over another object), and a checkpoint every ``CHECKPOINT_EVERY`` digests.
 
@@ -19,6 +21,7 @@ never touches the bucket's configuration."""
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -32,8 +35,11 @@ from .digesttree import HeadTree
 # taken before its v0 write (the update step's Lambda timeout, 10 s, bounds the gap), a GSI is eventually
 # consistent (updated "usually within a fraction of a second", more under throttling), and clocks differ.
 # Reading a change twice is harmless (its head is the same); missing one would leave it to the next digest.
+# The index is keyed by the hour, so a digest reads from the start of the hour this falls in.
 OVERLAP_MS = 15 * 60 * 1000
 SCAN_SEGMENTS = 16
+BATCH_KEYS = 100  # BatchGetItem's most keys a request
+BATCH_ATTEMPTS = 8  # requests for one batch's unprocessed keys, with a growing pause, before the run fails
 
 
 class DigestKeyTaken(Exception):
@@ -213,44 +219,73 @@ def _head_of(wire_item: dict[str, dict]) -> dict[str, Any] | None:
         return None
 
 
-def _heads_read(read: Callable[..., dict], pool: ThreadPoolExecutor, requests: list[dict]) -> tuple[list[dict], int]:
-    """The heads of every item that ``read`` (a Query or a Scan) returns for each of ``requests``, every page,
-    the requests in parallel; and how many calls that took."""
+def _pages(read: Callable[..., dict], pool: ThreadPoolExecutor, requests: list[dict]) -> tuple[list[dict], int]:
+    """Every item that ``read`` (a Query or a Scan) returns for each of ``requests``, every page, the requests
+    in parallel; and how many calls that took."""
     def pages(kwargs: dict) -> tuple[list[dict], int]:
-        heads, calls = [], 0
+        found, calls = [], 0
         while True:
             page = read(**kwargs)
             calls += 1
-            heads.extend(h for h in map(_head_of, page.get("Items", [])) if h is not None)
+            found.extend(page.get("Items", []))
             if "LastEvaluatedKey" not in page:
-                return heads, calls
+                return found, calls
             kwargs = {**kwargs, "ExclusiveStartKey": page["LastEvaluatedKey"]}
 
     results = list(pool.map(pages, requests))
-    return [h for heads, _ in results for h in heads], sum(calls for _, calls in results)
+    return [item for found, _ in results for item in found], sum(calls for _, calls in results)
 
 
-def changed_since(dynamodb, table: str, since_ms: int, pool: ThreadPoolExecutor) -> tuple[list[dict], int]:
-    """The heads of every ``v0`` recorded after ``since_ms``, from the changes index: one Query per shard
-    (paged), in parallel. Returns the heads and the number of Query requests."""
-    return _heads_read(dynamodb.query, pool, [{
+HEAD_ATTRIBUTES = {"ProjectionExpression": "#pk, #version, #chainHash",
+                   "ExpressionAttributeNames": {"#pk": model.PK, "#version": model.VERSION,
+                                                "#chainHash": model.CHAIN_HASH}}
+
+
+def changed_since(dynamodb, table: str, since_ms: int, pool: ThreadPoolExecutor) -> tuple[list[dict], dict[str, int]]:
+    """The heads of every ``v0`` recorded in the hour of ``since_ms`` or later: the changes index's entries
+    from that hour on (keys only: one Query per shard, paged, in parallel), then each entity's ``v0`` as it is
+    now (BatchGetItem, strongly consistent, ``BATCH_KEYS`` a request, in parallel). Returns the heads and the
+    requests of each kind."""
+    entries, queries = _pages(dynamodb.query, pool, [{
         "TableName": table, "IndexName": model.CHANGES_INDEX,
-        "KeyConditionExpression": "#shard = :shard AND #recorded > :since",
-        "ExpressionAttributeNames": {"#shard": model.DIGEST_SHARD, "#recorded": model.RECORDED_AT},
-        "ExpressionAttributeValues": {":shard": {"N": str(shard)}, ":since": {"N": str(since_ms)}},
+        "KeyConditionExpression": "#shard = :shard AND #hour >= :hour",
+        "ExpressionAttributeNames": {"#shard": model.DIGEST_SHARD, "#hour": model.RECORDED_HOUR},
+        "ExpressionAttributeValues": {":shard": {"N": str(shard)}, ":hour": {"N": str(since_ms // model.HOUR_MS)}},
     } for shard in range(model.DIGEST_SHARDS)])
+    entities = sorted({entry[model.PK]["S"] for entry in entries})  # an entry that moved while paged: once
+    batches = list(pool.map(lambda chunk: _latest_heads(dynamodb, table, chunk),
+                            [entities[i:i + BATCH_KEYS] for i in range(0, len(entities), BATCH_KEYS)]))
+    heads = [head for found, _ in batches for head in found]
+    return heads, {"Query": queries, "BatchGetItem": sum(calls for _, calls in batches)}
+
+
+def _latest_heads(dynamodb, table: str, entities: list[str]) -> tuple[list[dict], int]:
+    """The heads of ``entities``' ``v0`` items (one BatchGetItem, and again for the keys DynamoDB leaves
+    unprocessed, with a growing pause: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/
+    API_BatchGetItem.html); an entity whose ``v0`` is gone (a tombstone expired) has none. The calls made."""
+    keys = [{model.PK: {"S": entity}, model.SK: {"S": model.LATEST_SK}} for entity in entities]
+    heads: list[dict] = []
+    for attempt in range(BATCH_ATTEMPTS):
+        if attempt:
+            time.sleep(min(2.0, 0.05 * 2 ** attempt))
+        answer = dynamodb.batch_get_item(RequestItems={table: {"Keys": keys, "ConsistentRead": True,
+                                                               **HEAD_ATTRIBUTES}})
+        heads.extend(h for h in map(_head_of, answer.get("Responses", {}).get(table, [])) if h is not None)
+        keys = answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+        if not keys:
+            return heads, attempt + 1
+    raise RuntimeError(f"DynamoDB left {len(keys)} v0 items unread after {BATCH_ATTEMPTS} BatchGetItem requests")
 
 
 def every_latest(dynamodb, table: str, pool: ThreadPoolExecutor) -> tuple[list[dict], int]:
     """The head of every ``v0`` in the table: a parallel Scan (the first digest, and a restart)."""
-    return _heads_read(dynamodb.scan, pool, [{
+    items, calls = _pages(dynamodb.scan, pool, [{
         "TableName": table, "Segment": segment, "TotalSegments": SCAN_SEGMENTS,
-        "FilterExpression": "#sk = :latest",
-        "ProjectionExpression": "#pk, #version, #chainHash",
-        "ExpressionAttributeNames": {"#pk": model.PK, "#sk": model.SK, "#version": model.VERSION,
-                                     "#chainHash": model.CHAIN_HASH},
+        "FilterExpression": "#sk = :latest", **HEAD_ATTRIBUTES,
+        "ExpressionAttributeNames": {**HEAD_ATTRIBUTES["ExpressionAttributeNames"], "#sk": model.SK},
         "ExpressionAttributeValues": {":latest": {"S": model.LATEST_SK}},
     } for segment in range(SCAN_SEGMENTS)])
+    return [h for h in map(_head_of, items) if h is not None], calls
 
 
 @dataclass
@@ -284,9 +319,9 @@ def take(s3, dynamodb, bucket_name: str, prefix: str, stack: Stack, clock_ms: Ca
             kind, since, tree = digestformat.FULL, None, HeadTree()
             changed = heads
         else:
-            since = max(0, head["changesUpTo"] - OVERLAP_MS)
+            since = max(0, head["changesUpTo"] - OVERLAP_MS) // model.HOUR_MS * model.HOUR_MS  # its hour's start
             heads, calls = changed_since(dynamodb, stack.table, since, pool)
-            requests["Query"] = calls
+            requests.update(calls)
             kind = digestformat.CHANGES
             changed = [h for h in _newest(heads) if _moves(tree.get(h["entityId"]), h)]
     changed = _newest(changed)
@@ -325,16 +360,16 @@ def _taken(bucket: Bucket, stack: Stack, sequence: int) -> str | None:
 
 
 def _moves(known: dict[str, Any] | None, head: dict[str, Any]) -> bool:
-    """Whether a head read from the index changes what the tree holds: a later version, or the same version
-    with another hash (an altered ``v0``: committed, for the verifier to name). An earlier version is an
-    eventually consistent read behind the one a digest already took: never taken back."""
+    """Whether a head read again changes what the tree holds: a later version, or the same version with another
+    hash (an altered ``v0``: committed, for the verifier to name). An earlier version (an older ``v0`` put
+    back by an insider, which the verifier names from the table) is never taken back."""
     if known is None:
         return True
     return head["version"] > known["version"] or (head["version"] == known["version"] and head != known)
 
 
 def _newest(heads: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One head per entity (the highest version read; a shard's pages may repeat an entity that moved)."""
+    """One head per entity (the highest version read)."""
     by_entity: dict[str, dict[str, Any]] = {}
     for head in heads:
         known = by_entity.get(head["entityId"])
@@ -344,7 +379,5 @@ def _newest(heads: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def clock_ms() -> int:
-    import time
-
     return int(time.time() * 1000)
 

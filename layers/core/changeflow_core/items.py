@@ -92,7 +92,7 @@ def latest_item(
         model.OPERATION: change.operation,
         model.EXECUTION: execution_arn,
         model.RECORDED_AT: recorded_at,
-        model.DIGEST_SHARD: model.digest_shard(change.entityId),  # v0 only: the changes index (issue 35)
+        **model.changes_index_keys(change.entityId, recorded_at),  # v0 only: the changes index (issue 35)
     }
     if change.principal is not None:
         item[model.PRINCIPAL] = change.principal
@@ -174,7 +174,7 @@ def wire_size(wire: Any) -> int:
                len(json.dumps(wire, ensure_ascii=False).encode("utf-8", "surrogatepass")))
 
 
-LATEST_ONLY = frozenset({model.EXPIRES_AT, model.DIGEST_SHARD})  # v0's, never its history item's
+LATEST_ONLY = frozenset({model.EXPIRES_AT}) | model.CHANGES_INDEX_KEYS  # v0's, never its history item's
 
 
 def history_of(latest_item: dict[str, Any], prior: dict[str, Any] | None = None) -> dict[str, Any]:

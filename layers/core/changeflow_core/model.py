@@ -35,11 +35,16 @@ ADOPTION = "chainAdopts"  # an adopt version: {"versions", "chainHash"}: the leg
 REDACT_VERSION = "redactVersion"  # a redact request: the version whose content it removes
 
 # Issue 35 (digests on a schedule): v0 only (never history, never hashed: index plumbing, as expiresAt is)
-# carries the shard of the changes index, a sparse GSI keyed by (shard, recordedAt) from which the digest
-# function reads the entities changed since its last digest instead of scanning the table.
+# carries the keys of the changes index, a sparse KEYS_ONLY GSI from which the digest function finds the
+# entities changed since its last digest instead of scanning the table: the entity's shard, and the hour its
+# version was recorded in. A write in the hour of the version before it leaves both keys as they were, and
+# DynamoDB writes nothing to the index for it; the first write of an hour moves the entry (two index writes).
 DIGEST_SHARD = "digestShard"
 DIGEST_SHARDS = 16
+RECORDED_HOUR = "recordedHour"  # recordedAt // HOUR_MS: hours since the epoch
+HOUR_MS = 3_600_000
 CHANGES_INDEX = "ChangesIndex"
+CHANGES_INDEX_KEYS = frozenset({DIGEST_SHARD, RECORDED_HOUR})
 
 # Issue 32.10: under a retention window, an adoption anchors each version it bound (the hash of the chain
 # recomputed over the versions before it, as prevHash anchors a chained version), so the versions kept are
@@ -56,7 +61,7 @@ RESERVED = frozenset(
         PK, SK, VERSION, EFFECTIVE_AT, CHANGE_ID, CHANGE_IDS, OPERATION, ACTOR, PRINCIPAL, REASON,
         EXECUTION, RECORDED_AT, DELETED, EXPIRES_AT, SOURCE_VERSION, PREV_HASH, CHAIN_HASH, PATCH_RECORD,
         REDACTED, REDACTION, ADOPTION,
-        DIGEST_SHARD,  # issue 35
+        DIGEST_SHARD, RECORDED_HOUR,  # issue 35
         ADOPTED_PREV,  # issue 32.10
     }
 )
@@ -89,6 +94,11 @@ def digest_shard(entity_id: str) -> int:
     import hashlib
 
     return hashlib.sha256(entity_id.encode("utf-8", "surrogatepass")).digest()[0] % DIGEST_SHARDS
+
+
+def changes_index_keys(entity_id: str, recorded_at: int) -> dict[str, int]:
+    """What ``v0`` carries for the changes index (``CHANGES_INDEX_KEYS``): its shard and its version's hour."""
+    return {DIGEST_SHARD: digest_shard(entity_id), RECORDED_HOUR: recorded_at // HOUR_MS}
 
 
 def history_sk(version: int) -> str:

@@ -16,9 +16,9 @@ from .digests import audit_chain
 from .fieldclocks import clock_problems
 from .retention import retention_window, unexplained_absences
 
-# Attributes that may differ between v0 and its history item: the key, v0's tombstone expiry and its shard
+# Attributes that may differ between v0 and its history item: the key, v0's tombstone expiry and its keys
 # of the changes index (issue 35), and the history item's time index keys (issue 37: v0 has none).
-NOT_CONTENT = {model.SK, model.EXPIRES_AT, model.DIGEST_SHARD, model.PRIOR_EFFECTIVE, model.PRIOR_RECORDED}
+NOT_CONTENT = {model.SK, model.EXPIRES_AT, model.PRIOR_EFFECTIVE, model.PRIOR_RECORDED} | model.CHANGES_INDEX_KEYS
 
 
 @dataclass
@@ -135,6 +135,11 @@ def _latest_checks(report: Report, latest: dict[str, Any] | None, history: list[
         report.problems.append(f"tombstone v0 (version {current}) has no expiry")
     if report.versions and report.versions[-1] > current:
         report.problems.append(f"history has version {report.versions[-1]}, beyond v0's {current}")
+    indexed = {k: latest[k] for k in model.CHANGES_INDEX_KEYS if latest.get(k) is not None}  # none: written before
+    if indexed and indexed != model.changes_index_keys(report.entity_id, int(latest[model.RECORDED_AT])):
+        shown = ", ".join(f"{k} {indexed[k]}" for k in sorted(indexed))
+        report.problems.append(f"v0's keys in the changes index ({shown}) are not those of its id and recordedAt: "
+                               "it was altered, and the scheduled digests do not see it change")
     if current in by_version:
         if not _same_version(latest, by_version[current]):
             report.problems.append(f"history item of version {current} differs from v0")

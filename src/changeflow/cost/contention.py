@@ -19,7 +19,7 @@ from changeflow.common.project import project_root
 from .bill import express_billed_seconds, seconds_of_history
 from .digests import QUIET
 from .prices import EXPRESS_MEMORY_GB, PRICES
-from .units import billed_transitions, lambda_invocations, units_of_call, wait_seconds
+from .units import INDEXED, billed_transitions, item_key, lambda_invocations, units_of_call, wait_seconds
 
 BACKOFF_ARRAY = re.compile(r"States\.Array\(([0-9, ]+)\)")
 TODAY_ENDS = "2, 2, 3, 5, 9, 17, 33, 60, 60, 60, 60"  # main before issue 11: ceilings up to 60 s
@@ -101,11 +101,14 @@ def contention(k: int, time_scale: float, root: Path | None = None, label: str =
             express_usd += PRICES["express_per_request"] + EXPRESS_MEMORY_GB * express_billed_seconds(
                 seconds_of_history(events, wait_seconds(events))) * PRICES["express_per_gb_second"]
         reads = writes = 0.0
+        index_keys: dict = {}  # what the changes index reads of v0, as the puts went (a new table: none before)
         for function in stack.lambdas.functions.values():
             for _, operation, params, response in function.api_calls:
                 if operation in ("GetItem", "Query", "PutItem", "UpdateItem"):
-                    r, w = units_of_call(operation, params, response, {})
+                    r, w = units_of_call(operation, params, response, {}, index_keys=index_keys)
                     reads, writes = reads + r, writes + w
+                if operation == "PutItem" and not (response or {}).get("Error"):
+                    index_keys[item_key(params)] = {k: params["Item"][k] for k in INDEXED if k in params["Item"]}
         versions = len(cf.entity(entity)["versions"])
     outcomes = [e.output["outcome"] if e.status == "SUCCEEDED" else e.error for e, _ in results]
     applied = outcomes.count("applied")

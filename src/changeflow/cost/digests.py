@@ -6,17 +6,18 @@ the workflow writes them, ~300 bytes), then the stack's own digest function run 
 
 - the **first** digest reads every ``v0`` (a parallel Scan of the whole table): what any digest would cost if
   it rescanned the table every hour, the baseline;
-- a **changes** digest after 1% of the entities changed: 16 Queries of the changes index, only the changed
-  entities read;
+- a **changes** digest after 1% of the entities changed: 16 Queries of the changes index (keys only), then
+  the ``v0`` of each entity it names (BatchGetItem, 100 a request, strongly consistent);
 - a digest that **rebuilds from a checkpoint** (the steady state: the function reads the newest checkpoint,
   every head, and the digests after it), and the checkpoint itself.
 
 Requests are counted from the function's own calls; read units from the bytes the table and the index hold
 (DynamoDB's rounding: a Scan or Query reads its items' size, 4 KB a unit, half for eventually consistent
-reads); time is the function's wall time in this process (moto answering in-process, so an upper bound of
-the requests' part). Where a size cannot run here (10^6), the function's own work (a checkpoint parsed, the
-tree rebuilt and updated) is measured on the heads alone, and the requests and bytes are projected from the
-per-entity figures measured at the sizes that ran."""
+reads; BatchGetItem reads each item whole, 4 KB a unit, whatever it projects); time is the function's wall
+time in this process (moto answering in-process, so an upper bound of the requests' part). Where a size is
+not run here (``make cost``: 10^5 and 10^6; ``--full``: 10^6), the function's own work (a checkpoint parsed,
+the tree rebuilt and updated) is measured on the heads alone, and the requests and bytes are projected from
+the per-entity figures measured at the largest size that ran."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .prices import PRICES
+from .units import INDEX_PROJECTION
 
 S3_PRICES = {  # USD, us-east-1, list prices on 2026-11-25
     "put_per_1000": 0.005, "list_per_1000": 0.005, "get_per_1000": 0.0004,
@@ -39,7 +41,8 @@ STANDARD_MONTHS = 3  # the bucket's lifecycle moves them to Glacier Instant Retr
 MEMORY_GB = 2.0  # the function's MemorySize (2048: a million heads rebuilt from a checkpoint peak at ~1.6 GB)
 AVERAGE_DELTAS = 11  # a steady digest reads the checkpoint and, on average, 11 digests after it (24 a day)
 # (the in-process measurement reads the checkpoint and the head: the 11 are added from the measured parse time)
-T0 = 1_767_225_600_000
+T0 = 1_767_225_600_000  # an hour's start: the first digest's (the entities were seeded a day before)
+DAY_MS = 86_400_000
 # A change's cost leaves the scheduled digest out (it runs on its own, priced per digest here): the stacks
 # that measure changes keep the schedule from firing during the measurement.
 QUIET = {"DigestSchedule": "rate(3650 days)"}
@@ -53,7 +56,7 @@ def _item(entity: str, version: int, recorded_at: int, latest: bool) -> dict[str
             "version": {"N": str(version)}, "recordedAt": {"N": str(recorded_at)},
             "chainHash": {"B": (entity + str(version)).encode().ljust(32, b"-")[:32]}, "name": {"S": PADDING}}
     if latest:
-        item[model.DIGEST_SHARD] = {"N": str(model.digest_shard(entity))}
+        item.update({k: {"N": str(v)} for k, v in model.changes_index_keys(entity, recorded_at).items()})
     return item
 
 
@@ -72,9 +75,27 @@ def _units(size_bytes: int, pages: int, consistent: bool = False) -> float:
     return units if consistent else units / 2
 
 
+def _changes_read_units(api_calls, v0_bytes: int) -> float:
+    """Read units of a changes digest's table reads, from its requests: each Query of the index the entries it
+    returned (keys only: what it returns is what the index holds), eventually consistent; each ``v0`` that
+    BatchGetItem returned, whole (``v0_bytes``), strongly consistent."""
+    from changeflow_core import codec
+
+    units = 0.0
+    for _, operation, params, response in api_calls:
+        if operation == "Query":
+            units += _units(sum(codec.item_size(i) for i in response.get("Items", [])), 1)
+        elif operation == "BatchGetItem":
+            units += sum(len(found) for found in response.get("Responses", {}).values()) * math.ceil(v0_bytes / 4096)
+    return units
+
+
 def measure(entities: int, changed_share: float = 0.01) -> dict[str, Any]:
-    """One size on the embedded stack: the first digest, a changes digest, a digest from a checkpoint."""
-    from changeflow_core import codec, digestformat
+    """One size on the embedded stack: the first digest, a changes digest, a digest from a checkpoint, each at
+    the time the hourly schedule runs it (the function's clock set), a different 1% of the entities changed in
+    each hour before."""
+    from changeflow_core import codec, digesting, digestformat, model
+    from changeflow_core.digesting import clock_ms
 
     from ..client import Changeflow
     from ..common.project import project_root
@@ -85,18 +106,22 @@ def measure(entities: int, changed_share: float = 0.01) -> dict[str, Any]:
         cf = Changeflow.for_embedded(stack)
         digest = stack.function("DigestFunction")
         names = [f"user#{i:08d}" for i in range(entities)]
-        seeded = [_item(e, 1, T0 + i, latest) for i, e in enumerate(names) for latest in (True, False)]
+        seeded = [_item(e, 1, T0 - DAY_MS + i, latest) for i, e in enumerate(names) for latest in (True, False)]
         started = time.perf_counter()
         _write(cf.dynamodb, cf.table, seeded)
         seed_seconds = time.perf_counter() - started
         table_bytes = sum(codec.item_size(i) for i in seeded)
-        index_bytes_per_entity = codec.item_size({k: seeded[0][k] for k in ("pk", "sk", "digestShard", "recordedAt",
-                                                                             "version", "chainHash")})
+        index_bytes_per_entity = codec.item_size({k: seeded[0][k] for k in INDEX_PROJECTION})
+        v0_bytes = codec.item_size(seeded[0])
 
-        def run() -> dict[str, Any]:
+        def run(hour: int) -> dict[str, Any]:  # as the hourly schedule runs it, 30 s past the hour
             digest.api_calls.clear()
+            digesting.clock_ms = lambda: T0 + hour * model.HOUR_MS + 30_000
             began, cpu = time.perf_counter(), time.process_time()
-            payload, failed = stack.lambdas.invoke(digest, event)
+            try:
+                payload, failed = stack.lambdas.invoke(digest, event)
+            finally:
+                digesting.clock_ms = clock_ms
             assert not failed, payload
             payload["wall_seconds"] = time.perf_counter() - began
             payload["seconds"] = time.process_time() - cpu  # CPU: the machine is shared; Lambda's vCPU is not
@@ -106,24 +131,26 @@ def measure(entities: int, changed_share: float = 0.01) -> dict[str, Any]:
             payload["checkpoint_bytes"] = sum(size for key, size in puts if "/heads/" in key)
             return payload
 
-        first = run()
+        first = run(0)
         first["read_units"] = _units(table_bytes, first["requests"].get("Scan", 0))
-        moved = names[:: max(1, int(1 / changed_share))]
+        step = max(1, int(1 / changed_share))
 
-        def change_them(hour: int) -> None:  # 1% of the entities, recorded now: what the next digest reads
-            now_ms = int(time.time() * 1000)
-            _write(cf.dynamodb, cf.table, [_item(e, 1 + hour, now_ms + i, True) for i, e in enumerate(moved)])
+        def change_them(hour: int) -> list[str]:  # another 1% of the entities each hour, 10 minutes in
+            moved = names[step // 2 * hour % step::step]
+            _write(cf.dynamodb, cf.table, [_item(e, 1 + hour, T0 + hour * model.HOUR_MS + 600_000 + i, True)
+                                           for i, e in enumerate(moved)])
+            return moved
 
         original = digestformat.CHECKPOINT_EVERY
         digestformat.CHECKPOINT_EVERY = 2  # the changes digest writes a checkpoint, the next reads it back
         try:
-            change_them(1)
-            changes = run()
-            changes["read_units"] = _units(len(moved) * index_bytes_per_entity, changes["requests"].get("Query", 0))
+            moved = change_them(0)
+            changes = run(1)  # reads the hour before its predecessor's clock less the overlap, and its own
+            changes["read_units"] = _changes_read_units(digest.api_calls, v0_bytes)
             digestformat.CHECKPOINT_EVERY = 10 ** 9
-            change_them(2)
-            steady = run()
-            steady["read_units"] = _units(len(moved) * index_bytes_per_entity, steady["requests"].get("Query", 0))
+            change_them(1)
+            steady = run(2)  # the steady state: the two hours' changed entities read, the last hour's committed
+            steady["read_units"] = _changes_read_units(digest.api_calls, v0_bytes)
         finally:
             digestformat.CHECKPOINT_EVERY = original
         # a steady digest reads, on average, 11 digests after the checkpoint besides: each one GET and its
@@ -139,8 +166,8 @@ def measure(entities: int, changed_share: float = 0.01) -> dict[str, Any]:
         steady["delta_parse_seconds"] = parse
         del delta
     return {"entities": entities, "changed": len(moved), "seed_seconds": seed_seconds, "table_bytes": table_bytes,
-            "index_bytes_per_entity": index_bytes_per_entity, "first": first, "changes": changes,
-            "from_checkpoint": steady}
+            "index_bytes_per_entity": index_bytes_per_entity, "v0_bytes": v0_bytes, "first": first,
+            "changes": changes, "from_checkpoint": steady}
 
 
 def measure_compute(entities: int, changed_share: float = 0.01) -> dict[str, Any]:
@@ -204,12 +231,6 @@ def dollars(measured: dict[str, Any], run: str, history_versions: int = 1) -> di
             "total": lambda_usd + dynamodb_usd + s3_usd + storage_usd}
 
 
-def index_dollars_per_million_changes() -> float:
-    """What the changes index adds to every change: two index writes per ``v0`` write (the old entry out,
-    the new one in; a projected item of ~100 bytes is one write unit each)."""
-    return 2 * PRICES["dynamodb_per_wru"] * 1e6
-
-
 def _own_seconds(work: dict[str, Any], run: str) -> float:
     """The function's own work in a run, as ``measure_compute`` timed it at that size."""
     own = work["seconds"]
@@ -239,6 +260,7 @@ def projected(sizes: list[dict[str, Any]], compute: dict[int, dict[str, Any]], e
         else:
             pages = math.ceil(largest["changed"] * scale * largest["index_bytes_per_entity"] / 1e6)
             requests["Query"] = max(base["requests"].get("Query", 0), pages)
+            requests["BatchGetItem"] = math.ceil(base["requests"].get("BatchGetItem", 0) * scale)
             seconds = (base["seconds"] - _own_seconds(compute[largest["entities"]], run)
                        + _own_seconds(compute[entities], run))
         checkpoint = compute[entities]["checkpoint_bytes"] if base["checkpoint_bytes"] else 0
@@ -269,8 +291,7 @@ def report(sizes: list[dict[str, Any]], compute: list[dict[str, Any]]) -> dict[s
         rescan = dollars(measured, "first")["total"] * DIGESTS_PER_MONTH
         table.append({"entities": measured["entities"], "run": "per month, hourly", "usd_incremental": month,
                       "usd_rescanning": rescan, "ratio": rescan / month if month else None})
-    return {"rows": table, "index_usd_per_million_changes": index_dollars_per_million_changes(),
-            "compute": compute}
+    return {"rows": table, "compute": compute}
 
 
 def write(path: Path, result: dict[str, Any]) -> None:

@@ -81,6 +81,8 @@ def cost_blocks(report: dict, day: str) -> dict[str, str]:
     blocks = {"cost-units": f"{measured_line(day, command)}\n\n{units}"}
     if "bill" in report:
         blocks["cost-bill"] = f"{measured_line(day, command)}\n\n{bill_table(report['bill'])}"
+    if "changes_index" in report:  # issue 35
+        blocks["changes-index"] = f"{measured_line(day, command)}\n\n{index_table(report['changes_index'])}"
     if "cold_start" not in report:  # units only (load-independent): the timings stay as they were measured
         return blocks
     cold = report["cold_start"]
@@ -115,6 +117,16 @@ def bill_table(bills: dict) -> str:
                              *(f"{lines[line]:.3f}" for line in LINES), f"{lines['total']:.2f}", ratio])
     return table(["entry", "size", "workflow", *LINES, "total", "× floor"], ["l", "l", "l"] + ["r"] * (len(LINES) + 2),
                  rows)
+
+
+def index_table(measured: dict) -> str:
+    """``changes-index``: the write units the changes index adds per kind of change, as first built and now,
+    and USD per million changes for an entity written 1, 10 or 100 times in each hour it is written in."""
+    rows = [[label, f"{kind['before']:g}", f"{kind['after']:g}"] for label, kind in measured["kinds"].items()]
+    rows += [[f"USD per million changes, {k} version{'s' * (k != '1')} of an entity an hour",
+              f"{usd['before']:.4g}", f"{usd['after']:.4g}"] for k, usd in measured["per_million"].items()]
+    return table(["change", "index write units, as first built (by recordedAt)", "now (keys only, by the hour)"],
+                 ["l", "r", "r"], rows)
 
 
 def bench_blocks(summary: dict, day: str) -> dict[str, str]:

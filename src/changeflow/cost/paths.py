@@ -11,10 +11,12 @@ from pathlib import Path
 
 from changeflow.checks.reliability import T0  # one fixed start for every measurement
 
+from .changes_index import recording_clock, within_an_hour
 from .digests import QUIET
 from .prices import DYNAMODB_ITEM_OVERHEAD, LOG_EVENT_OVERHEAD
-from .units import (TIME_INDEX_KEYS, billed_transitions, index_entry_size, indexed_tables, item_size,
-                    lambda_invocations, table_sizes, units_of_call, wait_seconds)
+from .units import (TIME_INDEX_KEYS, billed_transitions, index_entry_size, index_write_units, indexed_tables,
+                    item_key, item_size, lambda_invocations, table_index_keys, table_sizes, units_of_call,
+                    wait_seconds)
 
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
 
@@ -45,7 +47,9 @@ def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | 
     ``entry``: how each change starts: ``direct`` (StartExecution), ``api`` (POST /changes: the front
     function invoked with API Gateway's proxy event, its execution then awaited) or ``events`` (PutEvents on
     the stack's bus, the rule starting the execution). The principal each records differs in size, and with
-    it the items. ``paths``: only these (the plan's order kept; a quick run)."""
+    it the items. ``paths``: only these (the plan's order kept; a quick run). The write step's clock runs in
+    one hour (``changes_index.within_an_hour``): each version after the first is recorded in the hour of the
+    one before it, which the changes index writes nothing for, whenever the measurement runs."""
     from changeflow.client import Changeflow
     from changeflow.common.project import project_root
     from changeflow.local.embedded import EmbeddedStack
@@ -73,7 +77,8 @@ def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | 
     ]
     wanted = set(paths or PATHS)
     results = {}
-    with EmbeddedStack(root, time_scale=0.001, parameters={**QUIET, **(parameters or {})}) as stack:
+    with (EmbeddedStack(root, time_scale=0.001, parameters={**QUIET, **(parameters or {})}) as stack,
+          recording_clock(within_an_hour())):  # every version in one hour, whenever it runs: the same units
         cf = Changeflow.for_embedded(stack)
         stack.warm()
         stack.stop_pipes()  # the workflow alone: the feed is priced apart (changeflow.cost.feed)
@@ -92,6 +97,7 @@ def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | 
             old = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t).items()}
             old_unchained = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t, chain=False).items()}
             old_format_1 = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t, chain="format 1").items()}
+            index_keys = {k: v for t in tables for k, v in table_index_keys(cf.dynamodb, t).items()}
             for function in stack.lambdas.functions.values():
                 function.api_calls.clear()
                 function.logs.clear()
@@ -100,7 +106,7 @@ def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | 
             execution = start(request)
             seconds = time.perf_counter() - started
             assert execution.status == "SUCCEEDED", (path, execution.error, execution.cause)
-            results[path] = _figures(stack, cf, execution, old, old_unchained, old_format_1, tables)
+            results[path] = _figures(stack, cf, execution, old, old_unchained, old_format_1, tables, index_keys)
             results[path].update(seconds=seconds, entry=entry)
     return results
 
@@ -124,7 +130,8 @@ def _starter(stack, cf, entry: str, root: Path):
     return via_api
 
 
-def _figures(stack, cf, execution, old: dict, old_unchained: dict, old_format_1: dict, tables) -> dict:
+def _figures(stack, cf, execution, old: dict, old_unchained: dict, old_format_1: dict, tables,
+             index_keys: dict | None = None) -> dict:
     """What one change consumed: units (with the chain, without it, with format 1's), requests, transitions,
     invocations, log bytes, wait seconds, the bytes it added to the tables, and each function's share."""
     functions = stack.lambdas.functions.values()
@@ -138,7 +145,7 @@ def _figures(stack, cf, execution, old: dict, old_unchained: dict, old_format_1:
         for suffix, sizes, chain, tables_indexed in (
                 ("", old, True, indexed), ("_without_chain", old_unchained, False, indexed),
                 ("_chain_format_1", old_format_1, "format 1", indexed), ("_without_indexes", old, True, frozenset())):
-            r, w = units_of_call(op, params, response, sizes, chain, tables_indexed)
+            r, w = units_of_call(op, params, response, sizes, chain, tables_indexed, index_keys=index_keys)
             units[suffix][0] += r
             units[suffix][1] += w
     chain_bytes = max((item_size(p["Item"]) - item_size(p["Item"], chain=False)
@@ -146,7 +153,11 @@ def _figures(stack, cf, execution, old: dict, old_unchained: dict, old_format_1:
     events = list(cf.history(execution.arn))
     v0_writes = [c for c in calls if c[0].logical_id in ("UpdateLatestFunction", "DeleteTombstoneFunction")]
     history_writes = [c for c in calls if c[0].logical_id == "PutHistoryFunction" and c[1] == "PutItem"]
-    transactional = 2 * sum(units_of_call(op, p, r, old, True, indexed)[1] for _, op, p, r in v0_writes + history_writes)
+    transactional = 2 * sum(units_of_call(op, p, r, old, True, indexed, index_keys=index_keys)[1]
+                            for _, op, p, r in v0_writes + history_writes)
+    # the changes index's share (issue 35): none for a version recorded in the hour of the one before it
+    index_units = sum(index_write_units(p["Item"], (index_keys or {}).get(item_key(p), {}))
+                      for _, op, p, r in calls if op == "PutItem" and not (r or {}).get("Error"))
     new = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t).items()}
     index_bytes = sum(index_entry_size(p["Item"], key) for _, op, p, r in calls if op == "PutItem"
                       and p["TableName"] in indexed and not r.get("Error")
@@ -168,7 +179,7 @@ def _figures(stack, cf, execution, old: dict, old_unchained: dict, old_format_1:
         "outcome": execution.output["outcome"], "read_units": units[""][0], "write_units": units[""][1],
         "read_units_without_chain": units["_without_chain"][0], "write_units_without_chain": units["_without_chain"][1],
         "read_units_chain_format_1": units["_chain_format_1"][0],
-        "write_units_chain_format_1": units["_chain_format_1"][1],
+        "write_units_chain_format_1": units["_chain_format_1"][1], "index_write_units": index_units,
         "write_units_without_indexes": units["_without_indexes"][1], "index_bytes": index_bytes,
         "index_key_bytes_per_item": key_bytes,
         "chain_bytes_per_item": chain_bytes, "requests": sorted(op for _, op, _, _ in calls),

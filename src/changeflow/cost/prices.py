@@ -92,9 +92,11 @@ XRAY_FIXED_RATE = 0.05
 XRAY_REFERENCE_RATE = 100.0
 
 
-def traced_share(rate_per_second: float = XRAY_REFERENCE_RATE) -> float:
-    """The share of changes X-Ray's default rule records at a steady ``rate_per_second``."""
-    if rate_per_second <= XRAY_RESERVOIR_PER_SECOND:
+def traced_share(rate_per_second: float = XRAY_REFERENCE_RATE, reservoir: float = XRAY_RESERVOIR_PER_SECOND,
+                 fixed_rate: float = XRAY_FIXED_RATE) -> float:
+    """The share of changes a sampling rule records at a steady ``rate_per_second``: its ``reservoir`` each
+    second, then ``fixed_rate`` of the rest (the X-Ray API's SamplingRule: ReservoirSize, FixedRate). The
+    defaults are X-Ray's default rule; docs/cost.md prices other rules with it (issue 37.2)."""
+    if rate_per_second <= reservoir:
         return 1.0
-    sampled = XRAY_RESERVOIR_PER_SECOND + XRAY_FIXED_RATE * (rate_per_second - XRAY_RESERVOIR_PER_SECOND)
-    return sampled / rate_per_second
+    return (reservoir + fixed_rate * (rate_per_second - reservoir)) / rate_per_second

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from changeflow.common.project import project_root
 
-from . import feed
+from . import changes_index, feed
 from .bill import LINES, bill, cost_per_million, floor, storage_per_month
 from .contention import TODAY_ENDS, contention, contention_elsewhere, main_root, print_contention, variant_root
 from .fieldclocks import field_clock_share
@@ -83,6 +83,8 @@ def units_report(report: dict) -> str:
                 print(f"{label:<24}{row['item_bytes']:>8}{row['state_bytes']:>9}{cells}")
         if "field_clocks" in report:  # issue 34
             print("\n" + field_clocks_report(report["field_clocks"]))
+        if "changes_index" in report:  # issue 35
+            print("\n" + changes_index.report(report["changes_index"]))
         print("\nCost per million changes at 1 KB, started directly (USD; the complete bill: see the bill below)")
         for path in PATHS:
             c = report["sizes"][1000][path]["cost_per_million"]
@@ -202,6 +204,7 @@ def measure(args, root: Path) -> dict:
             path["cost_per_million"] = cost_per_million(
                 path, {s: report["log_bytes"][size][s][name] for s in LOG_SETTINGS})
     report["bill"] = bills(report)
+    report["changes_index"] = changes_index.measure(root)  # issue 35: what the index adds, before and after
     return report
 
 

@@ -8,9 +8,15 @@ import json
 import math
 
 CHAIN = ("prevHash", "chainHash")  # the hash chain's attributes (changeflow_core.chain)
-# The changes index (issue 35, template.yaml's ChangesIndex): its keys, and what it projects besides the table's
-INDEX_KEYS = ("digestShard", "recordedAt")
-INDEX_PROJECTION = ("pk", "sk", "digestShard", "recordedAt", "version", "chainHash")
+# The changes index (issue 35, template.yaml's ChangesIndex): its keys; KEYS_ONLY, so an entry holds the table's
+# key and these, nothing else
+INDEX_KEYS = ("digestShard", "recordedHour")
+INDEX_PROJECTION = ("pk", "sk", *INDEX_KEYS)
+INDEX = (INDEX_KEYS, INDEX_PROJECTION)
+# The index as the digests merge built it (9a50779), kept to measure what keying it by the hour saves: keyed by
+# recordedAt, version and chainHash projected, so every v0 write moved its entry
+PREVIOUS_INDEX = (("digestShard", "recordedAt"), ("pk", "sk", "digestShard", "recordedAt", "version", "chainHash"))
+INDEXED = tuple(dict.fromkeys(INDEX_PROJECTION + PREVIOUS_INDEX[1]))  # what table_index_keys keeps of an item
 FORMAT_1_BYTES = len("prevHash") + 64 + len("chainHash") + 64  # the chain as format 1 stored it: hex strings
 
 
@@ -42,10 +48,13 @@ def index_entry_size(item: dict, key: str) -> int:
 
 
 def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
-                  chain: bool | str = True, indexed: frozenset | set = frozenset()) -> tuple[float, float]:
+                  chain: bool | str = True, indexed: frozenset | set = frozenset(), *,
+                  index_keys: dict | None = None) -> tuple[float, float]:
     """(read units, write units) of one request, DynamoDB's rounding: reads per 4 KB (strongly
-    consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item, plus the
-    entries a put writes into the time indexes of a table in ``indexed`` (the tables created with them)."""
+    consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item, what a
+    put writes into the changes index: ``index_keys`` holds what the index reads of the items before the
+    request (``table_index_keys``); without it, a put over an item moves its entry (the most it can cost),
+    and the entries a put writes into the time indexes of a table in ``indexed`` (the tables created with them)."""
     item_size_ = lambda item: item_size(item, chain)  # noqa: E731
 
     if operation in ("GetItem", "Query"):
@@ -59,16 +68,18 @@ def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
         else:
             units = max(1, math.ceil(sum(item_size_(i) for i in found) / 4096))
         return (units if params.get("ConsistentRead") else units / 2), 0.0
-    key = (params["TableName"], json.dumps(params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")},
-                                           sort_keys=True))
+    key = item_key(params)
     old = old_sizes.get(key, 0)
     index = 0.0
     if operation == "PutItem":
         new = item_size_(params["Item"])
-        index = index_write_units(params["Item"], replaced=key in old_sizes)
-        if params["TableName"] in indexed and not (response or {}).get("Error"):  # a new history item
-            index += sum(math.ceil(index_entry_size(params["Item"], k) / 1024)
-                         for k in TIME_INDEX_KEYS.values() if k in params["Item"])
+        if not (response or {}).get("Error"):  # a put refused by its condition writes no index entry
+            before = index_keys.get(key, {}) if index_keys is not None else (
+                {k: None for k in INDEX_KEYS} if key in old_sizes else {})
+            index = index_write_units(params["Item"], before)
+            if params["TableName"] in indexed:  # a new history item: an entry in each time index
+                index += sum(math.ceil(index_entry_size(params["Item"], k) / 1024)
+                             for k in TIME_INDEX_KEYS.values() if k in params["Item"])
     elif operation == "UpdateItem":  # SET of one numeric attribute (the TTL tag): no index key changes
         new = old + len("expiresAt") + 6
     else:
@@ -83,17 +94,53 @@ def indexed_tables(client, tables) -> frozenset:
         for i in client.describe_table(TableName=t)["Table"].get("LocalSecondaryIndexes", [])))
 
 
-def index_write_units(item: dict, replaced: bool) -> float:
-    """Write units a put costs in the changes index: none for an item without its keys (history), one for a
-    new entry, two when the put replaces an item (its recordedAt changes: "two writes are used to update
-    the index: one to delete the previous item from the index and another to put the new item into the
-    index", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html#GSI.ThroughputConsiderations.Writes)."""
-    if not all(k in item for k in INDEX_KEYS):
-        return 0.0
+def item_key(params: dict) -> tuple[str, str]:
+    """The (table, key) a write request names, as ``table_sizes`` and ``table_index_keys`` key their items."""
+    return (params["TableName"], json.dumps(params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")},
+                                            sort_keys=True))
+
+
+def index_write_units(item: dict, before: dict, index: tuple = INDEX) -> float:
+    """Write units a put of ``item`` costs in the changes index (``index``: its keys and projection; the
+    current one, or ``PREVIOUS_INDEX``), given the attributes of the item it replaces (``before``, as
+    ``table_index_keys`` keeps them; empty: no item). As DynamoDB counts them ("Provisioned throughput
+    considerations for Global Secondary Indexes", https://docs.aws.amazon.com/amazondynamodb/latest/
+    developerguide/GSI.html): "If a write to a table does not require a global secondary index update, no
+    write capacity is consumed from the index": none when neither item is in the index (history), or when
+    neither the keys nor what the index projects changed (a version recorded in the hour of the one before it:
+    KEYS_ONLY projects nothing else); one entry written for an item that "defines an indexed attribute" it did
+    not (a new entity), deleted for one that no longer does, or updated in place (keys kept, a projected
+    attribute changed); two when "an update to the table changes the value of an indexed key attribute (from
+    A to B)" (the old entry out, the new one in)."""
     from changeflow_core.codec import item_size as size
 
-    units = max(1, math.ceil(size({k: item[k] for k in INDEX_PROJECTION if k in item}) / 1024))
-    return float(units * (2 if replaced else 1))
+    keys, projection = index
+    indexed_after, indexed_before = all(k in item for k in keys), all(k in before for k in keys)
+    if not (indexed_after or indexed_before):
+        return 0.0
+    entry = max(1, math.ceil(size({k: (item if indexed_after else before)[k] for k in projection
+                                   if k in (item if indexed_after else before)}) / 1024))
+    if not (indexed_after and indexed_before):
+        return float(entry)
+    if any(item[k] != before[k] for k in keys):
+        return float(2 * entry)
+    projected = [k for k in projection if k not in ("pk", "sk")]  # the table's key: the same item's
+    return float(entry) if any(item.get(k) != before.get(k) for k in projected) else 0.0
+
+
+def table_index_keys(client, table: str) -> dict:
+    """What the changes index reads of every item of ``table`` in it (``INDEXED``: its keys and projection,
+    now and as first built), keyed as ``item_key`` keys requests: ``index_write_units``'s ``before``."""
+    keys, start = {}, None
+    while True:
+        page = client.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
+        for item in page["Items"]:
+            found = {k: item[k] for k in INDEXED if k in item}
+            if INDEX_KEYS[0] in found:  # the shard: v0 only
+                keys[(table, json.dumps({"pk": item["pk"], "sk": item["sk"]}, sort_keys=True))] = found
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return keys
 
 
 def table_sizes(client, table: str, chain: bool | str = True) -> dict:

@@ -10,7 +10,7 @@ attribute keys several). An update is checked only for the index keys it changes
 key attribute must be a scalar: String, Number or Binary" (Developer Guide, "Using Global Secondary Indexes",
 https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html); the message as real DynamoDB
 writes it is recorded by DynamoDB emulators' conformance suites (nubo-db/dynoxide#92 and #94,
-ExtendDB/extenddb#184). Issue 35: the changes index's ``recordedAt`` and ``digestShard`` stay numbers.
+ExtendDB/extenddb#184). Issue 35: the changes index's ``recordedHour`` and ``digestShard`` stay numbers.
 """
 
 from __future__ import annotations
