@@ -33,28 +33,44 @@ MODES = ("in-process", "emulator")
 CONCURRENCY = (1, 4, 8)
 
 
-def fetch_event(i: int) -> dict:
-    """The fetch step's input as the state machine gives it: the envelope an entry point built (the change
-    under "request", the principal AWS authenticated beside it: events/functions/fetch_latest.json's)."""
+def fetch_event(i: int, key) -> dict:
+    """The fetch step's input as the state machine gives it: the envelope an entry point built and sealed (the
+    change under "request", the principal AWS authenticated beside it: events/functions/fetch_latest.json's)."""
+    from changeflow_core import principal
+
     envelope = json.loads((ROOT / "events" / "functions" / "fetch_latest.json").read_text())["request"]
     change = {"entityId": f"lat#{i % 10}", "operation": "put", "attributes": {"v": i}, "effectiveAt": T0}
-    return {"request": {**envelope, "request": change},
-            "execution": {"id": f"arn:aws:states:us-east-1:123456789012:execution:x:lat-{i}", "name": f"lat-{i}",
+    name = f"lat-{i}"
+    return {"request": principal.sealed_envelope(key, json.dumps(change), envelope["principal"],
+                                                 envelope["receivedAt"], name),
+            "execution": {"id": f"arn:aws:states:us-east-1:123456789012:execution:x:{name}", "name": name,
                           "startTime": "2026-01-01T00:00:00.000Z"}}
 
 
+def seal_key(stack):
+    """The stack's seal key, read from moto's Secrets Manager behind IAM's back (as an entry point holds it)."""
+    from moto.secretsmanager.models import secretsmanager_backends
+
+    from changeflow.local.template import ACCOUNT
+    from changeflow_core import seal
+
+    secret = secretsmanager_backends[ACCOUNT][stack.region].secrets[stack.template.physical["SealKeySecret"]["Ref"]]
+    return seal.Key(next(v["secret_string"] for v in secret.versions.values()
+                         if "AWSCURRENT" in v["version_stages"]).encode())
+
+
 def invoke_latency(stack, invokes: int) -> dict:
-    function = stack.function("FetchLatestFunction")
+    function, key = stack.function("FetchLatestFunction"), seal_key(stack)
     started = time.perf_counter()
-    payload, failed = stack.lambdas.invoke(function, fetch_event(0))  # the cold start
+    payload, failed = stack.lambdas.invoke(function, fetch_event(0, key))  # the cold start
     cold_ms = (time.perf_counter() - started) * 1000
     assert not failed, payload
     for i in range(20):  # warm-up
-        stack.lambdas.invoke(function, fetch_event(i))
+        stack.lambdas.invoke(function, fetch_event(i, key))
     samples = []
     for i in range(invokes):
         started = time.perf_counter()
-        payload, failed = stack.lambdas.invoke(function, fetch_event(i))
+        payload, failed = stack.lambdas.invoke(function, fetch_event(i, key))
         samples.append((time.perf_counter() - started) * 1000)
         assert not failed, payload
     samples.sort()

@@ -24,6 +24,9 @@ ASL = ROOT / "statemachines" / "change.asl.json"
 # failures only, with no data; an Express stack needs this for its history, and so does a test that reads
 # an execution from the log.
 LOGGED = {"StateMachineLogLevel": "ALL", "StateMachineIncludeExecutionData": "true"}
+# The seal key (changeflow_core.seal) the payloads in events/functions/ are sealed and proven with: the handler
+# tests' secret holds it. A deployed stack's key is its own secret's (random): those payloads fail there by name.
+EXAMPLE_SEAL_KEY = "changeflow-example-seal-key-of-the-payloads-in-events-functions0"
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +78,38 @@ def listed(levels: int, leaf=1):
 
 def load_event(relative: str):
     return json.loads((EVENTS / relative).read_text(encoding="utf-8"))
+
+
+def stack_seal_key(stack) -> str:
+    """An embedded stack's seal key, read from moto's Secrets Manager behind IAM's back (the test's privilege:
+    no identity of the stack's account may read it, tests/test_trust.py)."""
+    from moto.secretsmanager.models import secretsmanager_backends
+
+    from changeflow.local.template import ACCOUNT
+
+    secret = secretsmanager_backends[ACCOUNT][stack.region].secrets[stack.template.physical["SealKeySecret"]["Ref"]]
+    return next(v["secret_string"] for v in secret.versions.values() if "AWSCURRENT" in v["version_stages"])
+
+
+def proven(event: dict, step: str, key: str = EXAMPLE_SEAL_KEY) -> dict:
+    """A step's payload (events/functions) changed by a test, sealed or proven again with ``key`` (that of the
+    payloads, or a stack's: ``stack_seal_key``), as the step before it would have: ``step`` is the function it
+    is for (fetch_latest, a writer, put_history, tag_ttl)."""
+    from changeflow_core import seal, steps
+
+    key = seal.Key(key.encode())
+    name = event["execution"]["name"]
+    if step == "fetch_latest":
+        body = {k: v for k, v in event["request"].items() if k != "seal"}
+        return {**event, "request": {**body, "seal": key.mac(seal.ENVELOPE, body)}}
+    if step == "tag_ttl":
+        return {**event, "proof": key.prove(seal.REPORT, {"execution": name, "report": steps.tagged_part(event)})}
+    event = {**event, "proof": key.prove(seal.STEP, {"execution": name, "change": event["change"],
+                                                     "content": event.get("content")})}
+    if step == "put_history":
+        written = {k: v for k, v in event["written"].items() if k != "proof"}
+        event["written"] = {**written, "proof": key.prove(seal.WRITTEN, {"execution": name, "written": written})}
+    return event
 
 
 def let_executions_end(stack, timeout: float = 30.0) -> None:
@@ -133,6 +168,11 @@ def cf(stack):
     return Changeflow.for_embedded(stack)
 
 
+# what AWS_IAM asks of a signer of the API besides a good signature (an identity policy that allows it)
+INVOKE_API = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "execute-api:Invoke",
+                                                                 "Resource": "*"}]})
+
+
 def table_specs(template) -> list[dict]:
     """CreateTable's arguments for each of the template's tables (keys, attributes, billing, indexes)."""
     specs = []
@@ -147,7 +187,8 @@ def table_specs(template) -> list[dict]:
 
 @pytest.fixture
 def tables():
-    """The template's tables on plain moto (no state machine), for domain and handler tests."""
+    """The template's tables and the seal key's secret on plain moto (no state machine, no IAM), for domain
+    and handler tests."""
     from moto import mock_aws
 
     from changeflow.local.embedded import NEW_STACK_CHOICES
@@ -158,6 +199,8 @@ def tables():
         client = boto3.client("dynamodb", region_name="us-east-1")
         for spec in table_specs(template):
             client.create_table(**spec)
+        boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+            Name=template.physical_name("SealKeySecret"), SecretString=EXAMPLE_SEAL_KEY)
         yield client, template.physical_name("ChangeTable")
 
 

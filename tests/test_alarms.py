@@ -18,7 +18,8 @@ from test_observability import json_pattern_matches
 TOPIC = "arn:aws:sns:us-east-1:123456789012:on-call"
 KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 FUNCTIONS = {"FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "DeleteTombstoneFunction",
-             "TagTtlFunction", "SubmitChangeFunction", "ReadApiFunction", "FeedEventsFunction", "DigestFunction"}
+             "TagTtlFunction", "SubmitChangeFunction", "ReadApiFunction", "ReceiveChangeEventFunction",
+             "FeedEventsFunction", "DigestFunction"}
 
 
 def template(**parameters) -> Template:

@@ -14,7 +14,7 @@ import pytest
 from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow.cli import main
 from changeflow.local.server import EmbeddedServer
-from changeflow_core.names import execution_name
+from changeflow_core.names import event_execution_name, execution_name
 from conftest import EVENTS, ROOT, http_exchange
 
 pytestmark = pytest.mark.enable_socket
@@ -158,23 +158,37 @@ def test_expired_versions_are_filtered_from_reads():
         assert http("GET", f"{api}/entities/doc%238/versions/1")[0] == 404
 
 
+def started_executions(aws, server, count: int = 1, timeout: float = 30.0) -> list[dict]:
+    """The executions the rule's function starts (Lambda invokes it asynchronously): once ``count`` exist."""
+    deadline = time.monotonic() + timeout
+    while len(found := executions(aws, server)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
 def test_put_events_matching_the_rule_starts_the_workflow_with_the_detail(aws, server):
     entries = json.loads((EVENTS / "eventbridge" / "put-events.json").read_text())
-    assert aws("events").put_events(Entries=entries)["FailedEntryCount"] == 0
-    [started] = executions(aws, server)
+    answer = aws("events").put_events(Entries=entries)
+    assert answer["FailedEntryCount"] == 0
+    [started] = started_executions(aws, server)
+    assert started["name"] == event_execution_name(answer["Entries"][0]["EventId"])  # a redelivery finds it
     assert wait_for_termination(started["executionArn"], 30)
     description = aws("stepfunctions").describe_execution(executionArn=started["executionArn"])
-    sent = json.loads(description["input"])  # the rule's InputTransformer: the detail, and who sent it
-    assert sent["request"] == json.loads(entries[0]["Detail"])
+    # the rule's InputTransformer (the detail, and who sent it), sealed by the rule's function (issue 33)
+    sent = json.loads(description["input"])
+    assert sent["request"] == json.loads(entries[0]["Detail"]) and sent["v"] == 2 and len(sent["seal"]) == 43
     assert sent["principal"]["via"] == "events" and sent["principal"]["event"]["source"] == entries[0]["Source"]
     assert json.loads(description["output"])["outcome"] == "applied"
 
 
 def test_an_event_that_does_not_match_the_rule_starts_none(aws, server):
-    aws("events").put_events(Entries=[{"Source": "someone.else", "DetailType": "ChangeRequested",
-                                       "EventBusName": "changeflow-changes", "Detail": json.dumps({"entityId": "x"})},
-                                      {"Source": "changeflow.client", "DetailType": "Other",
-                                       "EventBusName": "changeflow-changes", "Detail": json.dumps({"entityId": "x"})}])
+    answer = aws("events").put_events(Entries=[
+        {"Source": "someone.else", "DetailType": "ChangeRequested", "EventBusName": "changeflow-changes",
+         "Detail": json.dumps({"entityId": "x"})},
+        {"Source": "changeflow.client", "DetailType": "Other", "EventBusName": "changeflow-changes",
+         "Detail": json.dumps({"entityId": "x"})}])
+    # another source is refused by the bus's policy (ChangeBusOnlyThisSource); another detail type matches no rule
+    assert [e.get("ErrorCode") for e in answer["Entries"]] == ["NotAuthorizedForSourceException", None]
     assert executions(aws, server) == []
 
 
@@ -185,10 +199,18 @@ def test_an_event_that_cannot_start_an_execution_goes_to_the_dead_letter_queue(a
     aws("events").put_events(Entries=entries)
     queue = server.stack.outputs["ChangeEventsDeadLetterQueueUrl"].rsplit("/", 1)[1]
     sqs = aws("sqs")
-    messages = sqs.receive_message(QueueUrl=sqs.get_queue_url(QueueName=queue)["QueueUrl"],
-                                   MessageAttributeNames=["All"])["Messages"]
-    assert json.loads(messages[0]["Body"])["detail"]["changeId"] == "evt-0001"
-    assert messages[0]["MessageAttributes"]["TARGET_ARN"]["StringValue"] == machine
+    url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+    # the rule's function cannot start it: Lambda tries it three times, then sends its invocation record
+    # (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html)
+    deadline, messages = time.monotonic() + 30, []
+    while not messages and time.monotonic() < deadline:
+        messages = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], WaitTimeSeconds=0).get("Messages", [])
+        time.sleep(0.05)
+    record = json.loads(messages[0]["Body"])
+    assert record["requestContext"]["condition"] == "RetriesExhausted" and record["requestContext"]["approximateInvokeCount"] == 3
+    assert record["requestPayload"]["request"]["changeId"] == "evt-0001"
+    assert record["responsePayload"]["errorType"] == "StateMachineDoesNotExist"
+    assert record["requestContext"]["functionArn"].startswith(server.stack.function("ReceiveChangeEventFunction").arn)
 
 
 def test_submit_through_each_entry_point(server, capsys):

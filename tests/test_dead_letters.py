@@ -19,7 +19,8 @@ import pytest
 from changeflow.cli import main
 from changeflow.client import Changeflow, targets
 from changeflow.client.deadletters import DeadLetters
-from changeflow_core import model, store
+from changeflow_core import model, principal, store
+from changeflow_core.names import event_execution_name
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T0_MS = int(T0.timestamp() * 1000)
@@ -35,7 +36,9 @@ def dead_lettered(stack, monkeypatch):
     events = stack.client("events")
     bus = stack.outputs["ChangeBusName"]
     [rule] = events.list_rules(EventBusName=bus)["Rules"]
-    [target] = events.list_targets_by_rule(Rule=rule["Name"], EventBusName=bus)["Targets"]
+    # the target that starts changes (the event function: issue 33); the journal's target stays as it is
+    [target] = [t for t in events.list_targets_by_rule(Rule=rule["Name"], EventBusName=bus)["Targets"]
+                if ":function:" in t["Arn"]]
     events.put_targets(Rule=rule["Name"], EventBusName=bus, Targets=[{**target, "Arn": target["Arn"] + "-gone"}])
     sent = events.put_events(Entries=[
         {"Source": SOURCE, "DetailType": "ChangeRequested", "EventBusName": bus, "Time": T0,
@@ -81,7 +84,7 @@ def test_a_replay_keeps_the_events_principal_and_first_receipt(dead_lettered, ca
     # THEN each ran as the rule would have run it: the event's change, applied under the event's principal,
     # effective when it was first received
     assert (fresh["status"], fresh["output"]["outcome"], fresh["name"]) == (
-        "SUCCEEDED", "applied", f"replay-{ids['fresh']}")
+        "SUCCEEDED", "applied", event_execution_name(ids["fresh"]))  # as the rule's function names it
     version = store.get_item(cf.dynamodb, cf.table, "fresh", model.LATEST_SK)
     assert version[model.PRINCIPAL] == {"via": "events", "rule": rule, "account": "123456789012",
                                         "source": SOURCE, "id": ids["fresh"], "region": "us-east-1"}
@@ -102,7 +105,7 @@ def test_a_first_receipt_is_never_later_than_when_the_event_was_dead_lettered(de
     [letter, *_] = DeadLetters(cf).list()
     future = type(letter)(**{**letter.__dict__, "event": {**letter.event, "time": "2999-01-01T00:00:00Z"}})
     assert future.received_at_ms == letter.sent_at_ms
-    assert future.envelope()["receivedAt"] == letter.sent_at_ms
+    assert future.delivered()["receivedAt"] == letter.sent_at_ms
 
 
 def test_the_command_line_is_checked_before_the_queue_is_touched(capsys):
@@ -111,3 +114,41 @@ def test_the_command_line_is_checked_before_the_queue_is_touched(capsys):
                           (["dead-letters", "--replay", "--all", "m-1"], "not both")):
         assert main([*argv, "--endpoint-url", "http://127.0.0.1:9"]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_a_change_the_event_function_could_not_start_is_listed_and_replayed(stack, monkeypatch, capsys):
+    """The rule's target is the event function (issue 33). When it cannot start the change (here it fails
+    every time), Lambda tries it three times and sends its invocation record to the same queue with the
+    function's role, which the queue's policy lets through: listed and replayed like the rule's own."""
+    from changeflow.local.lambdas import fault_hook
+
+    cf = Changeflow.for_embedded(stack)
+    monkeypatch.setattr(targets, "client_for", lambda args: cf)
+    tries = []
+
+    def unable(function, event, invoke):
+        if function.logical_id == "ReceiveChangeEventFunction":
+            tries.append(event)
+            raise RuntimeError("Step Functions is throttling")
+        return invoke()
+
+    with fault_hook(stack.lambdas, unable):
+        sent = stack.client("events").put_events(Entries=[{
+            "Source": SOURCE, "DetailType": "ChangeRequested", "EventBusName": stack.outputs["ChangeBusName"],
+            "Detail": json.dumps({"entityId": "held", "operation": "put", "attributes": {"n": 1}})}])
+        stack.lambdas.drain(30)
+    event_id = sent["Entries"][0]["EventId"]
+    assert len(tries) == 3
+    [letter] = DeadLetters(cf).list()
+    assert (letter.event["id"], letter.event["detail"]["entityId"]) == (event_id, "held")
+    assert letter.error == "RuntimeError: Step Functions is throttling"
+    # first received when EventBridge ingested the event (the record keeps what the rule handed the function)
+    assert letter.received_at_ms == min(principal.received_ms(tries[0]["receivedAt"]), letter.sent_at_ms)
+    # WHEN it is replayed, THEN the change runs under the event's principal, named as the rule's function names it
+    assert main(["dead-letters", "--replay", "--all", "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert (replayed["status"], replayed["output"]["outcome"], replayed["name"]) == (
+        "SUCCEEDED", "applied", event_execution_name(event_id))
+    version = store.get_item(cf.dynamodb, cf.table, "held", model.LATEST_SK)
+    assert version[model.PRINCIPAL]["id"] == event_id and version[model.PRINCIPAL]["account"] == "123456789012"
+    assert DeadLetters(cf).list() == []

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
+import sys
 import tarfile
 import threading
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -33,6 +37,7 @@ from changeflow.local.embedded import EmbeddedStack
 from changeflow.local.lambdas import LambdaServiceError, fault_hook
 from changeflow.local.moto_patches.stepfunctions.clock import Holds
 from changeflow_core import model, store
+from changeflow_core.names import execution_name
 from conftest import ROOT
 
 OLD_RELEASE = "218f8a1"  # the parent of d1b047b, which changed every step's payload
@@ -261,3 +266,154 @@ def test_the_fetch_step_takes_the_writers_the_definition_names_else_its_environm
     assert named == {**dict.fromkeys(updates, "fn:U:3"), model.DELETE: "fn:D:3"}
     direct = steps.writers_named({"request": {}}, environment)  # a direct invocation: the environment's
     assert direct == {**dict.fromkeys(updates, "env-update"), model.DELETE: "env-tombstone"}
+
+
+# --- the envelope across a deploy, through every entry point (issue 33 item 4) ---------------------------------
+def _through_the_api(stack, api, change: dict) -> str:
+    """POST /changes through the stack's REST API (API Gateway's Lambda proxy): the execution it started."""
+    from werkzeug.test import Client
+
+    answer = Client(api).post(f"/{api.stage}/changes", data=json.dumps(change), content_type="application/json")
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    return json.loads(answer.get_data(as_text=True))["executionArn"]
+
+
+def _as_api_gateway(stack, function, change: dict) -> str:
+    """What API Gateway hands a front function (``function``: a release's, invoked as the API would)."""
+    event = json.loads((ROOT / "events" / "functions" / "submit_change.json").read_text())
+    event["body"] = json.dumps(change)
+    event["requestContext"].update(requestId=str(uuid.uuid4()), requestTimeEpoch=int(time.time() * 1000))
+    payload, failed = stack.lambdas.invoke(function, event)
+    assert not failed and payload["statusCode"] == 200, payload
+    return json.loads(payload["body"])["executionArn"]
+
+
+def _as_eventbridge(stack, function, change: dict) -> str:
+    """What the rule hands the event function (template.yaml's InputTransformer), for a new event."""
+    delivered = json.loads((ROOT / "events" / "functions" / "receive_event.json").read_text())
+    delivered["request"] = {"request": json.dumps(change)}
+    delivered["event"]["id"] = str(uuid.uuid4())
+    now = time.time()  # to the millisecond: a second's rounding made it older than the change before it (stale)
+    delivered["receivedAt"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    payload, failed = stack.lambdas.invoke(function, delivered)
+    assert not failed, payload
+    return payload["executionArn"]
+
+
+def _next_envelope_release(path: Path) -> Path:
+    """This checkout as the next release would be if it changed the envelope: format 3, with a field of its own
+    that the entry points seal (what a release may add without a two-phase rollout)."""
+    release = _release_tree(path, None, True)
+    module = release / "layers" / "core" / "changeflow_core" / "principal.py"
+    text = module.read_text()
+    for old, new in (("ENVELOPE_VERSION = 2", "ENVELOPE_VERSION = 3"),
+                     ("FIELDS_OF_VERSION = {1: {REQUEST, FIELD, RECEIVED_AT}, ",
+                      "FIELDS_OF_VERSION = {3: {VERSION, REQUEST, FIELD, RECEIVED_AT, NAME, SEAL, \"origin\"}, "
+                      "1: {REQUEST, FIELD, RECEIVED_AT}, "),
+                     ("    value = {VERSION: ENVELOPE_VERSION, **envelope(request, principal, received_at), NAME: name}",
+                      "    value = {VERSION: ENVELOPE_VERSION, **envelope(request, principal, received_at), NAME: name, "
+                      "\"origin\": \"release N+1\"}")):
+        assert old in text, old
+        text = text.replace(old, new)
+    module.write_text(text)
+    return release
+
+
+def test_a_new_envelope_format_works_both_ways_across_a_deploy_through_the_api_and_eventbridge(tmp_path):
+    """Release N+1 writes envelope format 3 (a new sealed field). While the update runs, N's entry points meet
+    N+1's machine (CloudFormation updates the machine before the functions that name it) and N+1's meet N's
+    (UpdateStateMachine: executions started just after an update may still use the previous definition).
+    Every change, started through the API, through EventBridge, or as either release's entry point hands it
+    on, is applied with the principal its entry point authenticated."""
+    from changeflow.local.apigateway.rest_api import RestApi
+    from changeflow.local.template import Template
+
+    release_n = _release_tree(tmp_path / "n", None, True)
+    release_n1 = _next_envelope_release(tmp_path / "n1")
+
+    def change(entity: str, change_id: str) -> dict:
+        return {"entityId": entity, "operation": "put", "changeId": change_id, "attributes": {}}
+
+    with EmbeddedStack(release_n, time_scale=0.01) as stack:
+        cf = Changeflow.for_embedded(stack)
+
+        def settled(arn: str) -> str:  # one change of an entity at a time: their order is their effectiveAt's
+            cf.wait(arn, 60)
+            return arn
+
+        api = RestApi(stack, "ChangeApi", insecure=True)
+        started = {"api on N": settled(_through_the_api(stack, api, change("api", "n"))),
+                   "events on N": settled(cf.submit_via_events(change("ev", "n")).arn)}
+        # release N+1's entry points, as they run once updated, before the machine is (its definition lags)
+        n1 = Template(release_n1 / "template.yaml", stack.template.stack_name, stack.region,
+                      physical=stack.template.physical)
+        front_n1, events_n1 = (stack._function_of(n1, release_n1, lid) for lid in
+                               ("SubmitChangeFunction", "ReceiveChangeEventFunction"))
+        started["N+1's front on N"] = settled(_as_api_gateway(stack, front_n1, change("api", "n1-front-on-n")))
+        started["N+1's event function on N"] = settled(_as_eventbridge(stack, events_n1, change("ev", "n1-on-n")))
+        front_n, events_n = stack.function("SubmitChangeFunction"), stack.function("ReceiveChangeEventFunction")
+        stack.deploy(release_n1)
+        # release N's entry points, still running until CloudFormation updates them, meet N+1's machine
+        started["N's front on N+1"] = settled(_as_api_gateway(stack, front_n, change("api", "n-front-on-n1")))
+        started["N's event function on N+1"] = settled(_as_eventbridge(stack, events_n, change("ev", "n-on-n1")))
+        started["api on N+1"] = settled(_through_the_api(stack, api, change("api", "n1")))
+        started["events on N+1"] = settled(cf.submit_via_events(change("ev", "n1")).arn)
+        results = {name: cf.wait(arn, 60) for name, arn in started.items()}
+        assert all(r.status == "SUCCEEDED" and r.output["outcome"] == "applied" for r in results.values()), str({
+            name: (r.status, r.error, r.cause, r.output) for name, r in results.items()
+            if r.status != "SUCCEEDED" or r.output["outcome"] != "applied"})
+        # THEN each version records its entry point's principal, whichever release sealed or read it
+        api_versions, event_versions = cf.entity("api")["versions"], cf.entity("ev")["versions"]
+        assert [v["changeId"] for v in api_versions] == ["n", "n1-front-on-n", "n-front-on-n1", "n1"]
+        assert {v["principal"]["via"] for v in api_versions} == {"api"}
+        assert [v["changeId"] for v in event_versions] == ["n", "n1-on-n", "n-on-n1", "n1"]
+        assert {(v["principal"]["via"], v["principal"]["account"]) for v in event_versions} == {("events", "123456789012")}
+        # the newer format's own field was sealed by N+1 and ignored by N (which records what it knows)
+        started_input = cf.sfn.describe_execution(executionArn=started["N+1's front on N"])["input"]
+        assert json.loads(started_input)["v"] == 3 and json.loads(started_input)["origin"] == "release N+1"
+
+
+BEFORE_THE_SEAL = "080108f"  # the last release whose entry points did not seal (issue 33)
+
+
+def test_the_first_deploy_of_the_seal_refuses_unsealed_changes_by_name_and_a_resend_applies_them(tmp_path):
+    """From a release before the seal there is no way for both to work: the old machine refuses every field it
+    does not know (the seal), and the new one must refuse an api principal without a seal (that is what it
+    stops). So the first update fails closed both ways, by name, writing nothing, and the client's resend
+    (the front function retries a failed change as a new attempt) is applied."""
+    if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{BEFORE_THE_SEAL}^{{commit}}"]).returncode:
+        pytest.skip(f"release {BEFORE_THE_SEAL} is not in this clone's history (a shallow clone)")
+    old = tmp_path / "old"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE_THE_SEAL, "layers"], capture_output=True,
+                             check=True).stdout
+    tarfile.open(fileobj=io.BytesIO(archive)).extractall(old, filter="data")
+    # N+1's sealed envelope on N's machine: N's fetch step (its own principal module) refuses it by name
+    from changeflow_core import principal, seal
+    from changeflow_core.errors import ValidationError
+
+    sealed = principal.sealed_envelope(seal.Key(b"k" * 32), json.dumps({"entityId": "e"}), {"via": "api", "arn": "a"},
+                                       None, "name")
+    script = ("import json, sys\nfrom changeflow_core import principal\ntry:\n"
+              "    principal.unwrap(json.loads(sys.argv[1]))\nexcept Exception as e:\n"
+              "    print(type(e).__name__, e)\n")
+    ran = subprocess.run([sys.executable, "-c", script, json.dumps(sealed)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(old / "layers" / "core")}, timeout=60)
+    assert ran.stdout.startswith("ValidationError name: is not a field of the execution input"), ran.stdout + ran.stderr
+    # N's front function on N+1's machine: through this release's own fetch step, refused by name
+    with EmbeddedStack(ROOT, time_scale=0.01) as stack:
+        cf = Changeflow.for_embedded(stack)
+        unsealed = {"request": json.dumps({"entityId": "first", "operation": "put", "changeId": "c1", "attributes": {}}),
+                    "principal": {"via": "api", "arn": "arn:aws:iam::123456789012:user/alice"},
+                    "receivedAt": int(time.time() * 1000)}
+        arn = cf.sfn.start_execution(stateMachineArn=cf.state_machine_arn, name=execution_name("first", "c1"),
+                                     input=json.dumps(unsealed))["executionArn"]
+        refused = cf.wait(arn, 60)
+        assert refused.error == "ValidationError" and json.loads(refused.cause)["errorMessage"].startswith("seal: ")
+        assert cf.entity("first")["versions"] == []
+        # the client's resend through the updated front function: a new attempt, sealed, applied
+        resent = _as_api_gateway(stack, stack.function("SubmitChangeFunction"),
+                                 {"entityId": "first", "operation": "put", "changeId": "c1", "attributes": {}})
+        assert resent.endswith("-r2") and cf.wait(resent, 60).output["outcome"] == "applied"
+    with pytest.raises(ValidationError):
+        principal.unwrap(unsealed, "x", seal.Key(b"k" * 32))

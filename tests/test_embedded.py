@@ -134,7 +134,8 @@ def test_the_stack_follows_the_template_renamed_function_and_new_parameter_value
         "!Ref FetchLatestFunction.Version", "!Ref ReadLatestFunction.Version").replace(
         "${FetchLatestFunction.Arn}", "${ReadLatestFunction.Arn}").replace(
         "${FetchLatestFunction}", "${ReadLatestFunction}").replace(
-        "FunctionName: !Ref FetchLatestFunction", "FunctionName: !Ref ReadLatestFunction"))
+        "FunctionName: !Ref FetchLatestFunction", "FunctionName: !Ref ReadLatestFunction").replace(
+        "FetchLatestFunctionRole", "ReadLatestFunctionRole"))
     with EmbeddedStack(tmp_path, parameters={"TombstoneTtlDays": "1"}, time_scale=0.001) as stack:
         cf = Changeflow.for_embedded(stack)
         execution = cf.submit({"entityId": "e", "operation": "delete", "effectiveAt": T0})

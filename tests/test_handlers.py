@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import EVENTS, ROOT, load_event
+from conftest import EVENTS, ROOT, load_event, proven
 
 FUNCTION_DIRS = sorted(p.name for p in (ROOT / "functions").iterdir() if (p / "app.py").is_file())
 
@@ -72,7 +72,7 @@ def test_fetch_handler_ends_a_stale_change_with_its_outcome(lambda_module, conte
     event["request"]["request"]["changeId"] = "older"
     # WHEN the fetch step decides THEN it raises the named signal whose message is the execution's output
     with pytest.raises(ChangeIsStale) as raised:
-        lambda_module("fetch_latest").lambda_handler(event, context)
+        lambda_module("fetch_latest").lambda_handler(proven(event, "fetch_latest"), context)
     assert json.loads(str(raised.value)) == {"entityId": "user#1001", "operation": "put", "outcome": "stale",
                                              "version": 1, "changeId": "older", "effectiveAt": 1767225599999,
                                              "superseded": []}
@@ -111,6 +111,7 @@ def test_update_handler_names_a_failed_condition_a_write_conflict(lambda_module,
     handler(load_event("functions/update_latest.json"), context)
     other = load_event("functions/update_latest.json")
     other["change"]["changeId"] = "someone-else"
+    other = proven(other, "update_latest")
     # WHEN this change's conditional write runs on that stale read THEN it is a conflict, not a write
     with pytest.raises(WriteConflict):
         handler(other, context)
@@ -125,7 +126,7 @@ def test_fetch_handler_rejects_an_invalid_request(lambda_module, context, tables
     event = load_event("functions/fetch_latest.json")
     event["request"]["request"]["operation"] = "upsert"
     with pytest.raises(ValidationError, match="^operation:"):
-        lambda_module("fetch_latest").lambda_handler(event, context)
+        lambda_module("fetch_latest").lambda_handler(proven(event, "fetch_latest"), context)
 
 
 def test_history_handler_is_idempotent_and_refuses_another_changes_version(lambda_module, context, tables):
@@ -137,6 +138,7 @@ def test_history_handler_is_idempotent_and_refuses_another_changes_version(lambd
     assert handler(event, context)["history"] == "present"  # a retry or a redrive
     other = load_event("functions/put_history.json")
     other["change"]["changeId"] = "not-the-writer"
+    other = proven(other, "put_history")
     with pytest.raises(HistoryConflict):
         handler(other, context)
 
@@ -157,7 +159,7 @@ def _history_events(n: int) -> list[dict]:
         event = load_event("functions/put_history.json")
         event["change"]["changeId"] = f"example-put-{version}"
         event["written"] = {**event["written"], "version": version, "recordedAt": event["written"]["recordedAt"] + version}
-        events.append(event)
+        events.append(proven(event, "put_history"))  # as the steps before it would have proved it
     return events
 
 

@@ -27,7 +27,7 @@ import boto3
 import pytest
 
 from changeflow.local.template import Template
-from conftest import ROOT, load_event, table_specs
+from conftest import EXAMPLE_SEAL_KEY, ROOT, load_event, proven, table_specs
 
 T0 = 1_767_225_600_000
 ENTITY = "user#1001"  # the entity of the events/functions payloads
@@ -91,6 +91,8 @@ with mock_aws():
     client = boto3.client("dynamodb", region_name="us-east-1")
     for table in job["tables"]:
         client.create_table(**table)
+    boto3.client("secretsmanager", region_name="us-east-1").create_secret(  # the payloads' seal key
+        Name=job["seal"]["name"], SecretString=job["seal"]["key"])
     for entry in job["seed"]:
         client.put_item(TableName=entry["table"], Item=entry["item"])
     if job["mode"] == "seed":
@@ -136,7 +138,8 @@ def _child_env(extra: dict[str, str]) -> dict[str, str]:
 
 def _start(job: dict, env: dict[str, str], folder: Path, name: str) -> subprocess.Popen:
     job_file = folder / f"{name}.json"
-    job_file.write_text(json.dumps(job), encoding="utf-8")
+    seal_secret = Template(ROOT / "template.yaml").physical_name("SealKeySecret")
+    job_file.write_text(json.dumps({**job, "seal": {"name": seal_secret, "key": EXAMPLE_SEAL_KEY}}), encoding="utf-8")
     return subprocess.Popen([sys.executable, "-c", DRIVER, str(job_file)], env=env, cwd=folder,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -266,9 +269,13 @@ def test_xray_every_dynamodb_call_is_a_subsegment_of_the_handler_subsegment(xray
     # THEN "## lambda_handler" hangs under Lambda's own segment (the Parent of the trace header) ...
     assert handler["trace_id"] == run["trace_id"] and handler["parent_id"] == run["parent"]
     assert handler["in_progress"] is False and handler["end_time"] >= handler["start_time"]
-    # ... and each DynamoDB call the handler's client made is one closed, successful aws subsegment in it
+    # ... and each DynamoDB call the handler's client made is one closed, successful aws subsegment in it; a
+    # function that seals reads the seal key first, at its first invocation (this process's), traced too
     assert report["calls"] == DYNAMODB_CALLS[name]
     calls = sorted((e for e in run["entities"] if e.get("namespace") == "aws"), key=lambda e: e["start_time"])
+    assert [c["aws"]["operation"] for c in calls if c["name"] != "dynamodb"] == (
+        ["GetSecretValue"] if name != "read_api" else [])
+    calls = [c for c in calls if c["name"] == "dynamodb"]
     assert [c["aws"]["operation"] for c in calls] == report["calls"]
     for call in calls:
         assert call["name"] == "dynamodb"  # the SDK names it by endpoint prefix; the console shows DynamoDB
@@ -386,7 +393,7 @@ def test_emf_a_write_that_lost_the_race_counts_a_version_conflict(run):
     other = load_event("functions/update_latest.json")
     other["change"]["changeId"] = "someone-else"
     # WHEN its conditional write fails THEN the conflict (WriteConflict, to the back-off) is counted
-    result, lines = run("update_latest", other)
+    result, lines = run("update_latest", proven(other, "update_latest"))
     assert type(result).__name__ == "WriteConflict"
     assert counted(lines, "VersionConflicts") == [("put", 1)] and outcome_metrics(lines) == {"VersionConflicts"}
 
@@ -399,7 +406,7 @@ def test_emf_an_expected_version_mismatch_counts_a_version_conflict_and_still_fa
     event = load_event(f"functions/{step}.json")
     event["change"]["expectedVersion"] = 7
     # WHEN the write step handles it THEN it raises the named failure, and the metric is still flushed
-    result, lines = run(step, event)
+    result, lines = run(step, proven(event, step))
     assert isinstance(result, VersionConflict)
     assert counted(lines, "VersionConflicts") == [(operation, 1)] and outcome_metrics(lines) == {"VersionConflicts"}
 
@@ -607,6 +614,7 @@ def clear_logs(stack) -> None:
 
 def test_at_the_default_levels_a_change_logs_its_metrics_and_nothing_else(stack, cf):
     # GIVEN an entity, then an update of it at the template's default log levels (INFO, Lambda's own WARN)
+    stack.stop_pipes()  # the workflow's lines alone: the feed's enrichment counts its batches whenever the pipe runs
     assert cf.submit(put(T0, "first")).output["outcome"] == "applied"
     clear_logs(stack)
     assert cf.submit(put(T0 + 1, "second")).output["outcome"] == "applied"
@@ -703,8 +711,10 @@ def test_template_every_function_has_its_own_log_group_with_retention(template):
         assert props["RetentionInDays"] == {"Ref": "LogRetentionDays"}
     shorter = Template(ROOT / "template.yaml", overrides={"LogRetentionDays": "7"})
     for logical_id, spec in log_groups(shorter).items():
-        # the execution log is the audit trail past Step Functions' 90 days: its own, longer retention
-        expected = "731" if logical_id == "ChangeStateMachineLogGroup" else "7"
+        # the execution log is the audit trail past Step Functions' 90 days: its own, longer retention; so are the
+        # records verify --principals matches versions with (issue 33) and the seal's tamper evidence
+        expected = "731" if logical_id in ("ChangeStateMachineLogGroup", "ChangeApiAccessLogGroup",
+                                           "ChangeEventsJournalLogGroup", "SealTamperEvidenceLogGroup") else "7"
         assert shorter.resolve(spec["Properties"])["RetentionInDays"] == expected
 
 

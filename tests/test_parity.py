@@ -24,7 +24,7 @@ from changeflow.local.moto_patches.stepfunctions.termination import wait_for_ter
 from changeflow.client import Changeflow
 from changeflow.local.template import Template
 from changeflow_core import principal
-from conftest import LOGGED, ROOT, table_specs
+from conftest import LOGGED, ROOT, proven, table_specs
 
 LAYER = ROOT / "layers" / "core"
 
@@ -523,6 +523,8 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     steps["fetch_latest"]["event"]["request"]["request"]["attributes"]["notes"] = "n" * (80 * 1024)
     for name in ("update_latest", "put_history"):
         steps[name]["event"]["content"]["notes"] = {"S": "n" * (80 * 1024)}
+    for name in ("fetch_latest", "update_latest", "put_history"):  # sealed and proven again, as the steps would
+        steps[name]["event"] = proven(steps[name]["event"], name)
     step = steps["read_api"]
     layer = str(ROOT / template.resolve(template.resources["CoreLayer"]["Properties"]["ContentUri"]))
     seeding = _start({"mode": "seed", "layer": layer, "tables": table_specs(template), "seed": [],
@@ -673,6 +675,82 @@ def test_an_input_transformer_gets_eventbridges_predefined_variables(stack):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", sent["at"]) and before - 1 <= at <= time.time() + 1
 
 
+# --- IAM evaluated (issue 33 item 2: moto_patches.iam) --------------------------------------------------------
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html
+def _user(stack, name: str, statements: list[dict]):
+    iam = stack.client("iam")
+    iam.create_user(UserName=name)
+    iam.put_user_policy(UserName=name, PolicyName="p",
+                        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": statements}))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    import boto3
+
+    return lambda service: boto3.client(service, region_name="us-east-1", aws_access_key_id=key["AccessKeyId"],
+                                        aws_secret_access_key=key["SecretAccessKey"])
+
+
+def _refused(call) -> str:
+    with pytest.raises(ClientError) as raised:
+        call()
+    assert raised.value.response["Error"]["Code"] in ("AccessDeniedException", "AccessDenied")
+    return raised.value.response["Error"]["Message"]
+
+
+def test_iam_allows_what_an_identity_policy_allows_on_its_resource_and_an_explicit_deny_wins(stack, cf):
+    machine = cf.state_machine_arn
+    make = _user(stack, "u", [{"Effect": "Allow", "Action": "states:StartExecution", "Resource": machine},
+                              {"Effect": "Allow", "Action": "states:Describe*", "Resource": "*"},
+                              {"Effect": "Deny", "Action": "states:DescribeStateMachine", "Resource": "*"}])
+    sfn = make("stepfunctions")
+    assert sfn.start_execution(stateMachineArn=machine, input=principal.direct_input(
+        {"entityId": "iam#1", "operation": "put", "changeId": "c1", "attributes": {}}))["executionArn"]
+    assert "explicit deny in an identity-based policy" in _refused(
+        lambda: sfn.describe_state_machine(stateMachineArn=machine))
+    message = _refused(lambda: make("dynamodb").put_item(TableName=cf.table, Item={"pk": {"S": "x"}, "sk": {"S": "v0"}}))
+    assert message == (f"User: arn:aws:iam::123456789012:user/u is not authorized to perform: dynamodb:PutItem on "
+                       f"resource: arn:aws:dynamodb:us-east-1:123456789012:table/{cf.table} because no "
+                       "identity-based policy allows the dynamodb:PutItem action")
+
+
+def test_iam_evaluates_a_resource_policys_deny_with_the_requests_condition_keys(stack):
+    # the bus's policy denies PutEvents whose events:source is not the stack's (ChangeBusOnlyThisSource)
+    make = _user(stack, "producer", [{"Effect": "Allow", "Action": "events:PutEvents", "Resource": "*"}])
+    events, bus = make("events"), stack.outputs["ChangeBusName"]
+    entry = {"DetailType": "ChangeRequested", "EventBusName": bus, "Detail": "{}"}
+    # entry by entry (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_PutEventsResultEntry.html)
+    answer = events.put_events(Entries=[{**entry, "Source": "someone.else"},
+                                        {**entry, "Source": stack.outputs["ChangeEventSource"]}])
+    refused, sent = answer["Entries"]
+    assert answer["FailedEntryCount"] == 1 and refused["ErrorCode"] == "NotAuthorizedForSourceException"
+    assert "explicit deny in a resource-based policy" in refused["ErrorMessage"] and sent["EventId"]
+    # a caller no policy lets call PutEvents is refused the call
+    nobody = _user(stack, "nobody", [{"Effect": "Allow", "Action": "sqs:ListQueues", "Resource": "*"}])
+    assert "no identity-based policy allows" in _refused(
+        lambda: nobody("events").put_events(Entries=[{**entry, "Source": stack.outputs["ChangeEventSource"]}]))
+
+
+def test_a_kms_key_policy_is_the_only_way_in_unless_it_delegates_to_the_account(stack):
+    # https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-overview.html
+    make = _user(stack, "admin", [{"Effect": "Allow", "Action": "*", "Resource": "*"}])
+    kms = stack.client("kms")
+    only_a_role = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:role/somebody"}, "Action": "kms:*",
+         "Resource": "*"}]}
+    delegated = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "kms:*", "Resource": "*"}]}
+    closed = kms.create_key(Policy=json.dumps(only_a_role), BypassPolicyLockoutSafetyCheck=True)["KeyMetadata"]["KeyId"]
+    open_ = kms.create_key(Policy=json.dumps(delegated))["KeyMetadata"]["KeyId"]
+    assert "no resource-based policy allows the kms:Encrypt action" in _refused(
+        lambda: make("kms").encrypt(KeyId=closed, Plaintext=b"x"))
+    assert make("kms").encrypt(KeyId=open_, Plaintext=b"x")["CiphertextBlob"]
+
+
+def test_assuming_a_role_takes_its_trust_policy(stack):
+    make = _user(stack, "assumer", [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}])
+    role = stack.access.role_arn("SubmitChangeFunction")  # trusts lambda.amazonaws.com only
+    assert "sts:AssumeRole" in _refused(lambda: make("sts").assume_role(RoleArn=role, RoleSessionName="session"))
+
+
 # --- DynamoDB Streams and EventBridge Pipes (issue 36) -----------------------------------------------------------
 def _stream_table(stack, name: str = "parity-stream"):
     client = stack.client("dynamodb")
@@ -729,6 +807,11 @@ def test_a_pipe_delivers_its_stream_in_order_filtered_in_batches_its_target_take
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     events.put_rule(Name="parity-pipe", EventPattern=json.dumps({"source": ["parity.pipe"]}))
     events.put_targets(Rule="parity-pipe", Targets=[{"Id": "q", "Arn": queue_arn}])
+    iam = stack.client("iam")  # the pipe's role, which Pipes assumes to deliver (IAM is evaluated)
+    iam.create_role(RoleName="parity", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "pipes.amazonaws.com"}, "Action": "sts:AssumeRole"}]}))
+    iam.put_role_policy(RoleName="parity", PolicyName="deliver", PolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "events:PutEvents", "Resource": "*"}]}))
     stack.client("pipes").create_pipe(
         Name="parity-pipe", RoleArn="arn:aws:iam::123456789012:role/parity", Source=arn,
         Target="arn:aws:events:us-east-1:123456789012:event-bus/default",
@@ -859,7 +942,8 @@ def test_a_schedule_invokes_its_lambda_target_with_its_context_attributes_on_the
     stack = make_stack(DigestSchedule="rate(365 days)")
     digest = stack.function("DigestFunction")
     scheduler = stack.client("scheduler")
-    target = {"Arn": digest.arn, "RoleArn": "arn:aws:iam::123456789012:role/parity",
+    # its role: the one SAM makes for the digest's own schedule (Scheduler assumes it and invokes as it)
+    target = {"Arn": digest.arn, "RoleArn": stack.template.arn("DigestFunctionDigestScheduleRole"),
               "Input": json.dumps({"scheduledTime": "<aws.scheduler.scheduled-time>",
                                    "schedule": "<aws.scheduler.schedule-arn>#<aws.scheduler.attempt-number>"})}
     arn = scheduler.create_schedule(Name="parity-every-hour", ScheduleExpression="rate(1 hour)", Target=target,

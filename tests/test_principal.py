@@ -15,10 +15,11 @@ from changeflow.audit.verify import verify
 from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
 from changeflow_core import model, principal
 from changeflow_core.names import execution_name
-from conftest import load_event
+from conftest import INVOKE_API, load_event
 
 T0 = 1_767_225_600_000
 ALICE = "arn:aws:iam::123456789012:user/alice"
+REQUEST_ID = load_event("functions/submit_change.json")["requestContext"]["requestId"]  # API Gateway's request id
 ROLE_SESSION = "arn:aws:sts::123456789012:assumed-role/deployer/ci-run-7"
 
 
@@ -56,7 +57,8 @@ def test_the_api_records_the_signer_as_principal_and_the_actor_as_a_claim(stack,
     assert answer["httpStatus"] == 200
     # THEN the version records alice as the principal, and the CFO only as the claim
     (version,) = versions(cf, "p#1")
-    assert version["principal"] == {"via": "api", "arn": ALICE, "accountId": "123456789012", "caller": "AIDAALICE"}
+    assert version["principal"] == {"via": "api", "arn": ALICE, "accountId": "123456789012", "caller": "AIDAALICE",
+                                    "requestId": REQUEST_ID}  # API Gateway's id: its access log names the signer too
     assert version["actor"] == "cfo@example.com"
     assert verify(cf, "p#1").ok
 
@@ -68,10 +70,11 @@ def test_an_assumed_role_is_recorded_as_its_session(stack, cf):
 
 def test_an_authorizer_principal_wins_over_the_identity(stack, cf):
     post(stack, api_event(put("p#3", "c1"), authorizer={"principalId": "user-42"}))
-    assert versions(cf, "p#3")[0]["principal"] == {"via": "api", "authorizer": "lambda", "id": "user-42"}
+    assert versions(cf, "p#3")[0]["principal"] == {"via": "api", "authorizer": "lambda", "id": "user-42",
+                                                   "requestId": REQUEST_ID}
     post(stack, api_event(put("p#3", "c2"), authorizer={"claims": {"sub": "abc-123", "iss": "https://idp"}}))
     assert versions(cf, "p#3")[1]["principal"] == {"via": "api", "authorizer": "cognito", "id": "abc-123",
-                                                   "issuer": "https://idp"}
+                                                   "issuer": "https://idp", "requestId": REQUEST_ID}
 
 
 def test_a_principal_in_the_request_body_is_refused_by_the_api(stack, cf):
@@ -116,7 +119,7 @@ def test_a_direct_start_records_that_its_caller_is_not_known(cf):
     put("p#8", "c1"),  # a bare change request
     {"request": json.dumps(put("p#8", "c1")), "principal": {"via": "stepfunctions", "arn": ALICE}},
     {"request": json.dumps(put("p#8", "c1")), "principal": {"via": "root"}},
-    {"request": json.dumps(put("p#8", "c1")), "principal": {"via": "events", "rule": "r", "event": {}}},
+    {"request": json.dumps(put("p#8", "c1")), "principal": {"via": "events", "rule": "r", "event": {}}},  # unsealed
     {"request": json.dumps(put("p#8", "c1")), "principal": {"via": "stepfunctions"}, "actorArn": ALICE},
 ])
 def test_a_start_execution_input_without_an_entry_points_envelope_is_refused_by_name(cf, execution_input):
@@ -125,16 +128,15 @@ def test_a_start_execution_input_without_an_entry_points_envelope_is_refused_by_
     execution = cf.wait(arn, 30)
     assert execution.status == "FAILED" and execution.error == "ValidationError"
     message = json.loads(execution.cause)["errorMessage"]
-    assert message.split(":")[0] in ("principal", "principal.via", "principal.arn", "principal.event.account",
-                                     "actorArn"), message
+    assert message.split(":")[0] in ("principal", "principal.via", "principal.arn", "seal", "actorArn"), message
     assert versions(cf, "p#8") == []
     rejected = [e for e in cf.history(arn) if e["type"] == "TaskStateExited"]
     assert all("Write the new latest version" not in e.get("stateExitedEventDetails", {}).get("name", "")
                for e in rejected)
 
 
-def test_only_the_front_function_and_the_rule_may_start_executions():
-    # GIVEN the template: which policies grant states:StartExecution
+def test_only_the_entry_points_roles_are_granted_start_execution():
+    # GIVEN the template: which policies grant states:StartExecution (tests/test_trust.py tries the others)
     from changeflow.local.template import Template
     from conftest import ROOT
 
@@ -144,12 +146,12 @@ def test_only_the_front_function_and_the_rule_may_start_executions():
         for policy in spec.get("Properties", {}).get("Policies", []) or []:
             for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
                 actions = statement.get("Action", [])
-                if "states:StartExecution" in (actions if isinstance(actions, list) else [actions]):
+                if statement.get("Effect") == "Allow" and "states:StartExecution" in (
+                        actions if isinstance(actions, list) else [actions]):
                     granted.add(logical_id)
-    # THEN only the front function holds it; the rule's role is SAM's, scoped to this machine
-    assert granted == {"SubmitChangeFunction"}
-    events = template.resources["ChangeStateMachine"]["Properties"]["Events"]
-    assert [e["Type"] for e in events.values()] == ["EventBridgeRule"]
+    # THEN only the two entry points hold it; no rule starts executions itself (it cannot seal)
+    assert granted == {"SubmitChangeFunction", "ReceiveChangeEventFunction"}
+    assert not [e for e in template.resources["ChangeStateMachine"]["Properties"].get("Events", {}).values()]
 
 
 def test_a_rewritten_principal_breaks_the_chain(cf):
@@ -188,10 +190,18 @@ def test_a_change_redelivered_through_the_cli_after_the_window_is_stale_not_a_re
     assert len(versions(cf, "r#1")) == model.RECENT_CHANGE_IDS + 1
 
 
-def test_an_event_redelivered_after_the_window_is_stale_not_a_revert(stack, cf):
-    # GIVEN a change delivered by the rule; EventBridge may deliver the same event again (at least once)
+@pytest.mark.parametrize("workflow", ["STANDARD", "EXPRESS"])
+def test_an_event_redelivered_after_the_window_is_no_revert(make_stack, workflow):
+    """EventBridge delivers at least once. The rule's function names the execution after the event's id
+    (issue 33): on a Standard workflow a redelivery starts nothing (the name exists); on an Express one, which
+    does not dedupe names, it runs again with the first ingestion time, so it is stale."""
     from moto.events.models import events_backends
 
+    from changeflow.client import Changeflow
+    from conftest import LOGGED
+
+    stack = make_stack(WorkflowType=workflow, **(LOGGED if workflow == "EXPRESS" else {}))
+    cf = Changeflow.for_embedded(stack)
     delivered = []
     backend = events_backends["123456789012"][stack.region]
     bus = backend.event_buses[stack.outputs["ChangeBusName"]]
@@ -213,11 +223,15 @@ def test_an_event_redelivered_after_the_window_is_stale_not_a_revert(stack, cf):
     # WHEN the very same event is delivered again, after v0 has forgotten its id
     before = {e["executionArn"] for e in cf.executions(limit=100)}
     rule.send_to_targets(delivered[0])
-    (arn,) = {e["executionArn"] for e in cf.executions(limit=100)} - before
-    again = cf.wait(arn, 30)
-    # THEN it is stale: it keeps the time EventBridge first received it, and reverts nothing
-    assert again.output["outcome"] == "stale"
-    assert latest_n(cf, "r#2") == model.RECENT_CHANGE_IDS + 1
+    stack.lambdas.drain(30)  # the rule's function runs asynchronously
+    started = {e["executionArn"] for e in cf.executions(limit=100)} - before
+    if workflow == "STANDARD":  # THEN nothing starts: the first delivery's execution is the answer
+        assert started == set()
+        assert any('"message":"redelivered"' in line for line in stack.function("ReceiveChangeEventFunction").logs)
+    else:  # THEN it is stale: it keeps the time EventBridge first received it
+        (arn,) = started
+        assert cf.wait(arn, 30).output["outcome"] == "stale"
+    assert latest_n(cf, "r#2") == model.RECENT_CHANGE_IDS + 1  # and reverts nothing
 
 
 def test_the_api_keeps_the_first_receipt_across_attempts(stack, cf, monkeypatch):
@@ -371,6 +385,7 @@ def test_through_serve_the_documented_policy_refuses_a_user_whose_path_only_look
         keys = {}
         for name, path in (("alice", "/ops/"), ("mallory", "/ops-team/")):
             iam.create_user(UserName=name, Path=path)
+            iam.put_user_policy(UserName=name, PolicyName="invoke", PolicyDocument=INVOKE_API)  # AWS_IAM asks it
             key = iam.create_access_key(UserName=name)["AccessKey"]
             keys[name] = {"key": key["AccessKeyId"], "secret": key["SecretAccessKey"], "token": None}
         url = f"{running.url}/v1/changes"

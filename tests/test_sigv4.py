@@ -15,7 +15,7 @@ import pytest
 
 from changeflow.local.apigateway import sigv4
 from changeflow.local.moto_patches.stepfunctions.termination import wait_for_termination
-from conftest import http_exchange, sigv4_headers
+from conftest import INVOKE_API, http_exchange, sigv4_headers
 
 pytestmark = pytest.mark.enable_socket
 
@@ -71,6 +71,7 @@ def alice(server):
     """An IAM user with an access key, made with the IAM API (moto's IAM)."""
     iam = aws(server, "iam")
     iam.create_user(UserName="alice")
+    iam.put_user_policy(UserName="alice", PolicyName="invoke", PolicyDocument=INVOKE_API)  # AWS_IAM asks it
     key = iam.create_access_key(UserName="alice")["AccessKey"]
     return {"key": key["AccessKeyId"], "secret": key["SecretAccessKey"], "token": None}
 
@@ -90,6 +91,7 @@ def test_an_assumed_role_session_is_recorded_under_the_session_arn(server):
     trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"},
                                                      "Action": "sts:AssumeRole"}]}
     role = iam.create_role(RoleName="deployer", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    iam.put_role_policy(RoleName="deployer", PolicyName="invoke", PolicyDocument=INVOKE_API)
     session = aws(server, "sts").assume_role(RoleArn=role, RoleSessionName="ci-run-7")["Credentials"]
     status, _, answer = send(f"{server.url}/v1/changes", change("s#2"), key=session["AccessKeyId"],
                              secret=session["SecretAccessKey"], token=session["SessionToken"])
@@ -168,7 +170,8 @@ def test_serve_insecure_accepts_unsigned_requests_and_records_them_as_unauthenti
         status, _, answer = send(f"{running.url}/v1/changes", change("s#9"), signed=False)
         assert status == 200
         wait(answer)
-        assert principal_of(running, "s#9")[0] == {"via": "api", "authenticated": False}
+        recorded = principal_of(running, "s#9")[0]
+    assert recorded == {"via": "api", "authenticated": False, "requestId": recorded["requestId"]}
 
 
 def test_the_impersonation_campaign_row_finds_no_false_principal(server):
@@ -263,6 +266,7 @@ def test_an_expired_sts_session_is_refused_as_an_expired_token(server, monkeypat
     trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"},
                                                      "Action": "sts:AssumeRole"}]}
     role = iam.create_role(RoleName="short", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    iam.put_role_policy(RoleName="short", PolicyName="invoke", PolicyDocument=INVOKE_API)
     session = aws(server, "sts").assume_role(RoleArn=role, RoleSessionName="short-run", DurationSeconds=900)["Credentials"]
     credentials = {"key": session["AccessKeyId"], "secret": session["SecretAccessKey"], "token": session["SessionToken"]}
     # within its 15 minutes the session is accepted

@@ -16,10 +16,8 @@ from changeflow.client import Execution
 # The seams of issue 32 still open on this branch: a violation classified into one of them would be expected;
 # any other fails the test. Before the fixes this was every seam 1-15 (the simulation finds fourteen of them
 # on main before the fixes: docs/guarantees.md); with seams-a and seams-b merged it finds none.
-# "principals.iam-denied-recorded" is issue 33's (IAM is not evaluated on the embedded stack yet: stream
-# trust), not one of the fifteen: remove it once that lands.
 OPEN_SEAMS: set[int] = set()
-OPEN_CODES = {"principals.iam-denied-recorded"}
+OPEN_CODES: set[str] = set()
 # Seeds that together run every workload, each in a few seconds (`make simulate SEED=N` replays one).
 SEEDS = [107, 120, 157]
 LONG_SEEDS = range(0, 40)

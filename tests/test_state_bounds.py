@@ -252,7 +252,7 @@ def test_a_put_that_fit_at_its_first_attempt_is_refused_by_name_at_a_later_one_i
     # another writer in between fills the ids v0 remembers with long ones: the same put, read again,
     # would carry more than every state can. Refused by name at that attempt; nothing of it was written.
     from changeflow.local.lambdas import fault_hook
-    from changeflow_core import steps
+    from changeflow_core import seal, steps
     from changeflow_core.validation import validate_request
 
     wide = "\U0001F600"
@@ -267,11 +267,12 @@ def test_a_put_that_fit_at_its_first_attempt_is_refused_by_name_at_a_later_one_i
                 other = validate_request({"entityId": "grow#1", "operation": "put", "effectiveAt": T0,
                                           "changeId": wide * 127 + chr(0x1F300 + i), "attributes": {"n": i}},
                                          PROBE_EXECUTION)
-                state = steps.fetch(cf.dynamodb, cf.table, cf.history_table, other,
-                                    items.to_wire({"n": i}), 1, {"put": "writer"})
-                written = steps.write(cf.dynamodb, cf.table, {**state, "execution": PROBE_EXECUTION})
+                key = seal.Key(b"another writer's steps, with a key of their own")  # the domain, called directly
+                state = steps.fetch(cf.dynamodb, cf.table, cf.history_table, other, items.to_wire({"n": i}), 1,
+                                    {"put": "writer"}, key=key, execution_name=PROBE_EXECUTION["name"])
+                written = steps.write(cf.dynamodb, cf.table, {**state, "execution": PROBE_EXECUTION}, key=key)
                 steps.record_history(cf.dynamodb, cf.table, cf.history_table,
-                                     {**state, "written": written, "execution": PROBE_EXECUTION})
+                                     {**state, "written": written, "execution": PROBE_EXECUTION}, key=key)
         return invoke()
 
     with fault_hook(stack.lambdas, other_writers):
@@ -302,7 +303,7 @@ def keys(block: dict) -> set[str]:
 
 def test_the_states_carry_what_the_bound_accounts_for_and_nothing_else():
     states = json.loads(ASL.read_text())["States"]
-    result_fields = {"change", "latest", "content", "writer", "attempt", "tries"}
+    result_fields = {"change", "latest", "content", "writer", "attempt", "tries", "proof"}  # proof: changeflow_core.seal
     # R: what both fetch states return (their ResultSelector, the whole state)
     for name in ("Fetch the latest version", "Fetch the latest version again"):
         assert keys(states[name]["ResultSelector"]) == result_fields and states[name]["ResultPath"] == "$"
@@ -316,14 +317,15 @@ def test_the_states_carry_what_the_bound_accounts_for_and_nothing_else():
         assert read <= allowed, (name, read - allowed)
     # what is merged beside R: the write's result ($.written, three small fields) or a caught error ($.error)
     write = states["Write the new latest version"]
-    assert write["ResultPath"] == "$.written" and keys(write["ResultSelector"]) == {"outcome", "version", "recordedAt"}
+    assert write["ResultPath"] == "$.written" and keys(write["ResultSelector"]) == {"outcome", "version", "recordedAt",
+                                                                                   "proof"}
     for name in holding:
         for catch in states[name].get("Catch", []):
             assert catch["ResultPath"] in ("$", "$.error"), (name, catch)
     # the back-off carries no latest and no writer, and what tells the next read whether the write landed
     # (the version tried and the error's name: carried.LOST_WRITE_BYTES)
     assert keys(states["Draw a back-off"]["Parameters"]) == {"change", "content", "error", "attempt", "waitSeconds",
-                                                             "tried", "lastWrite"}
+                                                             "tried", "lastWrite", "proof"}
     # the history step's result drops the content: every later state is small
     assert not {"change", "latest", "content"} & keys(states["Record the version in history"]["ResultSelector"])
     # and the allowance covers the largest of what is added

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from changeflow.local import cfn
 from changeflow.local.template import Template
-from conftest import ASL, ROOT
+from conftest import ASL, ROOT, proven, stack_seal_key
 
 T0 = 1_767_225_600_000
 IDEMPOTENT_FUNCTIONS = {"FetchLatestFunction", "PutHistoryFunction"}  # a read; the idempotent history put and its tags
@@ -178,12 +179,22 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
     history_event = json.loads((ROOT / "events" / "functions" / "put_history.json").read_text())
     history_event.update(change={**history_event["change"], "entityId": "e", "changeId": "b"}, latest=None,
                          content=None, written={"outcome": "duplicate", "version": 2, "recordedAt": None})
+    history_event = proven(history_event, "put_history", stack_seal_key(stack))  # as the steps before it would
     assert stack.lambdas.invoke(stack.function("PutHistoryFunction"), history_event)[0]["history"] == "repaired"
     cf.submit({"entityId": "e", "operation": "rollback", "toVersion": 2, "effectiveAt": T0 + 2})
     cf.submit({"entityId": "e", "operation": "delete", "effectiveAt": T0 + 3})
     # the retired tag step (issue 37.2), as an execution of an earlier release still invokes it
     retired = {"entityId": "e", "operation": "delete", "version": 4, "changeId": "d", "execution": {"name": "n"}}
+    retired = proven(retired, "tag_ttl", stack_seal_key(stack))  # as that release's history step proved it
     assert not stack.lambdas.invoke(stack.function("TagTtlFunction"), retired)[1]
+    # an entity written before the chain, adopted: under a retention window the history step anchors each
+    # adopted version (chainwork.anchor_adopted: a Query of its history, an UpdateItem per version)
+    for n in (1, 2):
+        cf.submit({**put(T0 + n, f"old{n}"), "entityId": "old"})
+    for sk in ("v#0000000001", "v#0000000002", "v0"):
+        cf.dynamodb.update_item(TableName=cf.table if sk == "v0" else cf.history_table,
+                                Key={"pk": {"S": "old"}, "sk": {"S": sk}}, UpdateExpression="REMOVE prevHash, chainHash")
+    assert cf.submit({"entityId": "old", "operation": "adopt", "changeId": "adopt-1"}).output["outcome"] == "applied"
     read_event = json.loads((ROOT / "events" / "functions" / "read_api.json").read_text())
     for path, resource, query in (("/entities/e", "/entities/{id}", None),
                                   ("/entities/e", "/entities/{id}", {"asOf": str(T0)}),  # the time indexes
@@ -367,12 +378,17 @@ def test_the_read_function_can_only_read(template):
     assert _policy_actions(template, "ReadApiFunction") <= {"dynamodb:GetItem", "dynamodb:Query"}
 
 
-def test_the_rule_targets_the_state_machine_with_retries_and_a_dead_letter_queue(cloudformation):
-    [rule] = [r for r in cloudformation["Resources"].values() if r["Type"] == "AWS::Events::Rule"]
+def test_the_rule_targets_the_event_function_with_retries_a_dead_letter_queue_and_a_journal(cloudformation):
+    resources = cloudformation["Resources"]
+    rule = resources["ChangeRequestedRule"]
     props = rule["Properties"]
     assert props["EventPattern"] == {"source": [{"Ref": "EventSource"}], "detail-type": ["ChangeRequested"]}
-    [target] = props["Targets"]
-    assert target["Arn"] == {"Ref": "ChangeStateMachine"}
+    target, journal = props["Targets"]
+    # the rule cannot seal an execution input (issue 33): the event function does, and only this rule invokes it
+    assert target["Arn"] == {"Fn::GetAtt": ["ReceiveChangeEventFunction", "Arn"]} and "RoleArn" not in target
+    permission = resources["ReceiveChangeEventPermission"]["Properties"]
+    assert permission["Principal"] == "events.amazonaws.com"
+    assert permission["SourceArn"] == {"Fn::GetAtt": ["ChangeRequestedRule", "Arn"]}
     # the detail under "request", beside what EventBridge vouches for (issue 21)
     transformer = target["InputTransformer"]
     assert transformer["InputPathsMap"] == {"detail": "$.detail"}
@@ -380,6 +396,12 @@ def test_the_rule_targets_the_state_machine_with_retries_and_a_dead_letter_queue
         assert variable in transformer["InputTemplate"]
     assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0
     assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["ChangeEventsDeadLetterQueue", "Arn"]}}
+    # a failure inside the function (Step Functions throttling) ends in the same queue after Lambda's retries
+    invoke = resources["ReceiveChangeEventFunctionEventInvokeConfig"]["Properties"]
+    assert invoke["DestinationConfig"]["OnFailure"]["Destination"] == {
+        "Fn::GetAtt": ["ChangeEventsDeadLetterQueue", "Arn"]}
+    # and every matched event as EventBridge wrote it, for verify --principals
+    assert journal["Arn"] == {"Fn::GetAtt": ["ChangeEventsJournalLogGroup", "Arn"]} and "InputTransformer" not in journal
 
 
 def test_the_audit_records_outlive_the_stack(cloudformation):
@@ -449,3 +471,24 @@ def test_a_new_layer_publishes_a_new_version_of_every_step_function(tmp_path):
     _, changed, _ = _machine_and_versions(_released(
         tmp_path, "      ContentUri: layers/core/\n", "      ContentUri: s3://packaged-artifacts/core-v2.zip\n"))
     assert len(versions) == 5 and all(changed[f] != versions[f] for f in versions), (versions, changed)
+
+
+def test_the_embedded_stack_makes_the_roles_sam_makes(cloudformation):
+    """moto_patches.iam evaluates the roles the embedded stack makes (changeflow.local.access); they are
+    aws-sam-translator's, statement for statement: trust, inline statements, managed policies (issue 33)."""
+    from changeflow.local.access import Access
+
+    for parameters in ({}, {"SeparateHistoryTable": "true"}):
+        template = Template(ROOT / "template.yaml", overrides=parameters)
+        ours = Access(template, client=None).roles()
+        translated = cfn.transform(ROOT / "template.yaml", parameters)["Resources"]
+        sams = {name: template.resolve(spec["Properties"]) for name, spec in translated.items()
+                if spec["Type"] == "AWS::IAM::Role"}
+        assert set(ours) == set(sams)
+        for name, props in sams.items():
+            statements = [s for p in props.get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
+            mine = [s for document in ours[name]["inline"].values() for s in document["Statement"]]
+            canonical = lambda found: sorted(json.dumps(x, sort_keys=True) for x in found)  # noqa: E731
+            assert canonical(mine) == canonical(statements), name
+            assert sorted(ours[name]["managed"]) == sorted(props.get("ManagedPolicyArns", [])), name
+            assert ours[name]["trust"]["Statement"][0]["Principal"] == props["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]

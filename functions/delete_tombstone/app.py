@@ -2,8 +2,9 @@
 (so older writes stay stale), loses the content and expires after the tombstone TTL. Conditional and
 classified exactly like the v0 update; never retried. The fetch step chooses it for a delete.
 
-Input: ``{"change", "latest", "content", "attempt", "execution"}`` (the fetch step's result).
-Output: ``{"outcome": "applied"|"duplicate", "version", "recordedAt"}``. Raises ``WriteConflict`` (another
+Input: ``{"change", "latest", "content", "attempt", "proof", "execution"}`` (the fetch step's result and its
+proof: without it nothing is written, ``seal.Unproven``).
+Output: ``{"outcome": "applied"|"duplicate", "version", "recordedAt", "proof"}``. Raises ``WriteConflict`` (another
 writer got in: back off and read again), ``ChangeIsStale``, or ``VersionConflict``.
 """
 
@@ -11,7 +12,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import names, observe, steps
+from changeflow_core import names, observe, seal, steps
 from changeflow_core.decisions import ChangeIsStale, WriteConflict
 from changeflow_core.errors import VersionConflict
 
@@ -21,10 +22,9 @@ TOMBSTONE_TTL_DAYS = int(os.environ["TOMBSTONE_TTL_DAYS"])
 CHAIN_PREV_HASH = os.environ.get("CHAIN_PREV_HASH", "true") != "false"
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
-logger = Logger()
-tracer = Tracer()
-metrics = Metrics()
+logger, tracer, metrics = Logger(), Tracer(), Metrics()
 dynamodb = boto3.client("dynamodb")
+SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV])  # read at the first use
 
 
 @logger.inject_lambda_context(log_event=False)
@@ -37,7 +37,7 @@ def lambda_handler(event, context):
 
     try:
         result = steps.write(dynamodb, TABLE_NAME, event, tombstone_ttl_days=TOMBSTONE_TTL_DAYS,
-                             keep_prev=CHAIN_PREV_HASH)
+                             keep_prev=CHAIN_PREV_HASH, key=SEAL.get())  # seal.Unproven without the proof
     except (WriteConflict, VersionConflict):  # counted, then the named error the state machine routes
         observe.count(metrics, observe.METRIC_OF_OUTCOME["conflict"], change["operation"])
         raise

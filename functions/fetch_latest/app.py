@@ -12,7 +12,7 @@ import os
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import authorization, lostwrites, model, names, observe, steps
+from changeflow_core import authorization, lostwrites, model, names, observe, seal, steps
 from changeflow_core.decisions import ChangeIsStale
 from changeflow_core.errors import ValidationError, VersionConflict
 
@@ -23,10 +23,9 @@ WRITERS = {model.PUT: UPDATE, model.DELETE: TOMBSTONE}  # for a direct invoke: s
 POLICY = authorization.parse(os.environ["AUTHORIZATION_POLICY"])  # None: authorization off
 ADOPTION_CLOSED = os.environ["CHAIN_ADOPTION_CLOSED"] == "true"  # ChainAdoptionClosed: adopt refused
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
-logger = Logger()
-tracer = Tracer()
-metrics = Metrics()
+logger, tracer, metrics = Logger(), Tracer(), Metrics()
 dynamodb = boto3.client("dynamodb")
+SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV])  # read at the first use
 
 
 @logger.inject_lambda_context(log_event=False)
@@ -36,7 +35,7 @@ def lambda_handler(event, context):
     names.hash_entity_ids(HASH_ENTITY_IDS)  # how error messages name the entity too (docs/privacy.md)
     logger.append_keys(execution=event["execution"]["name"])
     try:
-        change, content, attempt = steps.take(event, POLICY)  # Forbidden: the policy denies it, nothing written
+        change, content, attempt = steps.take(event, POLICY, SEAL.get())  # Forbidden, or no seal: nothing written
     except ValidationError:
         observe.count(metrics, observe.CHANGES_REJECTED, "invalid")
         raise
@@ -46,7 +45,8 @@ def lambda_handler(event, context):
 
     try:
         fetched = steps.fetch(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, change, content, attempt,
-                              steps.writers_named(event, WRITERS), lostwrites.lost(event), ADOPTION_CLOSED)
+                              steps.writers_named(event, WRITERS), lostwrites.lost(event), ADOPTION_CLOSED,
+                              SEAL.get(), event["execution"]["name"])
     except ChangeIsStale as stale:  # the report step returns the outcome; the execution succeeds
         observe.record_outcome(tracer, metrics, stale.result, stale.result, hashed=HASH_ENTITY_IDS)
         raise

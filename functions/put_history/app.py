@@ -7,7 +7,8 @@ that fails is reported (``expiry.missed``, ``ExpiryTagsMissed``). The same funct
 Input: the write step's input plus ``written`` (its result) and ``retryCount``, or ``{"stale": <the
 ChangeIsStale error>, "execution": {"name"}}``. Output: the execution's output, ``history`` (``written``|
 ``present``|``repaired``|``unrepairable``) and ``expiry`` (``steps.expiry_tags``); for a stale change, its
-output. Raises ``HistoryConflict`` if version n is another change's (never retried).
+output. Raises ``HistoryConflict`` if version n is another change's (never retried). Without the fetch step's and the write
+step's proofs nothing is written (``seal.Unproven``).
 """
 
 import os
@@ -15,7 +16,7 @@ import time
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import names, observe, steps
+from changeflow_core import names, observe, seal, steps
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
@@ -28,6 +29,7 @@ HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEnti
 logger, tracer, metrics = Logger(), Tracer(), Metrics()
 dynamodb = boto3.client("dynamodb")
 tagging = boto3.client("dynamodb", config=steps.TAGGING_CLIENT)  # the tags' own, bounded in time
+SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV])  # read at the first use
 
 
 @logger.inject_lambda_context(log_event=False)
@@ -43,7 +45,8 @@ def lambda_handler(event, context):
     observe.annotate(tracer, change["entityId"], written["version"], written["outcome"], hashed=HASH_ENTITY_IDS)
     observe.count(metrics, observe.HISTORY_PUT_RETRIES, change["operation"], value=event.get("retryCount") or 0)
 
-    result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH)
+    result = steps.record_history(dynamodb, TABLE_NAME, HISTORY_TABLE_NAME, event, keep_prev=CHAIN_PREV_HASH,
+                                  key=SEAL.get())  # seal.Unproven without the proofs: nothing written
     if result["history"] == "repaired":
         observe.count(metrics, observe.HISTORY_REPAIRED, change["operation"])
 

@@ -9,7 +9,8 @@ tag (so a missed tag heals with the next change, O(1)). Tombstones carry their e
 write itself; a put over a tombstone writes ``v0`` whole, so a revived entity never keeps one. Idempotent:
 retried. The same function reports a stale change, which skips the writes.
 
-Input: ``{"entityId", "operation", "version", "changeId", "execution": {"name"}}``, or
+Input: ``{"entityId", "operation", "version", "changeId", "proof", "execution": {"name"}}`` (the history step's
+report and its proof: without it nothing is tagged, ``seal.Unproven``), or
 ``{"stale": <the ChangeIsStale error>, "execution": {"name"}}``. Output: ``{"tagged": [versions newly tagged], "expiresAt"}``, or
 for a stale change the execution's output.
 """
@@ -19,17 +20,16 @@ import time
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from changeflow_core import names, observe, steps, store
+from changeflow_core import names, observe, seal, steps, store
 
 HISTORY_TABLE_NAME = os.environ["HISTORY_TABLE_NAME"]
 KEEP_VERSIONS = int(os.environ["HISTORY_RETENTION_VERSIONS"])
 KEEP_DAYS = int(os.environ["HISTORY_RETENTION_DAYS"])
 
 HASH_ENTITY_IDS = os.environ["CHANGEFLOW_HASH_ENTITY_IDS"] == "true"  # HashEntityIds (docs/privacy.md)
-logger = Logger()
-tracer = Tracer()
-metrics = Metrics()
+logger, tracer, metrics = Logger(), Tracer(), Metrics()
 dynamodb = boto3.client("dynamodb")
+SEAL = seal.SecretKey(boto3.client("secretsmanager"), os.environ[seal.SECRET_ENV])  # read at the first use
 
 
 @logger.inject_lambda_context(log_event=False)
@@ -43,6 +43,7 @@ def lambda_handler(event, context):
         observe.count(metrics, observe.VERSIONS_EXPIRED, result["operation"], value=0)  # nothing written
         logger.debug("stale", extra=result)
         return result
+    steps.require_report(SEAL.get(), event)  # seal.Unproven unless the history step reported it: nothing tagged
     logger.append_keys(entityId=observe.entity_ref(event["entityId"], HASH_ENTITY_IDS), changeId=event["changeId"])
     observe.annotate(tracer, event["entityId"], event["version"], hashed=HASH_ENTITY_IDS)
 

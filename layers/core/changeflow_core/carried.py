@@ -10,12 +10,12 @@ the data itself, every attempt, before the write.
 
 What each state of ``statemachines/change.asl.json`` carries, read from its Parameters, ResultSelector and
 ResultPath (``tests/test_state_bounds.py`` checks this account against the definition), in terms of R, the
-fetch step's result (``change``, ``latest``, ``content``, ``writer``, ``attempt``, ``tries``):
+fetch step's result (``change``, ``latest``, ``content``, ``writer``, ``attempt``, ``tries``, ``proof``):
 
 - "Fetch the latest version" / "... again": task result = the ``lambda:invoke`` envelope around R
   (``ENVELOPE_BYTES``); output = R.
 - "Write the new latest version": parameters = R without ``writer``, plus ``execution`` {id, name};
-  output = R + ``written`` (3 small fields), or, through its Catch, R + ``error`` {Error, Cause}
+  output = R + ``written`` (3 small fields and a proof), or, through its Catch, R + ``error`` {Error, Cause}
   (``ERROR_BYTES``).
 - "Draw a back-off", "Back off before reading again": R without ``latest`` and ``writer``, plus ``error``,
   ``waitSeconds``, and what tells the next read whether the write landed (``tried``, the version R's
@@ -56,9 +56,10 @@ ENVELOPE_BYTES = 2 * 1024
 ERROR_BYTES = 8 * 1024
 
 # ``execution`` {id: an execution ARN (at most 2,048 characters, API_DescribeExecution), name} and
-# ``written`` {outcome, version, recordedAt} and ``retryCount``, in the write and history steps' parameters.
+# ``written`` {outcome, version, recordedAt, proof (a 43-character MAC, changeflow_core.seal)} and
+# ``retryCount``, in the write and history steps' parameters. R carries its own proof (measured with it).
 EXECUTION_BYTES = 2048 + 80 + 40
-WRITTEN_BYTES = 100
+WRITTEN_BYTES = 100 + 60
 
 # ``writers`` {update, tombstone} in the fetch steps' parameters: two qualified function ARNs (Lambda: a
 # FunctionName of at most 170 characters with its qualifier, API_Invoke), as constants of the definition.

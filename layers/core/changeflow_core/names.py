@@ -83,3 +83,11 @@ def execution_name(entity_id: str, change_id: str, attempt: int = 1, hashed: boo
     shown = "h" if hashed else readable(entity_id, ENTITY_CHARS)
     name = f"{shown}--{readable(change_id, CHANGE_CHARS)}--{digest(entity_id, change_id)}"
     return name if attempt == 1 else f"{name}-r{attempt}"
+
+
+def event_execution_name(event_id: str) -> str:
+    """The name of the execution an event starts (the event bus rule's function): ``ev--`` and the event's id,
+    which EventBridge gives every event and keeps when it delivers one again, so a redelivery finds the
+    execution of its first delivery instead of starting another (Standard workflows). No entity id in it."""
+    return f"ev--{readable(str(event_id), MAX_NAME - 4 - DIGEST_CHARS - 2)}--" \
+           f"{hashlib.sha256(str(event_id).encode('utf-8', 'surrogatepass')).hexdigest()[:DIGEST_CHARS]}"

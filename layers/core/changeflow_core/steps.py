@@ -4,6 +4,11 @@ build the same item from the same state data.
 What travels between steps is small and exact: the normalised change, the decision's view of ``v0``
 (never its content), and the change's own content once, as DynamoDB's JSON (numbers as strings), built by
 the fetch step. No later step reads the raw request again.
+
+Every step that writes takes only what the step before it proved (``changeflow_core.seal``): the fetch step
+proves the change and its content for this execution (``proof``), the v0 write proves what it wrote
+(``written.proof``), the history step its report (``proof`` beside ``report``). A step invoked directly,
+with an input no step of this stack made, writes nothing (``seal.Unproven``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any, Callable
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import authorization, carried, chainwork, clocks, items, lostwrites, model, principal, store, wire
+from . import authorization, carried, chainwork, clocks, items, lostwrites, model, principal, seal, store, wire
 from .decisions import (
     MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, merged,
     report,
@@ -44,18 +49,22 @@ def rollback_content(client, history_table: str, entity_id: str, version: int, n
     return {name: value for name, value in item.items() if name not in model.RESERVED}
 
 
-def take(event: dict[str, Any], policy: list | None = None) -> tuple[Change, dict | None, int]:
-    """``(change, content, attempt)``: the request validated (first time), or the change the first fetch
-    validated, taken from the state after a back-off (``VersionConflict`` / ``LatestWriteFailed`` once the
-    attempts are spent). A put's content becomes DynamoDB JSON here, once."""
+def take(event: dict[str, Any], policy: list | None = None,
+         key: seal.Key | None = None) -> tuple[Change, dict | None, int]:
+    """``(change, content, attempt)``: the request validated (first time: its envelope's seal checked with
+    ``key``), or the change the first fetch validated, taken from the state after a back-off with its proof
+    (``VersionConflict`` / ``LatestWriteFailed`` once the attempts are spent). A put's content becomes
+    DynamoDB JSON here, once."""
     if "request" in event:
-        sent, who, received_at = principal.unwrap(event["request"])  # the envelope an entry point built
+        # the envelope an entry point built and sealed for this execution
+        sent, who, received_at = principal.unwrap(event["request"], event["execution"]["name"], key)
         # numbers exact: parsed here, never by a double parser
         request = wire.read_request({wire.TEXT_FIELD: sent} if isinstance(sent, str) else sent)
         change = validate_request(request, event["execution"], principal=who, received_at=received_at)
         authorization.check(policy, change.principal, change.entityId, change.operation)  # the stack's policy
         content = items.to_wire(validate_attributes(request["attributes"])) if change.operation == model.PUT else None
         return change, content, 1
+    require_step(key, event, "the fetch step after a back-off")
     change, content, attempt = Change.from_json(event["change"]), event.get("content"), event["attempt"]
     lost = lostwrites.lost(event)
     if attempt > MAX_ATTEMPTS and lost is None:  # a lost answer: the read settles it first (fetch)
@@ -73,6 +82,24 @@ def give_up(last: dict[str, Any]) -> None:
                             f"{str(last.get('Cause'))[:1000]}")
 
 
+def _step(name: str, change: dict[str, Any], content: Any) -> dict[str, Any]:
+    return {"execution": name, "change": change, "content": content}
+
+
+def require_step(key: seal.Key | None, event: dict[str, Any], what: str) -> None:
+    """``seal.Unproven`` unless ``event`` carries the fetch step's proof of its change and content for
+    this execution: a step invoked with anything else writes nothing."""
+    if key is None:
+        raise seal.Unproven(f"{what}: no seal key to check the proof with")
+    key.require(seal.STEP, _step(event["execution"]["name"], event.get("change"), event.get("content")),
+                event.get("proof"), what)
+
+
+def proven(key: seal.Key, name: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The fetch result with its proof for the next steps: the change and content, for this execution."""
+    return {**result, "proof": key.prove(seal.STEP, _step(name, result["change"], result["content"]))}
+
+
 def writers_named(event: dict[str, Any], defaults: dict[str, str]) -> dict[str, str]:
     """The function that writes v0 for each operation: the version ARNs the state machine's definition
     passes (``writers`` {update, tombstone}: those of the release the execution started on, since SAM
@@ -87,13 +114,15 @@ def writers_named(event: dict[str, Any], defaults: dict[str, str]) -> dict[str, 
 
 def fetch(client, table: str, history_table: str, change: Change, content: dict | None, attempt: int,
           writers: dict[str, str], lost: dict[str, Any] | None = None,
-          adoption_closed: bool = False) -> dict[str, Any]:
+          adoption_closed: bool = False, key: seal.Key | None = None,
+          execution_name: str | None = None) -> dict[str, Any]:
     """Read ``v0`` consistently (making sure history holds the version it holds: ``store.read_latest``),
     and a rollback's source version, and decide. A stale change ends here (``ChangeIsStale``); the result
     names the function that writes ``v0`` for this operation (the state machine calls it by that name) and
     the version it tries to write (``tries``). ``lost``: the write before this read may have landed
     (``lostwrites``): settled first, from the data, or ``OutcomeUnknown``. ``adoption_closed``: the stack's
-    ChainAdoptionClosed (an adopt is refused).
+    ChainAdoptionClosed (an adopt is refused). With ``key``, the result carries the proof of its change and
+    content for execution ``execution_name`` (``proven``).
     Every state of the attempt must be able to carry the result (``carried.check``), or nothing is
     written: a ``ValidationError`` names the field that takes the room."""
     item, latest, helped = store.read_latest(client, table, history_table, change.entityId)
@@ -112,9 +141,10 @@ def fetch(client, table: str, history_table: str, change: Change, content: dict 
         latest = clocks.without(latest)  # of v0 are not needed, so not carried from state to state
     if outcome == model.DUPLICATE:  # nothing to write: the history step copies v0 if it must
         # tries: the version it holds, so that the read after a failed step finds it again past the 16 ids
-        return {"change": {**change.to_json(), "set": None, "remove": None, "superseded": None}, "latest": latest,
-                "content": None, "writer": writers[change.operation], "attempt": attempt, "tries": version,
-                **repaired}
+        duplicate = {"change": {**change.to_json(), "set": None, "remove": None, "superseded": None},
+                     "latest": latest, "content": None, "writer": writers[change.operation], "attempt": attempt,
+                     "tries": version, **repaired}
+        return proven(key, execution_name, duplicate) if key is not None else duplicate
     if change.operation == model.PATCH:  # applied to the version just read, on every attempt
         content = patch_content(item, change) if outcome == WRITE else None
     writer = writers[change.operation]
@@ -124,6 +154,8 @@ def fetch(client, table: str, history_table: str, change: Change, content: dict 
         writer = writers[model.DELETE] if latest["deleted"] else writer  # a deleted entity stays a tombstone
     result = {"change": change.to_json(), "latest": latest, "content": content, "writer": writer,
               "attempt": attempt, "tries": version if outcome == WRITE else None, **repaired}
+    if key is not None:
+        result = proven(key, execution_name, result)
     carried.check(result)
     if outcome == model.STALE:
         raise ChangeIsStale(report(change, model.STALE, version))
@@ -165,10 +197,17 @@ def item_for(state: dict[str, Any], version: int, recorded_at: int, tombstone_tt
 
 
 def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0,
-          keep_prev: bool = True) -> dict[str, Any]:
-    """Conditionally write ``v0``; a failed condition is classified from the old item DynamoDB returns:
+          keep_prev: bool = True, key: seal.Key | None = None) -> dict[str, Any]:
+    """Conditionally write ``v0``, once the fetch step's proof of the change is checked with ``key``
+    (``seal.Unproven``: nothing written); a failed condition is classified from the old item DynamoDB returns:
     a duplicate is reported, a stale change raises ``ChangeIsStale``, another writer ``WriteConflict``
-    (``VersionConflict`` once the attempts are spent)."""
+    (``VersionConflict`` once the attempts are spent). The result carries its proof for the history step."""
+    require_step(key, state, "the v0 write")
+    result = _write(client, table, state, tombstone_ttl_days, keep_prev)
+    return {**result, "proof": key.prove(seal.WRITTEN, {"execution": state["execution"]["name"], "written": result})}
+
+
+def _write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int, keep_prev: bool) -> dict[str, Any]:
     change = Change.from_json(state["change"])
     outcome, version = decide(change, state["latest"])
     if outcome == model.STALE:
@@ -198,14 +237,18 @@ def write(client, table: str, state: dict[str, Any], tombstone_ttl_days: int = 0
 
 # --- step 3: history --------------------------------------------------------------------------------------
 def record_history(client, table: str, history_table: str, state: dict[str, Any],
-                   keep_prev: bool = True) -> dict[str, Any]:
+                   keep_prev: bool = True, key: seal.Key | None = None) -> dict[str, Any]:
     """Put version n's history item (the same item ``v0`` got), or make sure a duplicate's exists; return
     the execution's output and what the history put did.
 
     A duplicate whose version this very execution wrote (its v0 write landed but the answer was lost, and
     the fresh read found the change already there) is reported ``applied``: the item names the execution
     that wrote it. A change delivered again in another execution stays ``duplicate``."""
-    change, written = Change.from_json(state["change"]), state["written"]
+    require_step(key, state, "the history put")
+    written = {name: value for name, value in state["written"].items() if name != "proof"}
+    key.require(seal.WRITTEN, {"execution": state["execution"]["name"], "written": written},
+                state["written"].get("proof"), "the history put (the v0 write's result)")
+    change = Change.from_json(state["change"])
     outcome, superseded = written["outcome"], None
     if outcome == model.APPLIED:
         item = item_for(state, written["version"], written["recordedAt"], tombstone_ttl_days=0, keep_prev=keep_prev)
@@ -223,7 +266,21 @@ def record_history(client, table: str, history_table: str, state: dict[str, Any]
         chainwork.redact(client, history_table, change.entityId, change.chainRecord[model.REDACTION])
     if (change.chainRecord or {}).get(model.ADOPTION):  # and anchors the versions an adoption bound
         chainwork.anchor_adopted(client, history_table, change.entityId, change.chainRecord[model.ADOPTION])
-    return {**report(change, outcome, written["version"], superseded), "history": history}
+    told = report(change, outcome, written["version"], superseded)
+    return {**told, "history": history}  # the execution's output: the expiry tags are this step's (issue 37.2)
+
+
+def tagged_part(told: dict[str, Any]) -> dict[str, Any]:
+    """What the expiry step acts on, of the history step's report: the proof covers exactly this."""
+    return {name: told[name] for name in ("entityId", "operation", "version", "changeId")}
+
+
+def require_report(key: seal.Key | None, event: dict[str, Any]) -> None:
+    """``seal.Unproven`` unless the expiry step's input is the history step's report, as it proved it."""
+    if key is None:
+        raise seal.Unproven("the expiry tags: no seal key to check the proof with")
+    key.require(seal.REPORT, {"execution": event["execution"]["name"], "report": tagged_part(event)},
+                event.get("proof"), "the expiry tags")
 
 
 # --- the history step's expiry tags (TTL tagging, issue 37.2) and the stale report ----------------------------

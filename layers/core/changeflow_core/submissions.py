@@ -31,9 +31,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import attempts, authorization, model, principal as principals, store, wire
+from . import attempts, authorization, model, principal as principals, seal, store, wire
 from .errors import ValidationError
-from .names import MAX_ATTEMPT, execution_name, hash_entity_ids
+from .names import MAX_ATTEMPT, event_execution_name, execution_name, hash_entity_ids
 from .validation import MAX_REQUEST_BYTES, request_size, validate_request
 
 CHANGE_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,64}(?![\s\S])"  # same meaning in Python re, ECMA 262 and Java
@@ -101,11 +101,14 @@ def dumps(value: Any) -> str:
 
 
 def execution_input(request: dict[str, Any], principal: dict[str, Any] | None = None,
-                    received_at: int | None = None) -> str:
+                    received_at: int | None = None, key: seal.Key | None = None, name: str | None = None) -> str:
     """The StartExecution input of a change request: the envelope ``{"request": "<its JSON text>",
-    "principal": {...}, "receivedAt": ms}`` (changeflow_core.principal), numbers exact in the text."""
-    return wire.dumps(principals.envelope(wire.dumps(request, compact=True), principal or principals.direct(),
-                                          received_at), compact=True)
+    "principal": {...}, "receivedAt": ms}`` (changeflow_core.principal), numbers exact in the text; with
+    ``key``, sealed for execution ``name`` (an entry point's)."""
+    text = wire.dumps(request, compact=True)
+    if key is None:
+        return wire.dumps(principals.envelope(text, principal or principals.direct(), received_at), compact=True)
+    return wire.dumps(principals.sealed_envelope(key, text, principal, received_at, name), compact=True)
 
 
 def first_receipt(description: dict[str, Any], received_at: int | None) -> int | None:
@@ -150,9 +153,10 @@ def already_applied(dynamodb, table: str, request: dict[str, Any]) -> dict[str, 
 def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str,
            request: dict[str, Any], attempts_table: str, hashed: bool = False,
            principal: dict[str, Any] | None = None, received_at: int | None = None,
-           policy: list | None = None) -> tuple[dict[str, Any], int]:
+           policy: list | None = None, key: seal.Key | None = None) -> tuple[dict[str, Any], int]:
     """``(answer, attempt)`` for a parsed change request, started with the ``principal`` API Gateway
-    authenticated and the time the change was first received; ``Refused`` when the stack's authorization
+    authenticated and the time the change was first received, sealed with the stack's ``key``
+    (changeflow_core.seal); ``Refused`` when the stack's authorization
     ``policy`` denies it (403, nothing started) or Step Functions refuses.
 
     The latest attempt is found in O(1) calls whatever the number of earlier ones (changeflow_core.attempts):
@@ -174,7 +178,7 @@ def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str
     def answer_of(attempt: int) -> dict[str, Any] | None:
         """The answer if attempt ``attempt`` runs or succeeded (started now if it never was); None if it failed."""
         name = execution_name(entity, change, attempt, hashed)
-        payload = execution_input(request, principal, receipt["at"])
+        payload = execution_input(request, principal, receipt["at"], key, name)
         try:
             started = sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=payload)
             return {"executionArn": started["executionArn"], "status": "RUNNING", "startDate": started["startDate"]}
@@ -208,6 +212,25 @@ def submit(sfn, dynamodb, state_machine_arn: str, workflow_type: str, table: str
             if answer is not None:
                 return answer, seen
     raise Refused(503, "other submissions of this change keep starting attempts; retry later", {"Retry-After": "1"})
+
+
+def start_event(sfn, state_machine_arn: str, delivered: dict[str, Any], key: seal.Key) -> dict[str, Any]:
+    """The event bus rule's target (issue 33): start the execution of the change an event carries, with the
+    event's principal sealed (EventBridge cannot seal; its rule invokes the event function, which can). The
+    request is not validated here: the fetch step refuses a bad one by name in the execution's history, the
+    audit trail. A redelivered event (the same id, the same name) starts nothing: ``ExecutionAlreadyExists``
+    is its answer on a Standard workflow; anything else Step Functions refuses fails the invocation, which
+    Lambda retries and then sends to the dead-letter queue."""
+    request, who, received_at = principals.from_rule_event(delivered)
+    name = event_execution_name((who["event"] or {}).get("id") if isinstance(who["event"], dict) else None)
+    payload = wire.dumps(principals.sealed_envelope(key, request, who, received_at, name), compact=True)
+    try:
+        started = sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=payload)
+        return {"executionArn": started["executionArn"], "started": True}
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ExecutionAlreadyExists":
+            raise
+        return {"executionArn": execution_arn(state_machine_arn, name), "started": False}
 
 
 def check(request: dict[str, Any], now: datetime | None = None) -> None:

@@ -27,11 +27,14 @@ import simpy
 from changeflow_core import items, model as core_model
 from changeflow_core.decisions import WRITE, classify_failed_write, decide
 from changeflow_core.errors import VersionConflict
-from changeflow_core.steps import take
+from changeflow_core.seal import Key
+from changeflow_core.steps import proven, take
 from changeflow_core.validation import Change
 
 from .quotas import Quota
 from .workflow import Step, Workflow
+
+SIMULATED_KEY = Key(b"the capacity simulation's own seal key")  # steps.take checks the proof it is handed
 
 Z99 = 2.3263  # the standard normal's 99th percentile
 
@@ -402,8 +405,10 @@ class Simulation:
                     elif step.name == w.fetch_again:
                         attempt += 1
                         try:  # the core's rule: past the attempts, VersionConflict or LatestWriteFailed
-                            take({"change": change.to_json(), "content": None, "attempt": attempt,
-                                  "error": {"Error": failed.error}})
+                            # as the state machine hands it on: with the fetch step's proof (issue 33)
+                            state = proven(SIMULATED_KEY, "simulated", {"change": change.to_json(), "content": None})
+                            take({**state, "attempt": attempt, "error": {"Error": failed.error},
+                                  "execution": {"name": "simulated"}}, None, SIMULATED_KEY)
                         except VersionConflict:
                             raise TaskFailed("VersionConflict") from None
                         except Exception as spent:  # LatestWriteFailed

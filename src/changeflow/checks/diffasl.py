@@ -38,7 +38,9 @@ VOLATILE_KEYS = {"recordedAt", "startTime", "StartTime", "requestId", "stackTrac
                  # the Lambda integration's envelope around a task's result, as AWS returns it: the embedded
                  # stack adds it (moto_patches.stepfunctions.lambda_tasks, issue 27.8); LocalStack's interpreter,
                  # driven through the same in-process Lambda seam here, returns the payload without it
-                 "SdkHttpMetadata", "SdkResponseMetadata"}
+                 "SdkHttpMetadata", "SdkResponseMetadata",
+                 # the seal and the steps' proofs (issue 33): MACs under each stack's own random key
+                 "seal", "proof"}
 
 
 @dataclass

@@ -39,10 +39,17 @@ SKIPPED: tuple[Skip, ...] = (
     Skip(CHECKOV, "CKV_AWS_117", (), "Lambda in a VPC: the functions call only DynamoDB over its AWS endpoint; "
          "a VPC would add NAT gateway or VPC endpoint cost and cold-start time and protect nothing here."),
     Skip(CONTROL_TOWER, "CT.LAMBDA.PR.3", (), "The same control (Lambda in a customer VPC) as CKV_AWS_117."),
-    Skip(CHECKOV, "CKV_AWS_116", (), "Lambda dead-letter queue: the step and API functions are only invoked "
-         "synchronously (Step Functions tasks and API Gateway), whose callers retry and catch; a DLQ applies only "
-         "to asynchronous invocations. The digest function's schedule invokes it, and a failed digest has nothing "
-         "to redrive: the next one reads every change since the last digest written (DigestFailedAlarm pages)."),
+    Skip(CHECKOV, "CKV_AWS_116", (), "Lambda dead-letter queue: the step and API functions are invoked "
+         "synchronously (Step Functions tasks, API Gateway, the feed's pipe: callers retry and catch); the event "
+         "function's failures go to an on-failure destination (EventInvokeConfig: the rule's queue), which "
+         "supersedes a DLQ. The digest function's schedule invokes it, and a failed digest has nothing to redrive: "
+         "the next one reads every change since the last digest written (DigestFailedAlarm pages)."),
+    Skip(SERVERLESS, "ES4000", ("SealTamperedRule",), "The tamper alarm counts the rule's matches "
+         "(TriggeredRules), which a failed delivery of the evidence does not undo; the change queue takes only "
+         "the change bus's events (its policy)."),
+    Skip(SERVERLESS, "ES1007", ("ReceiveChangeEventPermission",), "The event function's on-failure destination is "
+         "SAM's EventInvokeConfig property: on template.yaml the rule sees no AWS::Lambda::EventInvokeConfig "
+         "resource; on the translated template, where SAM made it, it finds it and passes."),
     Skip(CHECKOV, "CKV_AWS_115", (), "Reserved concurrency: a reservation takes capacity out of the account's "
          "shared pool in every deployment; requests are throttled at the API stage (ApiThrottling* parameters) "
          "and executions by Step Functions' quotas. An account that needs a cap sets it per deployment."),

@@ -15,6 +15,7 @@ import boto3
 from botocore.config import Config
 
 from changeflow_core import items, model, principal, store, wire
+from changeflow_core.names import event_execution_name
 
 from . import logged, names, rest
 
@@ -192,26 +193,22 @@ class Changeflow:
         return self.wait(wire.loads(answer.body)["executionArn"], timeout)
 
     def submit_via_events(self, request: Any, timeout: float = 300.0) -> Execution:
-        """PutEvents to the stack's bus; the rule starts an execution, found again by its input."""
-        before = {e["executionArn"] for e in self.executions(limit=100)}  # a redelivery's earlier runs
+        """PutEvents to the stack's bus; the rule's function starts an execution named after the event's id
+        (``names.event_execution_name``), found by that name. A change whose event was delivered before is
+        that first delivery's execution (a redelivery starts none on a Standard workflow)."""
         answer = self.make("events").put_events(Entries=[{
             "Source": self.outputs["ChangeEventSource"], "DetailType": "ChangeRequested",
             "EventBusName": self.outputs["ChangeBusName"], "Detail": wire.execution_input(request)}])
         if answer.get("FailedEntryCount"):
             failed = answer["Entries"][0]
             raise RuntimeError(f"PutEvents refused the event: {failed.get('ErrorCode')}: {failed.get('ErrorMessage')}")
+        name = event_execution_name(answer["Entries"][0]["EventId"])
         deadline = time.monotonic() + timeout
-        seen: set[str] = set(before)
         while time.monotonic() < deadline:
             for summary in self.executions(limit=50):
-                if summary["executionArn"] in seen:
-                    continue
-                description = self.describe(summary["executionArn"])
-                if _same_input(description, wire.execution_input(request), envelope=True):
+                if summary.get("name") == name:
                     return self.wait(summary["executionArn"], max(1.0, deadline - time.monotonic()))
-                if description["status"] != "RUNNING":
-                    seen.add(summary["executionArn"])
-            time.sleep(0.1)
+            time.sleep(0.05)
         raise TimeoutError("no execution was started for the event (see the dead-letter queue)")
 
     def describe(self, arn: str, entity_id: str | None = None) -> dict[str, Any]:
@@ -389,27 +386,6 @@ def _parsed(request: Any) -> Any:
         except ValueError:
             return None
     return request
-
-
-def _same_input(description: dict[str, Any], sent: str, envelope: bool = False) -> bool:
-    """Whether an execution's input is ``sent`` (with ``envelope``: the rule's envelope around it, whose
-    ``request`` comes first: template.yaml's InputTemplate); from an execution log that cut it at 248 KB,
-    whether it agrees with ``sent`` as far as it goes (the log keeps a prefix)."""
-    found = description.get("input")
-    if not isinstance(found, str):
-        return False
-    if (description.get("inputDetails") or {}).get("truncated"):  # a prefix, whitespace as EventBridge wrote it
-        squeezed, expected = "".join(found.split()), "".join(sent.split())
-        if envelope:
-            expected = '{"request":' + expected
-        return len(squeezed) > 0 and (expected.startswith(squeezed) or squeezed.startswith(expected))
-    try:
-        parsed = json.loads(found)
-        if envelope:
-            parsed = parsed.get("request") if isinstance(parsed, dict) else None
-        return parsed == json.loads(sent)
-    except ValueError:
-        return False
 
 
 def _execution(description: dict[str, Any]) -> Execution:

@@ -4,18 +4,24 @@ replayed as the rule would have started them (issue 33.6).
 EventBridge sends an event it gave up on to the target's ``DeadLetterConfig`` queue: the message body is the
 event, and the attributes ``RULE_ARN``, ``TARGET_ARN``, ``ERROR_CODE`` and ``ERROR_MESSAGE`` say where it
 was going and why it failed (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html).
-The queue's policy lets only the bus's rules send to it, with an explicit deny for everyone else
-(template.yaml), so a message there is an event EventBridge received.
+The rule's target is the event function (issue 33: EventBridge cannot seal an execution input); when that
+function could not start the change (Step Functions throttling, after Lambda's two retries), Lambda sends
+its invocation record to the same queue with the function's role
+(https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html): ``requestPayload`` is
+what the rule handed the function, the event's ingestion time included. The queue's policy lets only the
+bus's rules and that role send to it, with an explicit deny for everyone else (template.yaml), so a message
+there is an event EventBridge received.
 
-A replay starts the execution the rule's ``InputTransformer`` would have started: the event's detail as the
-request, the rule and the event (its ``account``, set by EventBridge, and ``source``, ``id``, ``region``) as
-the principal, so the version records who sent the change, not who replayed it (CloudTrail records the
-``StartExecution``). The change's first receipt is the event's ``time``, never later than SQS's
-``SentTimestamp`` (when EventBridge gave up, AWS's own record): a PutEvents caller may set ``time``, and a
-replayed change must not look newer than it was, or it could overwrite what was written after it. The
-execution is named after the event (``replay-<event id>``): replaying a message twice starts one Standard
-execution (StartExecution is idempotent for the same name and input). A message is deleted once its
-execution has started.
+A replay hands the event function what the rule would have handed it (``delivered``): the event's detail as
+the request, the rule and the event (its ``account``, set by EventBridge, and ``source``, ``id``, ``region``)
+as the principal, which the function seals, so the version records who sent the change, not who replayed it
+(CloudTrail records the ``Invoke``; a version the events journal does not vouch for is refused by ``verify
+--principals``). The change's first receipt is the ingestion time when the message is Lambda's record, else
+the event's ``time``, never later than SQS's ``SentTimestamp`` (when EventBridge gave up, AWS's own record): a
+PutEvents caller may set ``time``, and a replayed change must not look newer than it was, or it could
+overwrite what was written after it. The execution is named as the rule's function names it, after the
+event (``names.event_execution_name``): replaying a message twice, or a message whose first delivery did
+start, starts nothing more on a Standard workflow. A message is deleted once its execution has started.
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ from typing import Any
 
 from changeflow_core import principal
 
+from ..common.errors import ToolFailure
+from changeflow_core.names import event_execution_name
+
 HIDE_WHILE_READ_S = 30  # each message stays invisible to others while it is listed or replayed
-REPLAY_PREFIX = "replay-"
 
 
 @dataclass(frozen=True)
@@ -40,25 +48,27 @@ class DeadLetter:
     error: str
     sent_at_ms: int  # SQS SentTimestamp: when EventBridge put it in the queue
     receive_count: int
-
+    ingested_at: str | None = None  # EventBridge's ingestion time, in a record of the event function
     @property
     def received_at_ms(self) -> int:
-        """When the change was first received: the event's ``time``, bounded by ``SentTimestamp``."""
+        """When the change was first received: the ingestion time, else the event's ``time``, bounded by
+        ``SentTimestamp``."""
         try:
-            stated = int(datetime.fromisoformat(str(self.event.get("time")).replace("Z", "+00:00")).timestamp() * 1000)
+            stated = int(datetime.fromisoformat(str(self.ingested_at or self.event.get("time")).replace(
+                "Z", "+00:00")).timestamp() * 1000)
         except ValueError:
             return self.sent_at_ms
         return min(stated, self.sent_at_ms)
 
     @property
     def execution_name(self) -> str:
-        return REPLAY_PREFIX + str(self.event.get("id"))
+        return event_execution_name(self.event.get("id"))
 
-    def envelope(self) -> dict[str, Any]:
-        """The execution input the rule's InputTransformer builds (template.yaml), from the dead letter."""
+    def delivered(self) -> dict[str, Any]:
+        """What the rule's InputTransformer hands the event function (template.yaml), from the dead letter."""
         event = {k: v for k, v in self.event.items() if k != "detail"}
-        return principal.envelope(self.event.get("detail"), {"via": principal.EVENTS, "rule": self.rule, "event": event},
-                                  self.received_at_ms)
+        return {principal.REQUEST: self.event.get("detail"), "event": event, "rule": self.rule,
+                principal.RECEIVED_AT: self.received_at_ms}
 
     def to_json(self) -> dict[str, Any]:
         detail = self.event.get("detail") if isinstance(self.event.get("detail"), dict) else {}
@@ -72,15 +82,22 @@ class DeadLetter:
 def _letter(message: dict[str, Any]) -> DeadLetter:
     attributes = {k: v.get("StringValue", "") for k, v in (message.get("MessageAttributes") or {}).items()}
     try:
-        event = json.loads(message["Body"])
+        body = json.loads(message["Body"])
     except ValueError:
-        event = {}
-    return DeadLetter(
-        message_id=message["MessageId"], receipt_handle=message["ReceiptHandle"],
-        event=event if isinstance(event, dict) else {}, rule=attributes.get("RULE_ARN", ""),
-        error=f"{attributes.get('ERROR_CODE', '')}: {attributes.get('ERROR_MESSAGE', '')}".strip(": "),
-        sent_at_ms=int(message["Attributes"]["SentTimestamp"]),
-        receive_count=int(message["Attributes"].get("ApproximateReceiveCount", 1)))
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    sent = {"message_id": message["MessageId"], "receipt_handle": message["ReceiptHandle"],
+            "sent_at_ms": int(message["Attributes"]["SentTimestamp"]),
+            "receive_count": int(message["Attributes"].get("ApproximateReceiveCount", 1))}
+    if isinstance(body.get("requestPayload"), dict) and "requestContext" in body:  # the event function's record
+        delivered, answer = body["requestPayload"], body.get("responsePayload") or {}
+        event = {**(delivered.get("event") or {}), "detail": delivered.get(principal.REQUEST)}
+        error = f"{answer.get('errorType', '')}: {str(answer.get('errorMessage', ''))[:1000]}".strip(": ")
+        return DeadLetter(event=event, rule=str(delivered.get("rule", "")), error=error,
+                          ingested_at=delivered.get(principal.RECEIVED_AT), **sent)
+    return DeadLetter(event=body, rule=attributes.get("RULE_ARN", ""),
+                      error=f"{attributes.get('ERROR_CODE', '')}: {attributes.get('ERROR_MESSAGE', '')}".strip(": "),
+                      **sent)
 
 
 class DeadLetters:
@@ -90,6 +107,7 @@ class DeadLetters:
         self.client = client
         self.sqs = client.make("sqs")
         self.url = client.outputs["ChangeEventsDeadLetterQueueUrl"]
+        self.function = client.outputs.get("ReceiveChangeEventFunctionName")
 
     def receive(self) -> list[DeadLetter]:
         """Every message in the queue, each hidden from other readers while this one holds it (``release``
@@ -124,13 +142,16 @@ class DeadLetters:
         chosen = [letter for letter in letters if letter.message_id in wanted]
         self.release([letter for letter in letters if letter.message_id not in wanted])
         started = []
+        lam = self.client.make("lambda")
         try:
             for letter in chosen:
-                arn = self.client.sfn.start_execution(
-                    stateMachineArn=self.client.state_machine_arn, name=letter.execution_name,
-                    input=json.dumps(letter.envelope()))["executionArn"]
+                answer = lam.invoke(FunctionName=self.function, Payload=json.dumps(letter.delivered()))
+                result = json.loads(answer["Payload"].read() or b"null")
+                if answer.get("FunctionError"):  # the function could not start it: left in the queue
+                    raise ToolFailure(f"the event function could not start {letter.message_id}: "
+                                       f"{(result or {}).get('errorType')}: {(result or {}).get('errorMessage')}")
                 self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=letter.receipt_handle)
-                started.append((letter, arn))
+                started.append((letter, result["executionArn"]))
         finally:
             done = {letter.message_id for letter, _ in started}
             self.release([letter for letter in chosen if letter.message_id not in done])

@@ -24,7 +24,7 @@ def _versions_span(r) -> str:
 
 
 def cmd_verify(args) -> int:
-    from ..audit import executions, verify
+    from ..audit import executions, principals, verify
 
     client = targets.client_for(args)
     if args.digests:
@@ -38,6 +38,12 @@ def cmd_verify(args) -> int:
     if args.executions:
         for r in reports:
             r.problems.extend(executions.check_executions(client, r.entity_id))
+    if args.principals:
+        journals = principals.Journals(client)  # each log read once for every entity
+        for r in reports:
+            problems, notes = principals.check_principals(client, r.entity_id, journals)
+            r.problems.extend(problems)
+            r.notes.extend(notes)
     if args.json:
         dump([{"entityId": r.entity_id, "ok": r.ok, "versions": r.versions, "missing": r.missing,
                "problems": r.problems, "notes": r.notes} for r in reports])
@@ -263,7 +269,8 @@ def add_verify(command) -> None:
     verify = command("verify", "check an entity's versions (contiguous, consistent, v0 matches history)",
                      exits=exit_help("0  every entity checked is consistent (and unchanged since --since-digest)",
                                      "1  problems found (a gap, a broken hash chain, a change since the digest, a "
-                                     "version no execution wrote, a digest file whose root does not match), or "
+                                     "version no execution wrote, a principal AWS's logs do not vouch for, a digest "
+                                     "file whose root does not match), or "
                                      "no such entity (or one the digest does not name)",
                                      EXIT_2, EXIT_3_REMOTE))
     add_remote_options(verify)
@@ -279,6 +286,9 @@ def add_verify(command) -> None:
     verify.add_argument("--executions", action="store_true",
                         help="also check that each version's executionArn names the execution that wrote it "
                              "(one DescribeExecution per version; past 90 days and on Express, its execution log)")
+    verify.add_argument("--principals", action="store_true",
+                        help="also match each version's principal with what AWS wrote when the change came in: the "
+                             "API's access log (api), the events journal (events); docs/identity.md")
     verify.set_defaults(func=cmd_verify)
 
 

@@ -6,6 +6,7 @@
   bills, the Lambda invocations and the Wait seconds of an execution history.
 - ``bill``: dollars per million changes from those figures.
 - ``paths``: each path of the workflow measured on the embedded stack; what the principal adds.
+- ``seal``: what the seal adds per change (issue 33): requests, bytes, the HMACs' time, the event path.
 - ``contention``: K writers to one entity at real back-off timing.
 - ``startup``: cold starts, INIT billing and the deployment packages.
 - ``report``: ``make cost``'s command line, its printed report and its JSON.

@@ -36,6 +36,7 @@ from .fieldclocks import field_clock_share
 from .fieldclocks import report as field_clocks_report
 from .paths import ENTRIES, PATHS, measure_paths, principal_share
 from .prices import LOG_SETTINGS, PAGES, PRICES, XRAY_REFERENCE_RATE
+from .seal import print_seal_share, seal_share
 from .startup import cold_starts, init_billed, package_sizes
 from .units import FORMAT_1_BYTES
 
@@ -81,6 +82,8 @@ def units_report(report: dict) -> str:
                 cells = "".join(f"{row[f'write_units_{s}']['without']:>9g} -> {row[f'write_units_{s}']['with']:<2g}"
                                 for s in (1000, 4000))
                 print(f"{label:<24}{row['item_bytes']:>8}{row['state_bytes']:>9}{cells}")
+        if "seal" in report:  # issue 33
+            print_seal_share(report["seal"])
         if "field_clocks" in report:  # issue 34
             print("\n" + field_clocks_report(report["field_clocks"]))
         if "changes_index" in report:  # issue 35
@@ -184,8 +187,8 @@ def measure(args, root: Path) -> dict:
     sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
     large = tuple(s for s in sizes if s in (sizes[0], sizes[-1]))  # the smallest and the largest
     report = {"prices": PRICES, "pages": PAGES, "sizes": {}, "entries": {}, "separate_history_table": {},
-              "log_bytes": {}, "principal": principal_share(), "field_clocks": field_clock_share(),
-              "retention": {}}
+              "log_bytes": {}, "principal": principal_share(), "seal": seal_share(),
+              "field_clocks": field_clock_share(), "retention": {}}
     for size in sizes:
         report["sizes"][size] = measure_paths(size, root=root)
     for entry in ENTRIES[1:]:  # the bill's change through POST /changes and through EventBridge

@@ -1,8 +1,9 @@
 """The embedded stack: the template's tables, functions and state machines on moto, in this process.
 
 Reads ``template.yaml`` (nothing about changeflow's resources is written here), creates each DynamoDB
-table with its key schema and TTL setting, registers each function with its merged environment and its
-layers' code on the import path, and creates each state machine from its ASL file with the
+table with its key schema and TTL setting, the roles, keys, secrets and policies (``access``: IAM is
+evaluated, moto_patches.iam), registers each function with its merged environment, its role's credentials
+and its layers' code on the import path, and creates each state machine from its ASL file with the
 ``DefinitionSubstitutions`` resolved. Lambda invocations from the interpreter run the real handlers.
 """
 
@@ -21,10 +22,12 @@ from botocore.config import Config
 
 from ..common.project import project_root
 from . import botocore_loader, buckets, deploy, moto_patches, schedules
+from .access import Access
 from .lambdas import Function, LambdaService
 from .moto_patches.dynamodbstreams.retention import StreamClock
 from .moto_patches.pipes import runner as pipe_runner
 from .logging_controls import LoggingControls
+from .moto_patches.iam import enforcement
 from .moto_patches.scheduler.runs import Runs
 from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
@@ -79,6 +82,7 @@ class EmbeddedStack:
         self._version_ids: dict[str, str] | None = None  # SAM's version logical ids of the deployed release
         self.outputs: dict[str, Any] = {}
         self._clients: dict[str, Any] = {}
+        self.access: Access | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> "EmbeddedStack":
@@ -99,20 +103,26 @@ class EmbeddedStack:
         self.lambdas = LambdaService(self._layer_dirs())
         if self.caches:
             botocore_loader.install()  # before the mock's new default session
-        moto_patches.install(self.lambdas.before_call, caches=self.caches)
+        moto_patches.install(self.lambdas.before_call, caches=self.caches, invoke_request=self.lambdas.invoke_request)
         Clock.scale = self.time_scale
         self._mock = mock_aws(config=MOTO_CONFIG)
         self._mock.start()
+        enforcement.forget()
         forget_terminations()
         Holds.clear()  # a window a campaign left open on a stack that is gone (names repeat across stacks)
         StreamClock.reset()  # each stack's streams start at the real time
         try:
             if self.lambda_runtime == "emulator":
                 self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
+            self.lambdas.async_delay_scale = self.time_scale
+            self.access = Access(self.template, self._client)
             self._create_tables()
             self._create_queues_and_buses()
             self._create_log_groups()
+            self.access.create_keys_and_secrets()
+            self.access.create_roles()
             self._register_functions()
+            self.access.create_permissions()
             self._create_buckets()
             self._create_state_machines()
             self._create_event_rules()
@@ -132,6 +142,8 @@ class EmbeddedStack:
             self.lambdas.runtime.stop()
             self.lambdas.runtime = None
         pipe_runner.stop_all()  # before the mock stops: a pipe's thread must never call beyond it
+        if self.lambdas is not None:
+            self.lambdas.drain(5.0)  # the asynchronous invocations (the rule's target) still running
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -286,6 +298,8 @@ class EmbeddedStack:
             AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(props.get("MemorySize", 128)),
             AWS_REGION=self.region,
         )
+        if self.access is not None:  # its role's credentials, as Lambda gives them
+            environment.update(self.access.credentials(logical_id, template.arn(logical_id)))
         return Function(
             logical_id=logical_id,
             name=props.get("FunctionName") or template.physical_name(logical_id),
@@ -296,6 +310,7 @@ class EmbeddedStack:
             memory_mb=int(props.get("MemorySize", 128)),
             timeout_s=int(props.get("Timeout", 3)),
             layer_dirs=tuple(self._layer_dirs(template, root)),
+            event_invoke=_event_invoke(props.get("EventInvokeConfig")),
             runtime=str(props.get("Runtime", "")),
             controls=controls,
         )
@@ -332,9 +347,11 @@ class EmbeddedStack:
         versions = {lid: self.template.versions.get(lid, "1") for lid in current
                     if self.template.function_properties(lid).get("AutoPublishAlias")}
         template = Template(root / "template.yaml", self.template.stack_name, self.region,
-                            {**self.template.overrides, **(parameters or {})}, versions=dict(versions))
+                            {**self.template.overrides, **(parameters or {})}, versions=dict(versions),
+                            physical=self.template.physical)
         _refuse_replacements(self.template, template)
         deploy.carry_attributes(self.template, template)
+        self.access.deploy(template)  # its new roles and secrets, before its functions take their credentials
         before = self._version_ids or deploy.version_ids(self.template, self.root)
         after = deploy.version_ids(template, root)
         for lid in sorted(deploy.published(self.template, template, before, after)):
@@ -441,6 +458,14 @@ def _release_of(function: Function) -> tuple:
     """What a function runs: its code and its layers' (by content), handler and configuration."""
     return (deploy.digest(function.code_dir, *function.layer_dirs), function.handler, function.runtime,
             tuple(sorted(function.environment.items())), function.memory_mb, function.timeout_s)
+
+
+def _event_invoke(config: dict[str, Any] | None) -> dict[str, Any]:
+    """SAM's ``EventInvokeConfig``: the retries and the on-failure destination of an asynchronous invocation."""
+    config = config or {}
+    on_failure = ((config.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+    return {"MaximumRetryAttempts": int(config.get("MaximumRetryAttempts", 2)),
+            **({"OnFailure": on_failure} if on_failure else {})}
 
 
 def logging_configuration(logging: dict[str, Any] | None) -> dict[str, Any]:

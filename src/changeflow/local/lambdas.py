@@ -1,6 +1,9 @@
 """Lambda in-process: every function of the template, loaded from its own ``app.py`` with the environment
 the template gives it, invoked the way the Lambda service invokes it (JSON in, JSON out, an unhandled
-exception becomes ``FunctionError: Unhandled`` with ``errorType`` = the exception's class name).
+exception becomes ``FunctionError: Unhandled`` with ``errorType`` = the exception's class name). An Invoke
+through moto's Lambda API is answered here once the caller may invoke the function (``lambda:InvokeFunction``:
+its identity's policies or the function's resource-based policy, moto_patches.iam); ``InvocationType: Event``
+is Lambda's asynchronous invocation (``async_invoke``).
 
 What a handler prints (Powertools' JSON logs and EMF metrics), the warnings it raises and the traceback
 of an unhandled error go to the function's log, like CloudWatch Logs, not to the terminal, with the lines
@@ -33,6 +36,7 @@ from botocore.client import BaseClient
 from botocore.response import StreamingBody
 from moto.core.botocore_stubber import MockRawResponse
 
+from .async_invoke import AsyncInvocations
 from .logging_controls import LoggingControls
 
 
@@ -95,6 +99,8 @@ class Function:
     # the layers' code: packages found here are this function's own, even where the process imported
     # others of the same name (another release's layer)
     layer_dirs: tuple[Path, ...] = ()
+    # asynchronous invocation (SAM's EventInvokeConfig): MaximumRetryAttempts, and the on-failure destination
+    event_invoke: dict = field(default_factory=dict)
     runtime: str = ""  # the template's Runtime (the in-process service runs every handler on this Python)
     # LoggingConfig: which lines reach the log group (CloudWatch Logs' place: ``logs``)
     controls: LoggingControls = field(default_factory=LoggingControls)
@@ -214,10 +220,11 @@ def _route_stdout() -> _ThreadLocalStdout:
     return _STDOUT
 
 
-class LambdaService:
+class LambdaService(AsyncInvocations):
     """The functions of one embedded stack, and the ``Invoke`` answer the interpreter's client gets."""
 
     _import_lock = threading.Lock()
+    service_error = LambdaServiceError
 
     def __init__(self, layer_dirs: list[Path]):
         self.functions: dict[str, Function] = {}  # name -> $LATEST
@@ -235,6 +242,8 @@ class LambdaService:
             if str(layer) not in sys.path:
                 sys.path.insert(0, str(layer))
         self.stdout = _route_stdout()
+        _route_default_session()
+        self.async_delay_scale = 1.0  # the stack's time scale: Lambda waits 1 and 2 minutes between async attempts
 
     def add(self, function: Function) -> None:
         """``function`` becomes the function's ``$LATEST`` (its unqualified name and ARN)."""
@@ -273,9 +282,13 @@ class LambdaService:
             if function.module is not None:  # another invocation imported it meanwhile
                 return
             _route_stdout()
-            saved = {k: os.environ.get(k) for k in function.environment}
-            os.environ.update(function.environment)
+            environment = {k: v for k, v in function.environment.items() if k not in CREDENTIALS}
+            saved = {k: os.environ.get(k) for k in environment}
+            os.environ.update(environment)
             self.stdout.local.function = function
+            # its clients take its role's credentials, as from the environment of its own process on Lambda: a
+            # default session of its own for this thread (the process's environment is every thread's)
+            _IMPORTING.session = _session_of(function)
             try:
                 with _own_layer_packages(function.layer_dirs):
                     spec = importlib.util.spec_from_file_location(
@@ -283,6 +296,7 @@ class LambdaService:
                     module = importlib.util.module_from_spec(spec)
                     spec.loader.exec_module(module)
             finally:
+                _IMPORTING.session = None
                 self.stdout.local.function = None
                 for key, value in saved.items():
                     if value is None:
@@ -338,7 +352,8 @@ class LambdaService:
                 self.stdout.local.function = None
                 function.log_invocation(context.aws_request_id, time.perf_counter() - started)
 
-    # botocore ``before-call.lambda.Invoke``: answering here skips serialising, signing and HTTP.
+    # botocore ``before-call.lambda.Invoke`` (the state machine's Lambda tasks): answering here skips
+    # serialising, signing and HTTP. The state machine's role is not evaluated (tests/test_template reads it).
     def before_call(self, model, params, **kwargs):
         function_ref = unquote(params["url_path"].split("/")[3])
         query = params.get("query_string")
@@ -361,6 +376,58 @@ class LambdaService:
         if failed:
             parsed["FunctionError"] = "Unhandled"
         return AWSResponse("https://lambda.embedded/", 200, {}, MockRawResponse(b"")), parsed
+
+    # moto's Lambda ``Invoke`` (moto_patches.awslambda.invoke), once moto_patches.iam authorized it
+    def invoke_request(self, name: str, qualifier: str | None, body: Any, invocation_type: str):
+        """``(status, headers, payload)`` of an Invoke request for one of the stack's functions, else None."""
+        function = self.find(name, qualifier)
+        if function is None:
+            return None
+        if isinstance(body, bytes):
+            body = body.decode("utf-8")
+        event = json.loads(body) if body else {}
+        headers = {"content-type": "application/json", "x-amz-executed-version": function.version}
+        if invocation_type == "Event":
+            self.invoke_async(function, event)
+            return 202, {**headers, "status": "202"}, ""
+        try:
+            payload, failed = self.invoke(function, event)
+        except LambdaServiceError as exc:
+            return exc.status, {"x-amzn-errortype": exc.code}, json.dumps({"Type": "Service", "message": exc.message})
+        if failed:
+            headers["x-amz-function-error"] = "Unhandled"
+        return 200, headers, json.dumps(payload)
+
+
+CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+_IMPORTING = threading.local()  # the session of the function whose handler this thread is importing
+
+
+def _session_of(function: Function):
+    """A boto3 session with the function's role credentials (its environment's), or None without them."""
+    if not all(function.environment.get(k) for k in CREDENTIALS[:2]):
+        return None
+    import boto3
+
+    env = function.environment
+    return boto3.Session(aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                         aws_session_token=env.get("AWS_SESSION_TOKEN"), region_name=env.get("AWS_REGION"))
+
+
+def _route_default_session() -> None:
+    """``boto3.client(...)`` inside a handler's import is its own session's; elsewhere, the process's."""
+    import boto3
+
+    if getattr(boto3._get_default_session, "routed", False):
+        return
+    process_default = boto3._get_default_session
+
+    def _get_default_session():
+        session = getattr(_IMPORTING, "session", None)
+        return session if session is not None else process_default()
+
+    _get_default_session.routed = True
+    boto3._get_default_session = _get_default_session
 
 
 @contextlib.contextmanager

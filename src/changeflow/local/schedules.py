@@ -22,8 +22,8 @@ def create(template: Template, scheduler) -> None:
                 if event["Type"] != "ScheduleV2":
                     continue
                 props = template.resolve(event["Properties"])
-                target = {"Arn": template.arn(logical_id),  # SAM's role for it: only the embedded stack's name
-                          "RoleArn": f"arn:aws:iam::{template.ref('AWS::AccountId')}:role/{logical_id}{event_id}Role"}
+                target = {"Arn": template.arn(logical_id),  # its RoleArn, else the role SAM makes for it (access.py)
+                          "RoleArn": props.get("RoleArn") or template.arn(f"{logical_id}{event_id}Role")}
                 target.update({key: props[key] for key in ("Input", "RetryPolicy", "DeadLetterConfig") if key in props})
                 found.append((props.get("Name") or f"{template.stack_name}-{logical_id}{event_id}", props, target))
     for logical_id, spec in template.of_type("AWS::Scheduler::Schedule").items():

@@ -71,6 +71,9 @@ class Template:
     overrides: dict[str, str] = field(default_factory=dict)
     # SAM AutoPublishAlias: the version each function's deploy published (logical id -> "N"; "1" when absent)
     versions: dict[str, str] = field(default_factory=dict)
+    # ids that only the service that made a resource knows (a KMS key's id, a secret's ARN with its random
+    # suffix): logical id -> {"Ref": ..., "Arn": ...}, filled in by the stack as it creates them
+    physical: dict[str, dict[str, str]] = field(default_factory=dict)
     # attributes a deploy gave a resource ("Logical.Attribute" -> value), e.g. the VersionNumber of an AppConfig
     # hosted configuration version CloudFormation has replaced (changeflow.local.deploy)
     attributes: dict[str, Any] = field(default_factory=dict)
@@ -148,6 +151,10 @@ class Template:
             return self.parameters[name]
         if name.endswith((".Version", ".Alias")) and name.rsplit(".", 1)[0] in self.resources:
             return self.published(*name.rsplit(".", 1))
+        if "Ref" in self.physical.get(name, {}):
+            return self.physical[name]["Ref"]
+        if self.generated_role(name):
+            return self.physical_name(name)
         if name in self.resources:
             kind = self.resources[name]["Type"]
             if kind == "AWS::SQS::Queue":
@@ -157,7 +164,27 @@ class Template:
             return self.arn(name) if kind in _REF_IS_ARN else self.physical_name(name)
         raise TemplateError(f"!Ref {name}: no such parameter or resource")
 
+    def generated_role(self, logical_id: str) -> bool:
+        """Whether ``logical_id`` is the role SAM makes for a function or state machine without a ``Role``
+        (``<logical id>Role``), or for its ``ScheduleV2`` event without a ``RoleArn`` (``<logical id><event
+        id>Role``), https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/sam-specification-generated-resources-function.html."""
+        owner = logical_id[:-4] if logical_id.endswith("Role") else None
+        if owner is None or logical_id in self.resources:
+            return False
+        spec = self.resources.get(owner, {})
+        if spec.get("Type") in ("AWS::Serverless::Function", "AWS::Serverless::StateMachine"):
+            return "Role" not in spec.get("Properties", {})
+        return any(  # a ScheduleV2 event's role (<logical id><event id>Role) when it names none
+            owner == f"{name}{event_id}" and event.get("Type") == "ScheduleV2" and "RoleArn" not in event.get("Properties", {})
+            for name, spec in self.resources.items()
+            if spec.get("Type") in ("AWS::Serverless::Function", "AWS::Serverless::StateMachine")
+            for event_id, event in (spec.get("Properties", {}).get("Events") or {}).items())
+
     def arn(self, logical_id: str) -> str:
+        if "Arn" in self.physical.get(logical_id, {}):
+            return self.physical[logical_id]["Arn"]
+        if self.generated_role(logical_id):
+            return f"arn:aws:iam::{ACCOUNT}:role/{self.physical_name(logical_id)}"
         kind = self.resources[logical_id]["Type"]
         name = self.physical_name(logical_id)
         prefix = f"arn:aws:{{}}:{self.region}:{ACCOUNT}:"
@@ -174,6 +201,9 @@ class Template:
             "AWS::SNS::Topic": prefix.format("sns") + name,
             "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{name}",
             "AWS::CloudWatch::Alarm": prefix.format("cloudwatch") + f"alarm:{name}",
+            "AWS::Events::Rule": prefix.format("events") + "rule/" + "".join(
+                f"{bus}/" for bus in [self.resolve(self.resources[logical_id]["Properties"].get("EventBusName", "default"))]
+                if bus != "default") + name,
             "AWS::Kinesis::Stream": prefix.format("kinesis") + f"stream/{name}",
             "AWS::Pipes::Pipe": prefix.format("pipes") + f"pipe/{name}",
             "AWS::S3::Bucket": f"arn:aws:s3:::{name}",
@@ -192,15 +222,17 @@ class Template:
         return f"{self.arn(logical_id)}:{self.versions.get(logical_id, '1') if kind == 'Version' else alias}"
 
     def get_att(self, logical_id: str, attribute: str) -> Any:
-        if logical_id not in self.resources:
+        if logical_id not in self.resources and not self.generated_role(logical_id):
             raise TemplateError(f"!GetAtt {logical_id}.{attribute}: no such resource")
         if f"{logical_id}.{attribute}" in self.attributes:
             return self.attributes[f"{logical_id}.{attribute}"]
-        if (self.resources[logical_id]["Type"], attribute) == ("AWS::AppConfig::HostedConfigurationVersion",
-                                                                "VersionNumber"):
+        if (self.resources.get(logical_id, {}).get("Type"), attribute) == (
+                "AWS::AppConfig::HostedConfigurationVersion", "VersionNumber"):
             return "1"  # the first version of a profile
         if attribute == "Arn":
             return self.arn(logical_id)
+        if attribute in self.physical.get(logical_id, {}):
+            return self.physical[logical_id][attribute]
         if attribute == "StreamArn" and self.resources[logical_id]["Type"] == "AWS::DynamoDB::Table":
             # a table's stream (StreamSpecification): the label is the time the stream was created, known once it is
             return f"{self.arn(logical_id)}/stream/(created with the table)"

@@ -62,7 +62,7 @@ SEAMS: dict[str, int | None] = {
     "principals.inactive-or-expired": 13,
     "principals.path-admitted": 14,
     "principals.unauthenticated": None,
-    "principals.iam-denied-recorded": None,  # issue 33 (IAM evaluated offline), not one of the fifteen
+    "principals.iam-denied-recorded": None,  # issue 33's (IAM evaluated on the embedded API), not one of the fifteen
     # the simulation itself
     "simulation.error": None,
 }

@@ -1,6 +1,9 @@
 """Credentials that change, on ``changeflow serve`` (docs/identity.md): each kind of request below is a
 signed ``POST /changes`` of a change of its own, and the sim knows what AWS would answer it.
 
+Every signer's IAM policy allows ``execute-api:Invoke`` (what ``AWS_IAM`` asks of it on AWS and on the
+embedded API).
+
 - ``user``: an IAM user ``ops-…`` signs with an active key: authenticated, admitted by the policy's
   ``arn:aws:iam::*:user/ops-*``, recorded with the user's ARN.
 - ``role-session``: a session of the role ``writer`` (``sts assume-role``): recorded with the session's ARN.
@@ -15,8 +18,8 @@ signed ``POST /changes`` of a change of its own, and the sim knows what AWS woul
   received), so AWS refuses it.
 - ``unsigned-payload``: signed with ``X-Amz-Content-SHA256: UNSIGNED-PAYLOAD`` (the body not covered by the
   signature): the body could be anything; refused.
-- ``policy-tightened``: a user whose IAM policy now denies ``execute-api:Invoke``: AWS refuses it (403).
-  The embedded stack does not evaluate IAM (docs/parity.md): issue 33's, not one of issue 32's fifteen.
+- ``policy-tightened``: a user whose IAM policy now also denies ``execute-api:Invoke``: AWS refuses it (403), and
+  so does the embedded API, which evaluates the signer's policies (issue 33, docs/parity.md).
 
 **No principal recorded that AWS would not have authenticated (or the policy not admitted)**: a change of a
 refused request must have no version. A change of an accepted one must record its signer's ARN. What the
@@ -46,6 +49,8 @@ USERS = {"path-user": ("alice", "/ops/"), "path-lookalike": ("mallory", "/ops-te
          "name-lookalike": ("opsadmin", "/")}
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {
     "AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "sts:AssumeRole"}]})
+INVOKE = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "execute-api:Invoke",
+                                                             "Resource": "*"}]})  # what AWS_IAM asks of a signer
 DENY = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Action": "execute-api:Invoke",
                                                            "Resource": "*"}]})
 
@@ -59,12 +64,14 @@ class Credentials:
 
     def user(self, name: str, path: str = "/") -> tuple[tuple[str, str, None], str]:
         arn = self.iam.create_user(UserName=name, Path=path)["User"]["Arn"]
+        self.iam.put_user_policy(UserName=name, PolicyName="invoke", PolicyDocument=INVOKE)
         key = self.iam.create_access_key(UserName=name)["AccessKey"]
         return (key["AccessKeyId"], key["SecretAccessKey"], None), arn
 
     def session(self, expired: bool = False) -> tuple[tuple[str, str, str], str]:
         try:
             self.iam.create_role(RoleName="writer", AssumeRolePolicyDocument=TRUST)
+            self.iam.put_role_policy(RoleName="writer", PolicyName="invoke", PolicyDocument=INVOKE)
         except self.iam.exceptions.EntityAlreadyExistsException:
             pass
         got = self.sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/writer", RoleSessionName=self.tag,

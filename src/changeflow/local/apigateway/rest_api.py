@@ -10,6 +10,7 @@
   past the 29-second timeout -> 504.
   Nothing under ``/<stage>/`` ever reaches moto's other services.
 
+- The stage's access log (``access_log``), one line per request in the template's format.
 - ``AWS_IAM`` authorization (the template's ``Auth.DefaultAuthorizer``), as API Gateway enforces it and
   ``sam local start-api`` does not: SigV4 verified against moto's IAM and STS (``sigv4``), API Gateway's
   403 answers otherwise, and the signer in ``requestContext.identity`` (``userArn``, ``accountId``,
@@ -32,6 +33,7 @@ import jsonschema
 
 from ..template import ACCOUNT
 from . import sigv4
+from .access_log import AccessLog
 from .gateway_responses import INTEGRATION_TIMEOUT_S, MAX_PAYLOAD_BYTES, gateway_response
 
 
@@ -56,6 +58,8 @@ class RestApi:
         self.stack, self.logical_id = stack, logical_id
         props = stack.template.resolve(stack.template.resources[logical_id]["Properties"])
         self.stage = props["StageName"]
+        self.api_id = stack.template.physical_name(logical_id)  # in the method ARNs IAM policies name
+        self.access_log = AccessLog(stack.client("logs"), props.get("AccessLogSetting"))
         self.iam = (props.get("Auth") or {}).get("DefaultAuthorizer") == "AWS_IAM" and not insecure
         body = props.get("DefinitionBody", {})
         self.definitions = body.get("definitions", {})
@@ -88,8 +92,10 @@ class RestApi:
         resource_path = path[len(prefix):] or "/"
         context = self._context(environ, resource_path)
         context["rawPath"] = path
+        started = time.monotonic()
         answer = self._answer(environ, resource_path, context)
         status, headers, payload = answer
+        self.access_log.write(context, status, int((time.monotonic() - started) * 1000))
         start_response(f"{status} {_REASONS.get(status, 'Status')}", list(headers.items()))
         return [payload.encode("utf-8")]
 
@@ -184,6 +190,25 @@ class RestApi:
             status, headers, body = self._gateway_error(refused.kind, context)
             return status, {**headers, "x-amzn-ErrorType": refused.error_type}, body
         context["identity"].update(identity)
+        return self._authorize(context)
+
+    def _authorize(self, context: dict) -> tuple[int, dict, str] | None:
+        """AWS_IAM's second half: the signer's policies must allow ``execute-api:Invoke`` on the method's ARN
+        (``arn:aws:execute-api:<region>:<account>:<api id>/<stage>/<METHOD>/<path>``), evaluated as IAM does
+        (moto_patches.iam), https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-control-access-using-iam-policies-to-invoke-api.html;
+        refused: API Gateway's 403 (``AccessDeniedException``)."""
+        from ..moto_patches.iam import enforcement
+
+        identity = context["identity"]
+        method = f"{self.api_id}/{self.stage}/{context['httpMethod']}{context['rawPath'][len(self.stage) + 1:]}"
+        resource = f"arn:aws:execute-api:{self.stack.region}:{ACCOUNT}:{method}"
+        who = enforcement.identify(ACCOUNT, identity.get("accessKey"), identity.get("sessionToken"))
+        try:
+            enforcement.authorize(who, [enforcement.Check("execute-api:Invoke", resource)], identity.get("accessKey"))
+        except enforcement.Denied as denied:
+            context["error"]["messageString"] = json.dumps(str(denied))
+            status, headers, body = self._gateway_error("ACCESS_DENIED", context)
+            return status, {**headers, "x-amzn-ErrorType": "AccessDeniedException"}, body
         return None
 
     # --- gateway responses ---------------------------------------------------------------------------

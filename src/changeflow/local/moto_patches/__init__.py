@@ -31,6 +31,10 @@ What each module does:
   project; ``dynamodb.index_keys``: an index key attribute of its declared type in every item;
   ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
+- ``awslambda.invoke``: moto's Lambda ``Invoke`` answered by the stack's in-process functions.
+- ``iam.enforcement``: every request signed by an identity moto issued is authorized as AWS does it
+  (``iam.evaluation``: identity and resource policies, conditions; ``iam.requests``: each request's
+  resource, policy and context keys); ``events.targets`` authorizes a rule's target as EventBridge does.
 - ``dynamodbstreams.retention``: a stream record lives 24 hours, then it is trimmed (on the stream's clock,
   ``StreamClock``); ``pipes.runner``: a pipe with a DynamoDB stream source runs as Pipes does (issue 36).
 - ``s3.object_lock``: a locked version's retention never shortened (compliance mode: never changed),
@@ -47,6 +51,7 @@ from typing import Any, Callable
 
 from .core import locking
 from .core import perf as core_perf
+from .awslambda import invoke as lambda_invoke
 from .dynamodb import attribute_values as dynamodb_attribute_values
 from .dynamodb import index_keys as dynamodb_index_keys
 from .dynamodb import indexes as dynamodb_indexes
@@ -55,6 +60,7 @@ from .dynamodb import numbers as dynamodb_numbers
 from .dynamodb import perf as dynamodb_perf
 from .dynamodbstreams import retention as stream_retention
 from .events import input_transformer, targets
+from .iam import enforcement, requests as iam_requests
 from .kms import perf as kms_perf
 from .originals import ORIGINALS
 from .pipes import runner as pipes_runner
@@ -68,8 +74,10 @@ _INSTALL_LOCK = threading.Lock()
 _PERF_LOCK = threading.Lock()
 
 
-def install(invoke: Callable[..., Any], caches: bool = True) -> None:
-    """Install every patch once per process. ``invoke`` answers ``before-call.lambda.Invoke``.
+def install(invoke: Callable[..., Any], caches: bool = True, invoke_request: Callable[..., Any] | None = None) -> None:
+    """Install every patch once per process. ``invoke`` answers ``before-call.lambda.Invoke``;
+    ``invoke_request(name, qualifier, body, invocation type)`` answers moto's Lambda ``Invoke`` for the stack's
+    functions (None: not one of them).
     ``caches=False`` leaves out the caches (clients, parsed definitions, JSONPath) and the perf patches, for
     measuring what they save; nothing else depends on them. The order is part of the design: where two
     patches wrap one method, the one installed later runs outside the other."""
@@ -78,9 +86,11 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
             if ORIGINALS["caches"] != caches:
                 raise RuntimeError("moto is already patched with caches=%s in this process" % ORIGINALS["caches"])
             ORIGINALS["invoke"][0] = invoke
+            ORIGINALS["invoke_request"][0] = invoke_request or _not_ours
             return
         ORIGINALS["caches"] = caches
         ORIGINALS["invoke"] = [invoke]
+        ORIGINALS["invoke_request"] = [invoke_request or _not_ours]
         lambda_tasks.patch_lambda_clients(cache=caches)
         lambda_tasks.patch_lambda_error_names()
         lambda_tasks.patch_lambda_task_sdk_metadata()
@@ -115,6 +125,8 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         dynamodb_numbers.patch_numbers_read_exactly()
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
         dynamodb_indexes.patch_local_index_fetches()
+        enforcement.patch_request_authorization(iam_requests.checks_of, iam_requests.s3_checks)
+        lambda_invoke.patch_invoke_in_process_functions()
         stream_retention.patch_stream_retention()  # issue 36: the feed's source and its runner
         pipes_runner.patch_pipes_run()  # after the retention: it wraps the shard's add to wake the pipes
         dynamodb_index_keys.patch_index_key_types()
@@ -123,6 +135,10 @@ def install(invoke: Callable[..., Any], caches: bool = True) -> None:
         s3_object_lock.patch_lock_configuration_on_a_bucket_with_objects()
         scheduler_runs.patch_schedules_run()
         ORIGINALS["installed"] = True
+
+
+def _not_ours(*args: Any) -> None:
+    return None
 
 
 def install_perf() -> None:

@@ -29,6 +29,10 @@ it, as on AWS: it goes on from the oldest record kept. Waits (the batching windo
 retries, which AWS does not document: 1 s doubling to 32 s here) run on the stack's time scale
 (``stepfunctions.clock``). ``TargetParameters.InputTemplate``, other sources and other targets are not run.
 
+The pipe calls its enrichment, its target and its dead-letter queue with a session of its role, assumed as Pipes
+assumes it (IAM evaluated on the embedded stack, ``moto_patches.iam``); the enrichment's ``Invoke`` is answered
+in-process without an IAM check.
+
 ``Deliveries.hook`` lets a fault campaign stand between a pipe and its target (never an AWS behaviour).
 """
 
@@ -94,10 +98,16 @@ class PipeRunner:
         # the source is read from moto's streams backend under the request lock: what GetRecords answers, without
         # a client's serialization (the pipe reads on every write; the targets are called as clients call them)
         self.streams = dynamodbstreams_backends[self.pipe.account_id][region]
-        self.events = boto3.client("events", region_name=region)
-        self.kinesis = boto3.client("kinesis", region_name=region)
-        self.sqs = boto3.client("sqs", region_name=region)
-        self.lambdas = boto3.client("lambda", region_name=region)
+        try:  # the pipe calls its targets as its role (IAM evaluated: moto_patches.iam)
+            credentials = _role_session(self.pipe)
+        except Exception as refused:  # noqa: BLE001 - a role Pipes may not assume: the pipe moves nothing
+            self.stats["role refused"] += 1
+            self.refused = str(refused)
+            return
+        self.events = boto3.client("events", region_name=region, **credentials)
+        self.kinesis = boto3.client("kinesis", region_name=region, **credentials)
+        self.sqs = boto3.client("sqs", region_name=region, **credentials)
+        self.lambdas = boto3.client("lambda", region_name=region, **credentials)
         self.lambdas.meta.events.register_first("before-call.lambda.Invoke",
                                                 lambda **kwargs: ORIGINALS["invoke"][0](**kwargs))
         try:
@@ -282,8 +292,27 @@ class PipeRunner:
                 "DDBStreamBatchInfo": {"shardId": shard, "startSequenceNumber": sequences[0],
                                        "endSequenceNumber": sequences[-1], "batchSize": len(records),
                                        "streamArn": self.pipe.source}}
-        name = queue.rsplit(":", 1)[1]
-        self.sqs.send_message(QueueUrl=self.sqs.get_queue_url(QueueName=name)["QueueUrl"], MessageBody=json.dumps(body))
+        _, _, _, region, account, name = queue.split(":", 5)  # by its ARN, as Pipes sends (no GetQueueUrl of the role's)
+        self.sqs.send_message(QueueUrl=f"https://sqs.{region}.amazonaws.com/{account}/{name}", MessageBody=json.dumps(body))
+
+
+def _role_session(pipe) -> dict[str, str]:
+    """A session of the pipe's execution role, as Pipes assumes it (``pipes.amazonaws.com``, the pipe's ARN as
+    ``aws:SourceArn``, under the role's trust policy): the pipe reads, enriches and delivers with it
+    (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-pipes-permissions.html)."""
+    import uuid
+
+    from moto.sts.models import sts_backends
+
+    from ..iam import enforcement
+
+    with enforcement.acting_as("pipes.amazonaws.com", pipe.arn, pipe.account_id):
+        enforcement.assume_role_as_service("pipes.amazonaws.com", pipe.account_id, pipe.role_arn)
+    session = sts_backends[pipe.account_id]["aws"].assume_role(
+        region_name=pipe.region_name, role_session_name=str(uuid.uuid4()), role_arn=pipe.role_arn, policy="",
+        duration=12 * 3600, external_id="")
+    return {"aws_access_key_id": session.access_key_id, "aws_secret_access_key": session.secret_access_key,
+            "aws_session_token": session.session_token}
 
 
 def _target_kind(arn: str) -> str:

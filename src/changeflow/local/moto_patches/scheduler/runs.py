@@ -10,6 +10,8 @@ attributes filled in (``<aws.scheduler.scheduled-time>`` is the schedule's own t
   so in the log); ``at(yyyy-mm-ddThh:mm:ss)``: once.
 - A schedule deleted, updated to ``DISABLED`` or past its ``EndDate`` stops; an update takes effect from the
   next time.
+- Scheduler assumes the target's ``RoleArn`` and invokes as that role: a role Scheduler may not assume, or
+  that may not invoke the function, and the run is logged and skipped (IAM evaluated, ``moto_patches.iam``).
 - Lambda runs a scheduled invocation as it runs any other (the in-process Lambda service); a failed one is
   logged and the schedule goes on (AWS retries per ``RetryPolicy`` and Lambda's own asynchronous retries:
   not modelled).
@@ -201,6 +203,11 @@ class Runner(threading.Thread):
         if ":lambda:" not in target["Arn"] or ":function:" not in target["Arn"]:
             logger.warning("schedule %s: only Lambda function targets are run on the embedded stack", schedule.arn)
             return
+        try:  # the scheduler invokes as the schedule's role (IAM evaluated: moto_patches.iam)
+            _authorize_as_its_role(schedule, target)
+        except Exception as refused:  # noqa: BLE001 - a role it may not assume, or that may not invoke
+            logger.warning("schedule %s: %s is not invoked: %s", schedule.arn, target["Arn"], refused)
+            return
         try:
             response = _lambda_client(target["Arn"].split(":")[3]).invoke(FunctionName=target["Arn"],
                                                                            Payload=payload.encode("utf-8"))
@@ -212,6 +219,31 @@ class Runner(threading.Thread):
 
 
 _CLIENTS: dict[str, Any] = {}
+
+
+def _authorize_as_its_role(schedule, target: dict[str, Any]) -> None:
+    """``Denied`` unless Scheduler may assume the target's ``RoleArn`` (``scheduler.amazonaws.com`` under the
+    role's trust policy, the schedule's ARN as ``aws:SourceArn``) and that role may invoke the function
+    (``lambda:InvokeFunction``, with the function's policy), as Scheduler needs
+    (https://docs.aws.amazon.com/scheduler/latest/UserGuide/setting-up.html#setting-up-execution-role)."""
+    from moto.sts.models import sts_backends
+
+    from ..iam import enforcement
+
+    account = schedule.arn.split(":")[4]
+    role = target.get("RoleArn") or ""
+    with enforcement.acting_as("scheduler.amazonaws.com", schedule.arn, account):
+        enforcement.assume_role_as_service("scheduler.amazonaws.com", account, role)
+    session = sts_backends[account]["aws"].assume_role(
+        region_name=schedule.arn.split(":")[3], role_session_name=uuid.uuid4().hex, role_arn=role, policy="",
+        duration=3600, external_id="")
+    function = ":".join(target["Arn"].split(":")[:7])
+    try:
+        enforcement.authorize(enforcement.identify(account, session.access_key_id, session.session_token),
+                              [enforcement.Check("lambda:InvokeFunction", target["Arn"],
+                                                 enforcement.function_policy(function))], session.access_key_id)
+    finally:  # a session per run; none left behind for identify() to scan
+        sts_backends[account]["aws"].assumed_roles.remove(session)
 
 
 def _lambda_client(region: str):
