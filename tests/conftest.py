@@ -180,7 +180,8 @@ def table_specs(template) -> list[dict]:
         props = template.resolve(spec["Properties"])
         specs.append({"TableName": template.physical_name(logical_id), "KeySchema": props["KeySchema"],
                       "AttributeDefinitions": props["AttributeDefinitions"], "BillingMode": props["BillingMode"],
-                      **{k: props[k] for k in ("GlobalSecondaryIndexes",) if k in props}})  # the changes index
+                      **{k: props[k] for k in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes")  # the changes index,
+                         if k in props}})  # the time indexes
     return specs
 
 
@@ -190,9 +191,10 @@ def tables():
     and handler tests."""
     from moto import mock_aws
 
+    from changeflow.local.embedded import NEW_STACK_CHOICES
     from changeflow.local.template import Template
 
-    template = Template(ROOT / "template.yaml")
+    template = Template(ROOT / "template.yaml", overrides=NEW_STACK_CHOICES)  # the tables a new stack creates
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         for spec in table_specs(template):

@@ -23,7 +23,7 @@ FUNCTIONS = {"FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction"
 
 
 def template(**parameters) -> Template:
-    return Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": "none", **parameters})
+    return Template(ROOT / "template.yaml", overrides={"AlarmTopicArn": "none", "TimeIndexes": "true", **parameters})
 
 
 def alarms(t: Template) -> dict[str, dict]:

@@ -26,7 +26,9 @@ from moto.dynamodb.models.table import Table
 from changeflow.local import moto_patches
 from changeflow.local.moto_patches.dynamodb.perf import Partition, Partitions
 from changeflow.local.moto_patches.originals import ORIGINALS
-from changeflow.local.moto_patches.stepfunctions.perf import ClosedHistory, Executions, PackedLogEvents
+from changeflow.local.moto_patches.stepfunctions.perf import (
+    JSON_COPYING_MODULES, ClosedHistory, Executions, PackedLogEvents, json_deepcopy,
+)
 from conftest import LOGGED
 
 moto_patches.install_perf()
@@ -502,6 +504,94 @@ def test_a_closed_execution_keeps_its_history_and_drops_its_interpreter(machine,
     sfn.stop_execution(executionArn=arns[0])  # a closed execution: nothing to stop, nothing changes
     assert sfn.describe_execution(executionArn=arns[0])["status"] == "SUCCEEDED"
     assert threading.active_count() < 50
+
+
+# --- The interpreter's deep copies of JSON ----------------------------------------------------------------
+JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5),
+                              st.binary(max_size=3)),
+                    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=3), inner, max_size=4)),
+                    max_leaves=25)
+FOREIGN = st.sampled_from([lambda: (1, [2]), lambda: {3, 4}, lambda: __import__("collections").OrderedDict(a=[1]),
+                           lambda: __import__("datetime").datetime(2026, 1, 1), lambda: __import__("decimal").Decimal("1.5")])
+
+
+def _shape(value, seen=None) -> object:
+    """A value's structure with each container named by the order it is first met: equal shapes mean equal
+    values with the same sharing (a container met twice is the same object both times)."""
+    seen = {} if seen is None else seen
+    if isinstance(value, (dict, list, tuple, set)) or hasattr(value, "__dict__"):
+        if id(value) in seen:
+            return ("again", seen[id(value)])
+        seen[id(value)] = len(seen)
+        if isinstance(value, dict):
+            return (type(value).__name__, [(k, _shape(v, seen)) for k, v in value.items()])
+        if isinstance(value, (list, tuple)):
+            return (type(value).__name__, [_shape(v, seen) for v in value])
+        return (type(value).__name__, repr(value))
+    return (type(value).__name__, value)
+
+
+def _containers(value, found=None) -> list:
+    found = {} if found is None else found
+    if isinstance(value, (dict, list, set)) and id(value) not in found:
+        found[id(value)] = value
+        for inner in (value.values() if isinstance(value, dict) else value):
+            _containers(inner, found)
+    return list(found.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), value=JSON)
+def test_the_json_deep_copy_makes_the_copy_copy_deepcopy_makes(data, value):
+    """The same structure, the same sharing (a value met twice is one copy met twice, a cycle stays a cycle),
+    nothing shared with the original but immutable scalars, and what is not JSON copied by copy.deepcopy."""
+    shared = data.draw(st.dictionaries(st.text(max_size=2), JSON, max_size=2))
+    foreign = data.draw(FOREIGN)()
+    whole = {"value": value, "shared": shared, "again": shared, "foreign": foreign, "list": [shared, value]}
+    cyclic = [whole]
+    cyclic.append(cyclic)
+    for original in (value, whole, cyclic):
+        ours, theirs = json_deepcopy(original), copy.deepcopy(original)
+        assert _shape(ours) == _shape(theirs)
+        originals = {id(c) for c in _containers(original)}
+        assert not any(id(c) in originals for c in _containers(ours))
+    # what is not JSON is copied as copy.deepcopy copies it (an immutable Decimal or datetime is kept as it is)
+    assert (json_deepcopy(whole)["foreign"] is foreign) == (copy.deepcopy(whole)["foreign"] is foreign)
+
+
+def test_the_interpreter_copies_with_the_json_deep_copy_and_answers_the_same():
+    """Each interpreter module copies through it; an execution's history is the same event for event as with
+    copy.deepcopy (InputPath, Parameters, ResultPath and OutputPath copy at each step)."""
+    import importlib
+
+    modules = [importlib.import_module(name) for name in JSON_COPYING_MODULES]
+    assert all(module.copy.deepcopy is json_deepcopy for module in modules)
+    definition = json.dumps({"StartAt": "Shape", "States": {
+        "Shape": {"Type": "Pass", "Parameters": {"a.$": "$.a", "both.$": "$", "fixed": [1, {"x": None}]},
+                  "ResultPath": "$.shaped", "Next": "Out"},
+        "Out": {"Type": "Pass", "InputPath": "$.shaped", "Parameters": {"kept.$": "$.both.b"}, "OutputPath": "$.kept",
+                "End": True}}})
+
+    def run(label):
+        with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+            sfn = boto3.client("stepfunctions", region_name="us-east-1")
+            arn = sfn.create_state_machine(name=f"copy{label}", definition=definition,
+                                           roleArn="arn:aws:iam::123456789012:role/r")["stateMachineArn"]
+            execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps(
+                {"a": [1, 2, {"deep": ["x"]}], "b": {"c": [True, 1.5, "s"]}}))["executionArn"]
+            _wait_closed(sfn, [execution])
+            events = sfn.get_execution_history(executionArn=execution)["events"]
+            return sfn.describe_execution(executionArn=execution)["output"], [
+                {k: v for k, v in event.items() if k not in ("timestamp",)} for event in events]
+
+    patched = run("patched")
+    try:
+        for module in modules:
+            module.copy = copy
+        stock = run("stock")
+    finally:
+        moto_patches.stepfunctions_perf.patch_json_deep_copies()
+    assert patched == stock and json.loads(patched[0]) == {"c": [True, 1.5, "s"]}
 
 
 # --- What a closed execution keeps (a long serve): the same answers, in less memory ------------------------

@@ -34,7 +34,7 @@ ENTITY = "user#1001"  # the entity of the events/functions payloads
 CHAIN = ["fetch_latest", "update_latest", "put_history", "delete_tombstone", "tag_ttl", "read_api"]
 # Parameters for the traced run: a retention window, so that tag_ttl's payload (version 5) really tags
 # version 1 with one UpdateItem; with the defaults it makes no DynamoDB call at all.
-TRACED_PARAMETERS = {"HistoryRetentionVersions": "4", "HistoryRetentionDays": "1"}
+TRACED_PARAMETERS = {"HistoryRetentionVersions": "4", "HistoryRetentionDays": "1", "TimeIndexes": "true"}
 ALARM_TOPIC = "arn:aws:sns:us-east-1:123456789012:ops"
 
 

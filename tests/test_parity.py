@@ -467,6 +467,37 @@ def test_dynamodb_reads_back_in_a_projection_every_number_it_accepted(stack):
     assert all(Decimal(i["m"]["M"]["n"]["N"]) == Decimal(i["n"]["N"]) for i in projected)
 
 
+def test_a_local_secondary_index_query_fetches_what_the_index_does_not_project(stack):
+    # API reference, Query, Select: "ALL_ATTRIBUTES ... If you query a local secondary index, then for each
+    # matching item in the index, DynamoDB fetches the entire item from the parent table"; the same for a
+    # ProjectionExpression of attributes it does not project (developer guide, LSI.html). The time indexes are
+    # KEYS_ONLY (template.yaml); stock moto 5.2.5 answers their keys only, whatever is asked.
+    client, table = stack.client("dynamodb"), stack.outputs["ChangeTableName"]
+    client.put_item(TableName=table, Item={**key(sk="v#0000000001"), "priorEffective": {"N": "0"},
+                                           "body": {"S": "the whole item"}, "n": {"N": "7"}})
+    asked = dict(TableName=table, IndexName="EffectiveIndex", KeyConditionExpression="pk = :pk",
+                 ExpressionAttributeValues={":pk": {"S": "e"}})
+    assert client.query(**asked)["Items"] == [{**key(sk="v#0000000001"), "priorEffective": {"N": "0"}}]
+    [whole] = client.query(**asked, Select="ALL_ATTRIBUTES", ConsistentRead=True)["Items"]
+    assert whole["body"] == {"S": "the whole item"} and whole["n"] == {"N": "7"}
+    assert client.query(**asked, ProjectionExpression="body")["Items"] == [{"body": {"S": "the whole item"}}]
+
+
+def test_a_query_of_an_index_the_table_does_not_have_is_a_validation_exception(stack):
+    # "ValidationException: The table does not have the specified index: <name>" (the service's answer, quoted in
+    # aws-amplify/amplify-js#10989 and awslabs/aws-sdk-ios-samples#58); stock moto 5.2.5 answers
+    # ResourceNotFoundException, AWS's answer for a missing table, which the as-of reads cannot take for a table
+    # made without the time indexes
+    client, table = stack.client("dynamodb"), stack.template.physical_name("AttemptsTable")
+    message = refused(lambda: client.query(TableName=table, IndexName="EffectiveIndex",
+                                           KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": "e"}}))
+    assert message == "The table does not have the specified index: EffectiveIndex"
+    with pytest.raises(ClientError) as missing:
+        client.query(TableName="no-such-table", IndexName="EffectiveIndex", KeyConditionExpression="pk = :pk",
+                     ExpressionAttributeValues={":pk": {"S": "e"}})
+    assert missing.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
 def test_dynamodb_item_size_counts_attribute_names(stack):
     # values that fit in 400 KB, names that push the item over: refused (stock moto 5.2.5 counts names too,
     # and refuses from 405,000 bytes where AWS refuses above 409,600: stricter, so not patched)
@@ -485,7 +516,7 @@ def test_xray_a_segment_over_64_kb_is_lost_so_handlers_do_not_capture_responses(
     # whole versions (audit data), which Powertools' Tracer would copy into the handler's subsegment.
     from test_observability import XRAY_PACKET_HEADER, _child_env, _report, _start, _traced_steps
 
-    template = Template(ROOT / "template.yaml")
+    template = Template(ROOT / "template.yaml", overrides={"TimeIndexes": "true"})
     steps = _traced_steps(template)
     # a version whose content is 80 KB: in the request the fetch step reads, and in the content (DynamoDB
     # JSON) the write and history steps carry

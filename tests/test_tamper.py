@@ -114,6 +114,11 @@ CASES = {
     "v0's principal rewritten": (set_attribute(model.PRINCIPAL, {"M": {"via": {"S": "events"}}}, version=None),
                                  "v0 (version 4)"),
     "a forged version appended": (append_naive_forgery, "version 5:"),
+    # the time indexes' keys (issue 37), which the chain does not hash: what a version records of the one before
+    "effective index key moved": (set_attribute(model.PRIOR_EFFECTIVE, {"N": str(model.prior_key(T0 + 5, 1))}),
+                                  "version 2:"),
+    "recorded index key moved": (set_attribute(model.PRIOR_RECORDED, {"N": str(model.prior_key(1, 2))}, version=3),
+                                 "version 3:"),
 }
 TAMPERINGS.extend(CASES)
 
@@ -174,7 +179,9 @@ def test_a_forged_version_with_a_correct_hash_is_caught_by_its_execution(recorde
                          model.CHANGE_ID: {"S": "c-forged"}, model.RECORDED_AT: {"N": str(2 * 10**12)}},
                         chain.stored_hash(latest))
     write(recorded, 5, forged)
-    write(recorded, None, {**forged, model.SK: {"S": model.LATEST_SK}})
+    write(recorded, None, {**forged, model.SK: {"S": model.LATEST_SK},  # v0 with the changes index's keys of its
+                           **{k: {"N": str(v)} for k, v in  # recordedAt: a forger who read the design
+                              model.changes_index_keys(ENTITY, 2 * 10**12).items()}})
     assert verify(recorded, ENTITY).ok  # a consistent chain...
     problems = executions.check_executions(recorded, ENTITY)
     assert problems and problems[0].startswith("version 5: its execution reports")  # ...that no execution wrote
@@ -222,7 +229,8 @@ def test_on_the_command_line_verify_executions_names_a_forged_version(recorded, 
                          model.OPERATION: {"S": "put"}, model.CHANGE_ID: {"S": "c-forged"},
                          model.RECORDED_AT: {"N": str(2 * 10**12)}}, chain.stored_hash(latest))
     write(recorded, 5, forged)
-    write(recorded, None, {**forged, model.SK: {"S": model.LATEST_SK}})
+    write(recorded, None, {**forged, model.SK: {"S": model.LATEST_SK},  # and the changes index's keys, as above
+                           **{k: {"N": str(v)} for k, v in model.changes_index_keys(ENTITY, 2 * 10**12).items()}})
     assert cli.main(["verify", ENTITY]) == 0
     capsys.readouterr()
     assert cli.main(["verify", ENTITY, "--executions"]) == 1

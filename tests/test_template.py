@@ -74,8 +74,13 @@ def test_definition_uses_jsonpath_not_jsonata(definition):
 def test_table_and_state_machine_settings(template):
     table = template.resources["ChangeTable"]["Properties"]
     assert table["BillingMode"] == "PAY_PER_REQUEST"
-    assert {(a["AttributeName"], a["AttributeType"]) for a in table["AttributeDefinitions"]} == {
-        ("pk", "S"), ("sk", "S"), ("digestShard", "N"), ("recordedHour", "N")}  # the last two: the changes index
+    assert {a["AttributeName"]: a["AttributeType"] for a in Template(ROOT / "template.yaml", overrides={
+        "TimeIndexes": "false"}).resolve(table["AttributeDefinitions"])} == {
+        "pk": "S", "sk": "S", "digestShard": "N", "recordedHour": "N"}  # the last two: the changes index
+    assert {a["AttributeName"]: a["AttributeType"] for a in Template(ROOT / "template.yaml", overrides={
+        "TimeIndexes": "true"}).resolve(table["AttributeDefinitions"])} == {
+        "pk": "S", "sk": "S", "digestShard": "N", "recordedHour": "N",
+        "priorEffective": "N", "priorRecorded": "N"}  # and the time indexes' keys
     # keys only, keyed by the hour: a v0 write in the hour of the one before it writes nothing to the index
     assert table["GlobalSecondaryIndexes"] == [{
         "IndexName": "ChangesIndex", "Projection": {"ProjectionType": "KEYS_ONLY"},
@@ -88,6 +93,52 @@ def test_table_and_state_machine_settings(template):
     assert machine["Tracing"] == {"Enabled": True} and machine["Logging"]["Destinations"]
     for logical_id in template.of_type("AWS::Serverless::Function"):
         assert template.function_properties(logical_id)["Tracing"] == "Active"
+
+
+@pytest.mark.parametrize("separate", ["false", "true"])
+def test_the_time_indexes_are_chosen_when_the_tables_are_created(separate):
+    # GIVEN the template: TimeIndexes has no default (an LSI can only be created with its table, so a stack
+    # deployed before it must say false, and a new one chooses)
+    spec = Template(ROOT / "template.yaml").body["Parameters"]["TimeIndexes"]
+    assert "Default" not in spec and spec["AllowedValues"] == ["true", "false"]
+    for choice in ("true", "false"):
+        template = Template(ROOT / "template.yaml", overrides={"TimeIndexes": choice, "SeparateHistoryTable": separate})
+        for logical_id, table in template.of_type("AWS::DynamoDB::Table").items():
+            if logical_id == "AttemptsTable":
+                continue
+            props = template.resolve(table["Properties"])
+            indexes = {i["IndexName"]: i for i in props.get("LocalSecondaryIndexes") or []}
+            types = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
+            changes_index = {k["AttributeName"] for i in props.get("GlobalSecondaryIndexes") or [] for k in i["KeySchema"]}
+            assert changes_index <= {"digestShard", "recordedHour"}  # the changes index's keys (issue 35), aside
+            types = {name: kind for name, kind in types.items() if name not in changes_index}
+            if choice == "false":
+                assert not indexes and types == {"pk": "S", "sk": "S"}
+                continue
+            # THEN the table that holds history (and ChangeTable in either layout: switching SeparateHistoryTable
+            # must not replace it) has one index per clock, on the key each history item records, keys only
+            assert types == {"pk": "S", "sk": "S", "priorEffective": "N", "priorRecorded": "N"}
+            assert {name: ([k["AttributeName"] for k in i["KeySchema"]], i["Projection"]) for name, i in
+                    indexes.items()} == {
+                "EffectiveIndex": (["pk", "priorEffective"], {"ProjectionType": "KEYS_ONLY"}),
+                "RecordedIndex": (["pk", "priorRecorded"], {"ProjectionType": "KEYS_ONLY"})}
+        # and the read function may query them (a table without them answers that the index does not exist)
+        reads = template.resolve(template.function_properties("ReadApiFunction")["Policies"])
+        resources = [r for policy in reads for st in policy["Statement"] if "dynamodb:Query" in st["Action"]
+                     for r in st["Resource"]]
+        history = template.physical_name("HistoryTable" if separate == "true" else "ChangeTable")
+        assert {f"table/{history}/index/{index}" for index in ("EffectiveIndex", "RecordedIndex")} <= {
+            r.split(":", 5)[5] for r in resources}, resources
+
+
+def test_the_embedded_deploy_refuses_to_change_the_time_indexes_as_cloudformation_would_replace_the_tables():
+    # LocalSecondaryIndexes: "Update requires: Replacement" (AWS::DynamoDB::Table): an empty new table
+    from changeflow.local.embedded import _refuse_replacements
+
+    made = lambda choice: Template(ROOT / "template.yaml", overrides={"TimeIndexes": choice})  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"ChangeTable\.LocalSecondaryIndexes changes, which replaces ChangeTable"):
+        _refuse_replacements(made("true"), made("false"))
+    _refuse_replacements(made("true"), made("true"))
 
 
 def test_parameters_and_outputs(template):
@@ -146,9 +197,14 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
                                 Key={"pk": {"S": "old"}, "sk": {"S": sk}}, UpdateExpression="REMOVE prevHash, chainHash")
     assert cf.submit({"entityId": "old", "operation": "adopt", "changeId": "adopt-1"}).output["outcome"] == "applied"
     read_event = json.loads((ROOT / "events" / "functions" / "read_api.json").read_text())
-    for path, resource in (("/entities/e", "/entities/{id}"), ("/entities/e/versions", "/entities/{id}/versions"),
-                           ("/entities/e/versions/1", "/entities/{id}/versions/{version}")):
-        event = {**read_event, "path": path, "resource": resource, "pathParameters": {"id": "e", "version": "1"}}
+    for path, resource, query in (("/entities/e", "/entities/{id}", None),
+                                  ("/entities/e", "/entities/{id}", {"asOf": str(T0)}),  # the time indexes
+                                  ("/entities/e", "/entities/{id}", {"knownAt": str(T0)}),
+                                  ("/entities/e/versions", "/entities/{id}/versions", None),
+                                  ("/entities/e/versions/1", "/entities/{id}/versions/{version}", None)):
+        event = {**read_event, "path": path, "resource": resource, "pathParameters": {"id": "e", "version": "1"},
+                 "queryStringParameters": query,
+                 "multiValueQueryStringParameters": query and {k: [v] for k, v in query.items()}}
         assert not stack.lambdas.invoke(stack.function("ReadApiFunction"), event)[1]
     for function in stack.lambdas.functions.values():
         if function.logical_id in ("SubmitChangeFunction", "FeedEventsFunction", "DigestFunction"):
@@ -156,7 +212,8 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
             # schedule, issue 35): their calls are measured in tests/test_submit.py, tests/test_feed.py and below
         calls = [call for call in function.api_calls if call[0] == "dynamodb"]
         called = {f"{service}:{operation}" for service, operation, _, _ in calls}
-        tables = {params["TableName"] for _, _, params, _ in calls}
+        tables = {params["TableName"] + (f"/index/{params['IndexName']}" if params.get("IndexName") else "")
+                  for _, _, params, _ in calls}
         policy_actions = {a for a in _policy_actions(stack.template, function.logical_id) if a.startswith("dynamodb:")}
         assert called == policy_actions, function.logical_id
         resources = set()
@@ -166,7 +223,7 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
                     continue  # SubmitChangeFunction's Step Functions statements: tests/test_submit.py
                 listed = statement["Resource"]
                 resources.update([listed] if isinstance(listed, str) else listed)
-        assert {r.rsplit("/", 1)[1] for r in resources} == tables, function.logical_id
+        assert {r.split(":table/", 1)[1] for r in resources} == tables, function.logical_id
         assert not any("*" in r for r in resources)
 
 

@@ -2,13 +2,13 @@
 recorded time (``knownAt``), both (what was believed at ``knownAt`` about the state at ``asOf``), and the
 versions in effect during an interval.
 
-No index and no scan: the workflow keeps both clocks in version order. The write condition's ratchet
-(``effectiveAt <= new``) makes ``effectiveAt`` non-decreasing from version to version, and the write step
-records ``recordedAt`` as ``max(its clock, the previous version's recordedAt)`` (``steps.write``). So the
-version in effect at T is the last version whose time is <= T, found by a binary search over version
-numbers: one read of ``v0`` (the head) and about log2(n) single-item reads, whatever the history's length.
-Weighed against an index on the times (docs/time-travel.md): an LSI adds a write to every change and caps
-an entity's item collection at 10 GB; a GSI adds a write too and is eventually consistent.
+The workflow keeps both clocks in version order: the write condition's ratchet (``effectiveAt <= new``) makes
+``effectiveAt`` non-decreasing from version to version, and the write step records ``recordedAt`` as
+``max(its clock, the previous version's recordedAt)`` (``steps.write``). So the version in effect at T is the
+last version whose time is <= T. Where the table has the time indexes (``TimeIndexes=true``), ``timeindex``
+finds it in one or two requests whatever the history's length. Elsewhere (a table created without them) and
+for what they cannot settle (items written before them), a binary search over version numbers does: one
+read of ``v0`` (the head) and about log2(n) single-item reads (docs/time-travel.md weighs both).
 
 Expired versions (TTL, the retention window) are the oldest: a probe that finds no item counts as "at or
 before T", so the search never needs them unless the answer is one of them, and then it says so (``Gone``)
@@ -22,7 +22,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from . import items, model, store
+from . import items, model, store, timeindex
 from .errors import NotFound, ValidationError
 
 ISO_UTC = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?(?:Z|\+00:00)")
@@ -72,10 +72,13 @@ class History:
         self.now_s = time.time() if now_s is None else now_s
         self.requests = 0
         self._items: dict[int, dict | None] = {}
-        self.head_version = 0
+        self.head_version: int | None = None
 
     def head(self) -> int:
         """The newest version's number (0: the entity never had one); its item is remembered."""
+        if self.head_version is not None:
+            return self.head_version
+        self.head_version = 0
         self.requests += 1
         head = store.get_item(self.client, self.table, self.entity_id, model.LATEST_SK)
         if head is None:  # never written, or its tombstone expired: the newest history item
@@ -99,10 +102,14 @@ class History:
                 if raw is not None:
                     found = store.codec.deserialize_item(raw)
                     break
-            self._items[number] = None if found is None or self._expired(found) else found
+            self.remember(number, found)
         return self._items[number]
 
-    def _expired(self, item: dict) -> bool:
+    def remember(self, number: int, item: dict | None) -> None:
+        """What a read found of version ``number`` (``None``: not held), for ``item`` to answer."""
+        self._items[number] = None if item is None or self.expired(item) else item
+
+    def expired(self, item: dict) -> bool:
         expires = item.get(model.EXPIRES_AT)
         return expires is not None and int(expires) <= self.now_s
 
@@ -125,31 +132,52 @@ def last_at_or_before(history: History, highest: int, clock: str, instant: int) 
     return low, low_item
 
 
+def locate(history: History, bounds: list[tuple[str, int]]) -> timeindex.Located:
+    """The last version within ``bounds`` (``[(clock, instant)]``, recorded time first): by the time indexes in
+    one or two requests (``timeindex``), or by the binary search where they cannot say (a table created
+    without them, items written before them: ``search``)."""
+    if bounds:
+        try:
+            return timeindex.locate(history, bounds)
+        except (timeindex.NoIndex, timeindex.Unsettled):
+            pass
+    return search(history, bounds)
+
+
+def search(history: History, bounds: list[tuple[str, int]]) -> timeindex.Located:
+    """``locate`` by the binary search over version numbers, one bound after the other."""
+    highest = history.head()
+    if highest == 0:
+        return timeindex.Located(0, None, None, exists=False)
+    number, item = highest, history.item(highest)
+    for clock, instant in bounds:
+        number, item = last_at_or_before(history, number, clock, instant)
+        if number == 0:
+            return timeindex.Located(0, None, clock)
+    return timeindex.Located(number, item, exact=item is not None)
+
+
 def version_at(client, table: str, history_table: str, entity_id: str, as_of: int | None = None,
                known_at: int | None = None, now_s: float | None = None) -> tuple[dict[str, Any], History]:
     """The version in effect at ``as_of`` (effective time), among the versions recorded by ``known_at``
     (recorded time), either or both given. ``NotFound`` when the entity did not exist then or was deleted
     (naming the tombstone's version), ``Gone`` when the answer is a version history no longer holds."""
     history = History(client, table, history_table, entity_id, now_s)
-    highest = history.head()
     when = " and ".join(part for part in (as_of is not None and f"as of {utc(as_of)}",
                                           known_at is not None and f"as known at {utc(known_at)}") if part)
-    if highest == 0:
+    found = locate(history, [(clock, instant) for clock, instant in ((model.RECORDED_AT, known_at),
+                                                                     (model.EFFECTIVE_AT, as_of)) if instant is not None])
+    number, item = found.number, found.item
+    if not found.exists:
         raise NotFound(f"entity {entity_id!r} does not exist")
-    number, item = highest, history.item(highest)
-    if known_at is not None:
-        number, item = last_at_or_before(history, highest, model.RECORDED_AT, known_at)
-        if number == 0:
-            raise NotFound(f"entity {entity_id!r} did not exist {when}: its first version was recorded later")
-    if as_of is not None:
-        number, item = last_at_or_before(history, number, model.EFFECTIVE_AT, as_of)
-        if number == 0:
-            raise NotFound(f"entity {entity_id!r} did not exist {when}: its first version is effective later")
-    if item is None:
-        # the next version (if any) is after T; this one is gone, so its time, and any older one's, is unknown
-        raise Gone(f"entity {entity_id!r} {when}: the version in effect then is version {number} or an older one, "
-                   f"and history no longer holds version {number} (expired by the retention window or TTL; "
-                   f"`changeflow verify` tells if it should be there)")
+    if number == 0:
+        later = "was recorded later" if found.late == model.RECORDED_AT else "is effective later"
+        raise NotFound(f"entity {entity_id!r} did not exist {when}: its first version {later}")
+    if item is None:  # the next version (if any) is after T, and this one is gone
+        which = f"version {number}" if found.exact else f"version {number} or an older one"
+        raise Gone(f"entity {entity_id!r} {when}: the version in effect then is {which}, and history no longer "
+                   f"holds version {number} (expired by the retention window or TTL; `changeflow verify` tells "
+                   f"if it should be there)")
     if item.get(model.DELETED):
         raise NotFound(f"entity {entity_id!r} was deleted {when}: version {number} is a deletion, effective "
                        f"{utc(int(item[model.EFFECTIVE_AT]))}")
@@ -181,16 +209,15 @@ def versions_during(client, table: str, history_table: str, entity_id: str, star
     if start > end:
         raise ValidationError("from", "must not be after to")
     history = History(client, table, history_table, entity_id, now_s)
-    highest = history.head()
-    last, _ = last_at_or_before(history, highest, model.EFFECTIVE_AT, end) if highest else (0, None)
+    last = locate(history, [(model.EFFECTIVE_AT, end)]).number
     if last == 0:
         return 0, 0, history
-    first, first_item = last_at_or_before(history, last, model.EFFECTIVE_AT, start)
-    if first > 1 and first_item is not None and int(first_item[model.EFFECTIVE_AT]) == start:
+    at_start = locate(history, [(model.EFFECTIVE_AT, start)])
+    first = at_start.number
+    if first > 1 and at_start.item is not None and int(at_start.item[model.EFFECTIVE_AT]) == start:
         # versions effective exactly at `start` and superseded at once (equal times) are in the closed
         # interval too, as they are at its end: the range starts after the one in effect just before it
-        before, _ = last_at_or_before(history, first - 1, model.EFFECTIVE_AT, start - 1)
-        first = before + 1
+        first = locate(history, [(model.EFFECTIVE_AT, start - 1)]).number + 1
     return max(first, 1), last, history
 
 

@@ -19,8 +19,9 @@ entityId)`` (both formats). Versions written before the chain (no chain attribut
 ``adopt`` version, which records the hash of a format-2 chain recomputed over them (``chainAdopts``).
 
 What is hashed: every attribute of the version except its key (``pk`` is bound by the genesis value,
-``sk`` by the order of the chain), its expiry (``expiresAt`` is set later by TTL tagging) and the chain
-attributes themselves. So the content, the operation, effectiveAt, changeId, actor, reason, recordedAt,
+``sk`` by the order of the chain), its expiry (``expiresAt`` is set later by TTL tagging), the chain
+attributes themselves, and the time indexes' keys (``priorEffective``, ``priorRecorded``: a history item's
+record of the version before it, which that version's own hashed times prove; verify compares them). So the content, the operation, effectiveAt, changeId, actor, reason, recordedAt,
 executionArn, deleted, version and a rollback's source version are all covered, and so is any attribute
 a later version of changeflow adds. In format 2 the content (the change's own attributes and a patch's
 record) goes in through its hash; every other attribute is metadata and goes in whole.
@@ -66,7 +67,8 @@ from . import principal as principals
 PREV_HASH = model.PREV_HASH
 CHAIN_HASH = model.CHAIN_HASH
 REDACTED, REDACTION, ADOPTION = model.REDACTED, model.REDACTION, model.ADOPTION
-NOT_HASHED = frozenset({model.PK, model.SK, model.EXPIRES_AT, PREV_HASH, CHAIN_HASH, model.ADOPTED_PREV}
+NOT_HASHED = frozenset({model.PK, model.SK, model.EXPIRES_AT, PREV_HASH, CHAIN_HASH, model.ADOPTED_PREV,
+                        model.PRIOR_EFFECTIVE, model.PRIOR_RECORDED}  # issue 37: the time indexes' keys
                        | model.CHANGES_INDEX_KEYS)
 # Format 2's metadata: what the model owns, but for a patch's record (content: it holds the values set)
 METADATA = model.RESERVED - NOT_HASHED - {model.PATCH_RECORD, REDACTED}

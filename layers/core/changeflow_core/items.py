@@ -177,11 +177,28 @@ def wire_size(wire: Any) -> int:
 LATEST_ONLY = frozenset({model.EXPIRES_AT}) | model.CHANGES_INDEX_KEYS  # v0's, never its history item's
 
 
-def history_of(latest_item: dict[str, Any]) -> dict[str, Any]:
-    """The history item that records ``latest_item``'s version."""
+def history_of(latest_item: dict[str, Any], prior: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The history item that records ``latest_item``'s version, with the time indexes' keys when ``prior``
+    (``latest_state`` of the version before it, which the decision was made on) says that version's times."""
     item = {k: v for k, v in latest_item.items() if k not in LATEST_ONLY}
     item[model.SK] = model.history_sk(int(latest_item[model.VERSION]))
+    item.update(index_keys(int(latest_item[model.VERSION]), prior))
     return item
+
+
+def index_keys(version: int, prior: dict[str, Any] | None) -> dict[str, int]:
+    """The time indexes' keys of history item ``version`` (issue 37, ``changeflow_core.timeindex``): what it
+    records of the version before it, from that version's ``latest_state`` (``None`` for version 1, which
+    records 0). None when ``prior`` is not the version just before (a gap history cannot fill): the item is then
+    found by the binary search alone; a clock the version before does not carry (legacy) is left out."""
+    if version == 1:
+        return {model.PRIOR_EFFECTIVE: 0, model.PRIOR_RECORDED: 0}
+    if not prior or prior.get("version") is None or int(prior["version"]) != version - 1:
+        return {}
+    keys = {model.PRIOR_EFFECTIVE: model.prior_key(prior["effectiveAt"], version - 1)}
+    if prior.get("recordedAt") is not None:
+        keys[model.PRIOR_RECORDED] = model.prior_key(prior["recordedAt"], version - 1)
+    return keys
 
 
 def check_item_size(change: Change, content: dict[str, Any] | None) -> None:

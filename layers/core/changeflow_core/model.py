@@ -109,3 +109,26 @@ def history_sk(version: int) -> str:
 def version_of_sk(sk: str) -> int:
     """Inverse of ``history_sk``."""
     return int(sk[len(HISTORY_PREFIX):])
+
+
+# Time indexes (issue 37, changeflow_core.timeindex): the table that holds history has a local secondary index per
+# clock (TimeIndexes=true), keyed by what each history item records of the version before it: that version's time
+# on the clock and its number, as one number (``prior_key``; version 1 records 0). Only history items carry them:
+# v0 would be written into both indexes again on every change. Derived from the version before, so the chain does
+# not hash them (verify checks them against it); reserved, so no change can set them.
+PRIOR_EFFECTIVE = "priorEffective"
+PRIOR_RECORDED = "priorRecorded"
+EFFECTIVE_INDEX = "EffectiveIndex"
+RECORDED_INDEX = "RecordedIndex"
+RESERVED = RESERVED | {PRIOR_EFFECTIVE, PRIOR_RECORDED}
+
+
+def prior_key(time_ms: int, version: int) -> int:
+    """A time index's key: ``time_ms`` then ``version``, in one number (DynamoDB keeps 38 digits: 25 used)."""
+    return int(time_ms) * 10**VERSION_DIGITS + int(version)
+
+
+def of_prior_key(key) -> tuple[int, int]:
+    """Inverse of ``prior_key``: ``(time_ms, version)``."""
+    time_ms, version = divmod(int(key), 10**VERSION_DIGITS)
+    return time_ms, version

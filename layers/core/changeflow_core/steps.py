@@ -252,7 +252,8 @@ def record_history(client, table: str, history_table: str, state: dict[str, Any]
     outcome, superseded = written["outcome"], None
     if outcome == model.APPLIED:
         item = item_for(state, written["version"], written["recordedAt"], tombstone_ttl_days=0, keep_prev=keep_prev)
-        history = "written" if store.put_history(client, history_table, items.history_of(item)) else "present"
+        written_now = store.put_history(client, history_table, items.history_of(item, state["latest"]))
+        history = "written" if written_now else "present"
     else:  # a duplicate: the first delivery may have stopped before its history put
         history, stored = store.settle_history(client, table, history_table, change.entityId, written["version"])
         superseded = []

@@ -88,18 +88,22 @@ def read_latest(client, table: str, history_table: str, entity_id: str) -> tuple
     version = int(wire_latest[model.VERSION]["N"])
     newest = model.version_of_sk(wire_newest[model.SK]["S"]) if wire_newest is not None else 0
     if newest < version:
-        put_history_wire(client, history_table, history_wire(wire_latest))
+        put_history_wire(client, history_table, history_wire(wire_latest, wire_newest))
         helped = version
     latest = codec.deserialize_item(wire_latest)
     return latest, items.latest_state(latest), helped
 
 
-def history_wire(wire_latest: dict[str, dict]) -> dict[str, dict]:
+def history_wire(wire_latest: dict[str, dict], wire_prior: dict[str, dict] | None = None) -> dict[str, dict]:
     """The history item of the version a ``v0`` item (DynamoDB JSON) holds: the same attributes, its
     history sort key, no tombstone expiry (``items.history_of``, without a round trip through Python
-    values: every number as DynamoDB returned it)."""
+    values: every number as DynamoDB returned it), and the time indexes' keys from ``wire_prior``, the
+    history item of the version before it (none if it is another)."""
     item = {k: v for k, v in wire_latest.items() if k not in items.LATEST_ONLY}
-    item[model.SK] = {"S": model.history_sk(int(wire_latest[model.VERSION]["N"]))}
+    version = int(wire_latest[model.VERSION]["N"])
+    item[model.SK] = {"S": model.history_sk(version)}
+    prior = items.latest_state(codec.deserialize_item(wire_prior)) if wire_prior else None
+    item.update({name: {"N": str(key)} for name, key in items.index_keys(version, prior).items()})
     return item
 
 
@@ -197,7 +201,9 @@ def settle_history(client, table: str, history_table: str, entity_id: str,
                                   ConsistentRead=True).get("Item")
     if wire_latest is None or int(wire_latest[model.VERSION]["N"]) != version:
         return "unrepairable", None
-    wire = history_wire(wire_latest)
+    prior = client.get_item(TableName=history_table, Key=_key(entity_id, model.history_sk(version - 1)),
+                            ConsistentRead=True).get("Item") if version > 1 else None
+    wire = history_wire(wire_latest, prior)
     put_history_wire(client, history_table, wire)
     return "repaired", codec.deserialize_item(wire)
 

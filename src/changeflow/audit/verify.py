@@ -17,8 +17,8 @@ from .fieldclocks import clock_problems
 from .retention import retention_window, unexplained_absences
 
 # Attributes that may differ between v0 and its history item: the key, v0's tombstone expiry and its keys
-# of the changes index (issue 35).
-NOT_CONTENT = {model.SK, model.EXPIRES_AT} | model.CHANGES_INDEX_KEYS
+# of the changes index (issue 35), and the history item's time index keys (issue 37: v0 has none).
+NOT_CONTENT = {model.SK, model.EXPIRES_AT, model.PRIOR_EFFECTIVE, model.PRIOR_RECORDED} | model.CHANGES_INDEX_KEYS
 
 
 @dataclass
@@ -112,6 +112,7 @@ def _history_checks(client, report: Report, latest: dict[str, Any] | None, histo
                 report.problems.append(f"rollback version {h[model.VERSION]} differs from its source {source}")
     report.problems.extend(patch_problems(history, by_version))
     report.problems.extend(clock_problems(history, by_version))  # the field clocks (issue 34)
+    report.problems.extend(index_key_problems(history, by_version))  # the time indexes' keys (issue 37)
 
     missed = untagged_versions(client, latest, history)
     if missed:
@@ -166,6 +167,26 @@ def _numbered(history: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list
 def _expired(item: dict[str, Any], now_s: float) -> bool:
     expires = item.get(model.EXPIRES_AT)
     return expires is not None and _integer(expires) is not None and _integer(expires) <= now_s
+
+
+def index_key_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str, Any]]) -> list[str]:
+    """The time indexes' keys (issue 37): each history item records the times of the version before it,
+    and as-of reads trust that record where that version is no longer held. The chain does not hash them (v0
+    has none), so each is checked against the version before it wherever history holds that one."""
+    problems = []
+    for h in history:
+        n = int(h[model.VERSION])
+        for clock, key in ((model.EFFECTIVE_AT, model.PRIOR_EFFECTIVE), (model.RECORDED_AT, model.PRIOR_RECORDED)):
+            if h.get(key) is None:
+                continue  # written before the indexes, or after a version history lacked: the binary search reads it
+            before = by_version.get(n - 1)
+            expected = 0 if n == 1 else (model.prior_key(before[clock], n - 1)
+                                         if before is not None and before.get(clock) is not None else None)
+            if (expected is None and model.of_prior_key(h[key])[1] != n - 1) or (
+                    expected is not None and int(h[key]) != expected):
+                problems.append(f"version {n}: its {key} ({h[key]}) is not version {n - 1}'s {clock} (the time "
+                                "index would answer with another version)")
+    return problems
 
 
 def patch_problems(history: list[dict[str, Any]], by_version: dict[int, dict[str, Any]]) -> list[str]:

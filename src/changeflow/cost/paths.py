@@ -14,8 +14,9 @@ from changeflow.checks.reliability import T0  # one fixed start for every measur
 from .changes_index import recording_clock, within_an_hour
 from .digests import QUIET
 from .prices import DYNAMODB_ITEM_OVERHEAD, LOG_EVENT_OVERHEAD
-from .units import (billed_transitions, index_write_units, item_key, item_size, lambda_invocations,
-                    table_index_keys, table_sizes, units_of_call, wait_seconds)
+from .units import (TIME_INDEX_KEYS, billed_transitions, index_entry_size, index_write_units, indexed_tables,
+                    item_key, item_size, lambda_invocations, table_index_keys, table_sizes, units_of_call,
+                    wait_seconds)
 
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
 
@@ -135,13 +136,16 @@ def _figures(stack, cf, execution, old: dict, old_unchained: dict, old_format_1:
     invocations, log bytes, wait seconds, the bytes it added to the tables, and each function's share."""
     functions = stack.lambdas.functions.values()
     calls = [(f, op, p, r) for f in functions for _, op, p, r in f.api_calls]
-    units = {"": [0.0, 0.0], "_without_chain": [0.0, 0.0], "_chain_format_1": [0.0, 0.0]}
+    indexed = indexed_tables(cf.dynamodb, tables)  # the time indexes (issue 37): what they add is shown apart
+    units = {"": [0.0, 0.0], "_without_chain": [0.0, 0.0], "_chain_format_1": [0.0, 0.0],
+             "_without_indexes": [0.0, 0.0]}
     for _, op, params, response in calls:
         if op not in ("GetItem", "Query", "PutItem", "UpdateItem"):
             continue  # StartExecution, DescribeExecution: not DynamoDB
-        for suffix, sizes, chain in (("", old, True), ("_without_chain", old_unchained, False),
-                                     ("_chain_format_1", old_format_1, "format 1")):
-            r, w = units_of_call(op, params, response, sizes, chain, index_keys=index_keys)
+        for suffix, sizes, chain, tables_indexed in (
+                ("", old, True, indexed), ("_without_chain", old_unchained, False, indexed),
+                ("_chain_format_1", old_format_1, "format 1", indexed), ("_without_indexes", old, True, frozenset())):
+            r, w = units_of_call(op, params, response, sizes, chain, tables_indexed, index_keys=index_keys)
             units[suffix][0] += r
             units[suffix][1] += w
     chain_bytes = max((item_size(p["Item"]) - item_size(p["Item"], chain=False)
@@ -149,14 +153,19 @@ def _figures(stack, cf, execution, old: dict, old_unchained: dict, old_format_1:
     events = list(cf.history(execution.arn))
     v0_writes = [c for c in calls if c[0].logical_id in ("UpdateLatestFunction", "DeleteTombstoneFunction")]
     history_writes = [c for c in calls if c[0].logical_id == "PutHistoryFunction" and c[1] == "PutItem"]
-    transactional = 2 * sum(units_of_call(op, p, r, old, index_keys=index_keys)[1]
+    transactional = 2 * sum(units_of_call(op, p, r, old, True, indexed, index_keys=index_keys)[1]
                             for _, op, p, r in v0_writes + history_writes)
     # the changes index's share (issue 35): none for a version recorded in the hour of the one before it
     index_units = sum(index_write_units(p["Item"], (index_keys or {}).get(item_key(p), {}))
                       for _, op, p, r in calls if op == "PutItem" and not (r or {}).get("Error"))
     new = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t).items()}
-    stored = sum(size + (DYNAMODB_ITEM_OVERHEAD if key not in old else 0) - old.get(key, 0)
-                 for key, size in new.items())
+    index_bytes = sum(index_entry_size(p["Item"], key) for _, op, p, r in calls if op == "PutItem"
+                      and p["TableName"] in indexed and not r.get("Error")
+                      for key in TIME_INDEX_KEYS.values() if key in p["Item"])
+    key_bytes = max((item_size(p["Item"]) - item_size({k: v for k, v in p["Item"].items() if k not in TIME_INDEX_KEYS.values()})
+                     for _, op, p, _ in calls if op == "PutItem"), default=0)
+    stored = index_bytes + sum(size + (DYNAMODB_ITEM_OVERHEAD if key not in old else 0) - old.get(key, 0)
+                               for key, size in new.items())
     per_function = {}
     for f in functions:
         requests = [op for _, op, _, _ in f.api_calls]
@@ -171,6 +180,8 @@ def _figures(stack, cf, execution, old: dict, old_unchained: dict, old_format_1:
         "read_units_without_chain": units["_without_chain"][0], "write_units_without_chain": units["_without_chain"][1],
         "read_units_chain_format_1": units["_chain_format_1"][0],
         "write_units_chain_format_1": units["_chain_format_1"][1], "index_write_units": index_units,
+        "write_units_without_indexes": units["_without_indexes"][1], "index_bytes": index_bytes,
+        "index_key_bytes_per_item": key_bytes,
         "chain_bytes_per_item": chain_bytes, "requests": sorted(op for _, op, _, _ in calls),
         "state_transitions": billed_transitions(events), "lambda_invocations": lambda_invocations(events),
         "states_entered": sum(1 for ev in events if ev["type"].endswith("StateEntered")),

@@ -161,8 +161,25 @@ def bill_report(report: dict) -> str:
             cells = "   ".join(f"{int(size) // 1000} KB storage {row['storage_per_month']['storage']:.2f} + PITR "
                                f"{row['storage_per_month']['pitr']:.2f}" for size, row in sizes.items())
             print(f"  {entry:<8}{cells}")
+        print(index_share(report))
         print("Pages read for the prices: " + ", ".join(PAGES.values()))
     return out.getvalue().rstrip("\n")
+
+
+def index_share(report: dict) -> str:
+    """What the time indexes (issue 37, TimeIndexes=true) add to each applied change: the write units of an
+    entry in each of the two indexes, in dollars, and the bytes they keep per version."""
+    lines = [f"The time indexes (issue 37, TimeIndexes=true) in one {BILLED_PATH}: write units without -> with "
+             "them (each new history item writes an entry into each of the two indexes), DynamoDB's share of "
+             "the bill, the bytes of keys on the history item, and of index entries kept per version"]
+    for size, paths in report["sizes"].items():
+        path = paths[BILLED_PATH]
+        without, with_ = path["write_units_without_indexes"], path["write_units"]
+        dollars = lambda wru: (path["read_units"] * PRICES["dynamodb_per_rru"] + wru * PRICES["dynamodb_per_wru"]) * 1e6  # noqa: E731
+        lines.append(f"  {int(size) // 1000} KB: {without:g} -> {with_:g} write units, ${dollars(without):.2f} -> "
+                     f"${dollars(with_):.2f} per million; keys {path['index_key_bytes_per_item']} B per history item, "
+                     f"index entries {path['index_bytes']} B per version")
+    return "\n".join(lines)
 
 
 def measure(args, root: Path) -> dict:

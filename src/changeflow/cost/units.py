@@ -31,18 +31,42 @@ def item_size(item: dict, chain: bool | str = True) -> int:
     return bare + (FORMAT_1_BYTES if chain == "format 1" and any(k in item for k in CHAIN) else 0)
 
 
+# The time indexes (issue 37): a local secondary index per clock, KEYS_ONLY, keyed by an attribute only
+# history items carry. An entry is the table's key, the index's key and 100 bytes of overhead; writing an
+# item that defines the index's key writes one entry, a write unit per started 1 KB of it ("Provisioned
+# throughput considerations for local secondary indexes" and "Storage considerations",
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/LSI.html). A Query of the index reads the
+# entries it returns (per 4 KB of their projected attributes, together) and, for what the index does not
+# project (Select=ALL_ATTRIBUTES), each whole item it fetches from the table, per 4 KB of each.
+TIME_INDEX_KEYS = {"EffectiveIndex": "priorEffective", "RecordedIndex": "priorRecorded"}
+INDEX_ENTRY_OVERHEAD = 100
+
+
+def index_entry_size(item: dict, key: str) -> int:
+    """Bytes of the index entry of ``item`` (DynamoDB JSON) in the index keyed by ``key``, overhead included."""
+    return item_size({name: item[name] for name in ("pk", "sk", key) if name in item}) + INDEX_ENTRY_OVERHEAD
+
+
 def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
-                  chain: bool | str = True, *, index_keys: dict | None = None) -> tuple[float, float]:
+                  chain: bool | str = True, indexed: frozenset | set = frozenset(), *,
+                  index_keys: dict | None = None) -> tuple[float, float]:
     """(read units, write units) of one request, DynamoDB's rounding: reads per 4 KB (strongly
-    consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item, and what a
+    consistent: 1 unit, eventually: 0.5), writes per 1 KB of the larger of the old and new item, what a
     put writes into the changes index: ``index_keys`` holds what the index reads of the items before the
-    request (``table_index_keys``); without it, a put over an item moves its entry (the most it can cost)."""
+    request (``table_index_keys``); without it, a put over an item moves its entry (the most it can cost),
+    and the entries a put writes into the time indexes of a table in ``indexed`` (the tables created with them)."""
     item_size_ = lambda item: item_size(item, chain)  # noqa: E731
 
     if operation in ("GetItem", "Query"):
         found = [response["Item"]] if response.get("Item") else response.get("Items", [])
-        size = sum(item_size_(i) for i in found)
-        units = max(1, math.ceil(size / 4096))
+        if operation == "Query" and params.get("IndexName") in TIME_INDEX_KEYS:
+            key = TIME_INDEX_KEYS[params["IndexName"]]
+            entries = sum(index_entry_size(i, key) - INDEX_ENTRY_OVERHEAD for i in found)
+            units = max(1, math.ceil(entries / 4096))
+            if params.get("Select") == "ALL_ATTRIBUTES":  # each item fetched from the table, whole
+                units += sum(math.ceil(item_size_(i) / 4096) for i in found)
+        else:
+            units = max(1, math.ceil(sum(item_size_(i) for i in found) / 4096))
         return (units if params.get("ConsistentRead") else units / 2), 0.0
     key = item_key(params)
     old = old_sizes.get(key, 0)
@@ -53,11 +77,21 @@ def units_of_call(operation: str, params: dict, response: dict, old_sizes: dict,
             before = index_keys.get(key, {}) if index_keys is not None else (
                 {k: None for k in INDEX_KEYS} if key in old_sizes else {})
             index = index_write_units(params["Item"], before)
-    elif operation == "UpdateItem":  # SET of one numeric attribute (the TTL tag)
+            if params["TableName"] in indexed:  # a new history item: an entry in each time index
+                index += sum(math.ceil(index_entry_size(params["Item"], k) / 1024)
+                             for k in TIME_INDEX_KEYS.values() if k in params["Item"])
+    elif operation == "UpdateItem":  # SET of one numeric attribute (the TTL tag): no index key changes
         new = old + len("expiresAt") + 6
     else:
         raise ValueError(operation)
     return 0.0, float(max(1, math.ceil(max(old, new) / 1024))) + index
+
+
+def indexed_tables(client, tables) -> frozenset:
+    """Which of ``tables`` were created with the time indexes."""
+    return frozenset(t for t in set(tables) if any(
+        i["IndexName"] in TIME_INDEX_KEYS
+        for i in client.describe_table(TableName=t)["Table"].get("LocalSecondaryIndexes", [])))
 
 
 def item_key(params: dict) -> tuple[str, str]:

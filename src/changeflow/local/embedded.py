@@ -33,7 +33,7 @@ from .moto_patches.stepfunctions.clock import Clock, Holds
 from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
 from .runtime import LAMBDA_RUNTIMES
 from .runtime.dispatch import EmulatorRuntime
-from .template import Template
+from .template import Template, load_yaml
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -43,6 +43,9 @@ FAKE_CREDENTIALS = {
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 # What the embedded functions see besides the template's own variables: no X-Ray daemon runs here.
 EMBEDDED_FUNCTION_ENV = {"POWERTOOLS_TRACE_DISABLED": "true"}
+# Parameters without a default that choose how the tables are created: an embedded stack is always a new
+# stack, so it takes the choice a new stack on AWS should make (a deploy that names another wins).
+NEW_STACK_CHOICES = {"TimeIndexes": "true"}
 
 
 
@@ -62,7 +65,9 @@ class EmbeddedStack:
     ):
         self.root = Path(root) if root else project_root()
         self.region = region
-        self.template = Template(self.root / "template.yaml", stack_name, region, dict(parameters or {}))
+        body = load_yaml(self.root / "template.yaml").get("Parameters", {})
+        choices = {name: value for name, value in NEW_STACK_CHOICES.items() if name in body and "Default" not in body[name]}
+        self.template = Template(self.root / "template.yaml", stack_name, region, {**choices, **(parameters or {})})
         self.time_scale = time_scale
         self.function_env = {**EMBEDDED_FUNCTION_ENV, **(function_env or {})}
         self.caches = caches
@@ -439,7 +444,9 @@ def _refuse_replacements(before: Template, after: Template) -> None:
             old = before.of_type(kind).get(logical_id)
             if old is None:
                 continue
-            keys = ("KeySchema", "TableName") if kind == "AWS::DynamoDB::Table" else ("Type", "Name")
+            # CloudFormation replaces a table for a new KeySchema, TableName or LocalSecondaryIndexes
+            keys = (("KeySchema", "TableName", "LocalSecondaryIndexes") if kind == "AWS::DynamoDB::Table"
+                    else ("Type", "Name"))
             changed = [k for k in keys
                        if before.resolve(old["Properties"].get(k)) != after.resolve(spec["Properties"].get(k))]
             if changed:

@@ -330,7 +330,9 @@ class LambdaService(AsyncInvocations):
             # each function's own process on Lambda: its logger at its own level (in this one process, every
             # stack's Powertools Logger of a service is one stdlib logger, configured by the first)
             for logger in function.loggers:
-                logger.setLevel(function.controls.python_level(function.environment.get("POWERTOOLS_LOG_LEVEL")))
+                level = function.controls.python_level(function.environment.get("POWERTOOLS_LOG_LEVEL"))
+                if logger.log_level != logging.getLevelName(level):  # setLevel clears every logger's cache
+                    logger.setLevel(level)
             try:
                 run = lambda: function.entry_point()(event, context)  # noqa: E731
                 result = self.fault_hook(function, event, run) if self.fault_hook else run()

@@ -20,13 +20,16 @@ What each module does:
   writes it; ``.termination``: an event when an execution ends; ``.express``: Express workflows and
   execution time limits; ``.execution_log``: the execution log in CloudWatch Logs (an input or output
   past 248 KB escaped cut, as AWS cuts it); ``.redrive``: RedriveExecution (moto has none);
-  ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted.
+  ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted, the
+  interpreter's deep copies of JSON made fast.
 - ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue;
   ``events.input_transformer``: an input transformer's predefined variables (the rule's ARN, the event
   without its detail, the ingestion time as ISO 8601).
 - ``dynamodb.limits``: AWS's number, expression and key limits; ``dynamodb.numbers``: numbers stored
   normalised, returned written out and read back exactly; ``dynamodb.attribute_values``: one type per
-  attribute value; ``dynamodb.index_keys``: an index key attribute of its declared type in every item; ``dynamodb.perf``: Query and Scan in linear time.
+  attribute value; ``dynamodb.indexes``: a local secondary index's Query fetches the items it does not
+  project; ``dynamodb.index_keys``: an index key attribute of its declared type in every item;
+  ``dynamodb.perf``: Query and Scan in linear time.
 - ``kms.perf``: key material made on first use.
 - ``awslambda.invoke``: moto's Lambda ``Invoke`` answered by the stack's in-process functions.
 - ``iam.enforcement``: every request signed by an identity moto issued is authorized as AWS does it
@@ -51,6 +54,7 @@ from .core import perf as core_perf
 from .awslambda import invoke as lambda_invoke
 from .dynamodb import attribute_values as dynamodb_attribute_values
 from .dynamodb import index_keys as dynamodb_index_keys
+from .dynamodb import indexes as dynamodb_indexes
 from .dynamodb import limits as dynamodb_limits
 from .dynamodb import numbers as dynamodb_numbers
 from .dynamodb import perf as dynamodb_perf
@@ -120,6 +124,7 @@ def install(invoke: Callable[..., Any], caches: bool = True, invoke_request: Cal
         dynamodb_numbers.patch_number_normalisation()  # after the number limits: it rewrites what they passed
         dynamodb_numbers.patch_numbers_read_exactly()
         dynamodb_attribute_values.patch_one_type_per_attribute_value()
+        dynamodb_indexes.patch_local_index_fetches()
         enforcement.patch_request_authorization(iam_requests.checks_of, iam_requests.s3_checks)
         lambda_invoke.patch_invoke_in_process_functions()
         stream_retention.patch_stream_retention()  # issue 36: the feed's source and its runner
@@ -145,6 +150,7 @@ def install_perf() -> None:
         dynamodb_perf.patch_scan_by_key_order()
         stepfunctions_perf.patch_execution_index()
         stepfunctions_perf.patch_compact_closed_executions()
+        stepfunctions_perf.patch_json_deep_copies()
         core_perf.patch_model_registry()
         kms_perf.patch_lazy_key_material()
         ORIGINALS["perf installed"] = True
