@@ -50,7 +50,7 @@ ASL_STAMP := $(ASL_VENV)/.installed-2026.3.0
 FLOCK := $(shell command -v flock 2>/dev/null)
 locked = $(if $(FLOCK),@mkdir -p build && $(FLOCK) build/.$(1).lock,)
 
-.PHONY: run test test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl simulate simulate-long
+.PHONY: run test test-long test-quick test-files test-fast test-emulator lint build bench cost capacity reliability clean setup lambda-runtime diff-asl simulate simulate-long
 
 setup: $(STAMP) $(NODE_STAMP) $(CHECKOV_STAMP) $(CFNGUARD_STAMP) $(CHROMIUM) $(LAMBDA_STAMP)
 
@@ -104,9 +104,9 @@ run: $(STAMP)
 	$(BIN)/changeflow demo
 
 # Every test file in its own process, so that each passes alone (a file that needs another file's fixtures,
-# imports or leftovers fails here), the tests of each in a random order; beside them the workflow and patch
-# suites again with every handler in the Lambda runtime (make test-emulator runs the guarantees suite that
-# way too: longer) and the second interpreter's opinion on the ASL (make diff-asl). TEST_JOBS at a time, the
+# imports or leftovers fails here), the tests of each in a random order; beside them the workflow suite
+# again with every handler in the Lambda runtime (make test-emulator runs the patch and guarantees suites
+# that way too: longer) and the second interpreter's opinion on the ASL (make diff-asl). TEST_JOBS at a time, the
 # longest first (tests/run_files.py). The seed is printed: `make test SEED=N` replays every file's order, and
 # a failed file's line replays it alone. The security checks of make lint are tests here
 # (tests/test_security.py runs the same checks, tests/test_template.py asl-validator): not run twice.
@@ -114,6 +114,12 @@ TEST_JOBS ?= 2
 test:
 	$(call locked,setup) $(MAKE) --no-print-directory setup
 	$(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
+
+# make test with CHANGEFLOW_LONG=1: the cases make test leaves out to keep within CI's budget (larger K, more
+# seeds, faults repeated, every configuration; each file says which, docs/tests.md lists them). Long.
+test-long:
+	$(call locked,setup) $(MAKE) --no-print-directory setup
+	CHANGEFLOW_LONG=1 $(BIN)/python tests/run_files.py --jobs $(TEST_JOBS) $(if $(SEED),--seed $(SEED))
 
 # The inner loop (under a minute): the unit tests (validation, the hash chain and the digests' tree, the handlers on plain moto,
 # the layout's rules, the documentation's tables, the second interpreter's comparison) in one process, in a random
@@ -139,7 +145,7 @@ diff-asl:
 	$(ASL_VENV)/bin/python -m changeflow.checks.diffasl
 
 test-emulator: $(STAMP) $(LAMBDA_STAMP)
-	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_guarantees.py
+	CHANGEFLOW_LAMBDA_RUNTIME=emulator $(BIN)/pytest tests/test_workflow.py tests/test_patch.py tests/test_guarantees.py
 
 # Each test file on its own, in its own process, without make test's other suites (make test does this too).
 test-files: $(STAMP)

@@ -74,6 +74,12 @@ TAG_TTL_LOG_GROUP = """      LogGroupName: !Sub /aws/lambda/${TagTtlFunction}
 WILDCARD_POLICY = (UPDATE_LATEST_POLICY, UPDATE_LATEST_POLICY.replace("[dynamodb:PutItem]", '"dynamodb:*"'))
 OPEN_API = ("        DefaultAuthorizer: AWS_IAM\n", "")
 NO_RETENTION = (TAG_TTL_LOG_GROUP, TAG_TTL_LOG_GROUP.replace("      RetentionInDays: !Ref LogRetentionDays\n", ""))
+NO_THROTTLING = ("""      MethodSettings:
+        - ResourcePath: "/*"
+          HttpMethod: "*"
+          ThrottlingRateLimit: !Ref ApiThrottlingRateLimit
+          ThrottlingBurstLimit: !Ref ApiThrottlingBurstLimit
+""", "")
 PITR_OFF = (CHANGE_TABLE_PITR, CHANGE_TABLE_PITR.replace("RecoveryEnabled: true", "RecoveryEnabled: false"))
 
 
@@ -231,7 +237,9 @@ def test_our_guard_rules_catch(case, tools, tmp_path):
 def test_the_third_party_tools_catch_a_wildcard_policy_pitr_off_and_a_log_group_without_retention(tools, tmp_path):
     star = (UPDATE_LATEST_POLICY, UPDATE_LATEST_POLICY.replace("[dynamodb:PutItem]", '"*"')
             .replace("!GetAtt ChangeTable.Arn", '"*"'))
-    template = bad_copy(tmp_path, star, PITR_OFF, NO_RETENTION)
+    # the unthrottled API too: cfn-lint-serverless's run on the translated template here is the one that must
+    # catch it there (one run of the tool for both, not two)
+    template = bad_copy(tmp_path, star, PITR_OFF, NO_RETENTION, NO_THROTTLING)
     cloudformation = security.write_cloudformation(template, tmp_path / "build")
 
     found = keys(security.checkov(tools, cloudformation))
@@ -243,7 +251,7 @@ def test_the_third_party_tools_catch_a_wildcard_policy_pitr_off_and_a_log_group_
             ("CT.DYNAMODB.PR.1", "ChangeTable")} <= found
 
     found = keys(security.cfn_lint(tools, cloudformation, serverless=True, tool=SERVERLESS))
-    assert {("WS1003", "UpdateLatestFunctionRole"), ("WS1004", "TagTtlFunction")} <= found
+    assert {("WS1003", "UpdateLatestFunctionRole"), ("WS1004", "TagTtlFunction"), ("ES2003", "ChangeApiStage")} <= found
     # and no skip hides them
     for finding_key in (("CKV_AWS_63", "UpdateLatestFunctionRole"), ("CKV_AWS_28", "ChangeTable"),
                         ("CKV_AWS_66", "TagTtlLogGroup"), ("CT.DYNAMODB.PR.1", "ChangeTable")):
@@ -252,16 +260,10 @@ def test_the_third_party_tools_catch_a_wildcard_policy_pitr_off_and_a_log_group_
 
 
 def test_cfn_lint_serverless_catches_an_unthrottled_api_on_both_templates(tools, tmp_path):
-    template = bad_copy(tmp_path, ("""      MethodSettings:
-        - ResourcePath: "/*"
-          HttpMethod: "*"
-          ThrottlingRateLimit: !Ref ApiThrottlingRateLimit
-          ThrottlingBurstLimit: !Ref ApiThrottlingBurstLimit
-""", ""))
+    # on the SAM template here; on the translated one (ChangeApiStage) in the test above, in the same run of
+    # the tool as the other findings there
+    template = bad_copy(tmp_path, NO_THROTTLING)
     assert ("ES2003", "ChangeApi") in keys(security.cfn_lint(tools, template, serverless=True, tool=SERVERLESS))
-    cloudformation = security.write_cloudformation(template, tmp_path / "build")
-    assert ("ES2003", "ChangeApiStage") in keys(security.cfn_lint(tools, cloudformation, serverless=True,
-                                                                  tool=SERVERLESS))
 
 
 def test_cfn_lint_and_sam_validate_catch_an_invalid_property(tools, tmp_path):
