@@ -283,8 +283,11 @@ class LambdaService(AsyncInvocations):
                 return
             _route_stdout()
             environment = {k: v for k, v in function.environment.items() if k not in CREDENTIALS}
-            saved = {k: os.environ.get(k) for k in environment}
-            os.environ.update(environment)
+            # the process's environment with the function's over it, for the import alone: a copy bound in its
+            # place and the original bound back after, never changed, so that another thread reading it
+            # meanwhile (botocore reads the proxy variables on every client it makes) never sees a key vanish
+            process_environment = os.environ
+            os.environ = {**process_environment, **environment}
             self.stdout.local.function = function
             # its clients take its role's credentials, as from the environment of its own process on Lambda: a
             # default session of its own for this thread (the process's environment is every thread's)
@@ -298,11 +301,7 @@ class LambdaService(AsyncInvocations):
             finally:
                 _IMPORTING.session = None
                 self.stdout.local.function = None
-                for key, value in saved.items():
-                    if value is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = value
+                os.environ = process_environment
             function.module = module
         for value in vars(module).values():
             if isinstance(value, BaseClient):
