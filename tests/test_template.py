@@ -186,7 +186,7 @@ def test_each_function_may_call_exactly_the_dynamodb_actions_it_calls(make_stack
     cf.submit({"entityId": "e", "operation": "delete", "effectiveAt": T0 + 3})
     # the retired tag step (issue 37.2), as an execution of an earlier release still invokes it
     retired = {"entityId": "e", "operation": "delete", "version": 4, "changeId": "d", "execution": {"name": "n"}}
-    retired = proven(retired, "tag_ttl", stack_seal_key(stack))  # as that release's history step proved it
+    retired = proven(retired, "tag_ttl", stack_seal_key(stack))  # the proof it asks for (no step makes it now)
     assert not stack.lambdas.invoke(stack.function("TagTtlFunction"), retired)[1]
     # an entity written before the chain, adopted: under a retention window the history step anchors each
     # adopted version (chainwork.anchor_adopted: a Query of its history, an UpdateItem per version)

@@ -208,6 +208,29 @@ def test_a_writer_refuses_a_real_proof_with_another_change(stack, cf):
     assert cf.entity("t#5")["versions"] == []
 
 
+def test_a_writer_handed_what_its_proof_does_not_cover_ends_the_execution_unproven_not_unknown(stack, cf):
+    # GIVEN an entity at version 1, and a v0 writer whose payload is changed between the steps (what a seal key
+    # rotated under a running execution, or anything altering the state, looks like to the writer)
+    from changeflow.local.lambdas import fault_hook
+
+    cf.submit(put("t#6", "c1"))
+    writes = []
+
+    def altered(function, event, run):
+        if function.logical_id == "UpdateLatestFunction":
+            writes.append(event["change"]["changeId"])
+            event["content"] = {**(event.get("content") or {}), "injected": {"S": "x"}}
+        return run()
+
+    with fault_hook(stack.lambdas, altered):
+        ended = cf.submit(put("t#6", "c2"))
+    # THEN the writer refused it once (no back-off, no second try) and the execution says so by name: its
+    # outcome is known, nothing was written, never OutcomeUnknown ("may have landed")
+    assert (ended.status, ended.error) == ("FAILED", "Unproven") and writes == ["c2"], (ended.error, ended.cause)
+    assert [v["changeId"] for v in cf.entity("t#6")["versions"]] == ["c1"]
+    assert cf.entity("t#6")["latest"]["version"] == 1
+
+
 def test_a_direct_invoke_of_the_fetch_step_with_a_forged_envelope_is_refused(stack, cf):
     make, _ = identity(stack.client, "mallory", "lambda:InvokeFunction")
     event = load_event("functions/fetch_latest.json")  # sealed with another key than this stack's

@@ -1,7 +1,8 @@
 """Retired (issue 37.2): the state machine no longer names this function. The history step tags expiries
 itself (functions/put_history, ``steps.expiry_tags``) and reports a stale change; this function stays in the
-stack, unchanged, for the executions of earlier releases, whose definitions name its versions (for as long
-as they can run or be redriven: docs/operations.md, "Deploys and in-flight executions").
+stack for the executions of earlier releases, whose definitions name its published versions (for as long
+as they can run or be redriven: docs/operations.md, "Deploys and in-flight executions"). Changed only to
+refuse a direct invoke: it asks for the history step's report proof, which no step of this release makes.
 
 Was step 5, TTL tagging: the version that the new write pushes out of the retention window gets an expiry
 (one conditional UpdateItem, never a scan), and the one before it too if an earlier execution missed its

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .diffasl_faults import faults as scenario_faults
+
 KNOWN_DIFFERENCES = "tests/asl_known_differences.json"
 TIME_SCALE = 0.001  # Wait states and retry back-offs, in both interpreters
 # Values that differ from run to run by nature: wall-clock times, ids drawn at random, stack traces.
@@ -40,7 +42,10 @@ VOLATILE_KEYS = {"recordedAt", "startTime", "StartTime", "requestId", "stackTrac
                  # driven through the same in-process Lambda seam here, returns the payload without it
                  "SdkHttpMetadata", "SdkResponseMetadata",
                  # the seal and the steps' proofs (issue 33): MACs under each stack's own random key
-                 "seal", "proof"}
+                 "seal", "proof",
+                 # keys made of a recordedAt: the time index's (the version before's time, issue 37) and the
+                 # changes index's hour (issue 35)
+                 "priorRecorded", "recordedHour"}
 
 
 @dataclass
@@ -54,6 +59,7 @@ class Scenario:
     throttles: list[tuple[str, str, str, int]] = field(default_factory=list)
     rival_writes: int = 0  # another writer gets in between fetch and write this many times
     lost_then_unreadable: bool = False  # the write lands, its answer is lost, and every read after it fails
+    altered: bool = False  # the v0 writer is handed content its proof does not cover (seal.Unproven)
     params: dict[str, str] = field(default_factory=dict)
     # What the design says the change under test ends in: an outcome ("applied", "stale", "duplicate")
     # or a named error; and Lambda invocations it must at least make ({function logical id: count}).
@@ -131,6 +137,8 @@ def scenarios() -> list[Scenario]:
                  at_least={"PutHistoryFunction": 2}),
         Scenario("Forbidden", [_put(e, "c1", 1000, title="first")], expect="Forbidden",  # a direct start: no ARN
                  params={"AuthorizationPolicy": '[{"principals": ["arn:*"], "entities": [""], "operations": ["put"]}]'}),
+        Scenario("Unproven", base + [_put(e, "c2", 2000)], altered=True, expect="Unproven",
+                 at_least={"UpdateLatestFunction": 1}),
         # the history step's expiry tag throttled past its client's tries: the change is still applied
         Scenario("expiry tag missed", base + [_put(e, "c2", 2000)], params={"HistoryRetentionVersions": "1"},
                  throttles=[("PutHistoryFunction", "tagging", "UpdateItem", 100)], at_least={"PutHistoryFunction": 1}),
@@ -155,76 +163,6 @@ def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] - before.get(k, 0)}
 
 
-def _rival_hook(stack, times: int):
-    """Before the v0 writer's first ``times`` invocations, another change to the same entity lands
-    (its v0 and history written as the workflow would), so the fetched version is no longer current."""
-    from changeflow_core import items, store
-    from changeflow_core.validation import Change
-
-    remaining = [times]
-
-    def hook(function, event, invoke):
-        if function.logical_id in ("UpdateLatestFunction", "DeleteTombstoneFunction") and remaining[0] > 0:
-            remaining[0] -= 1
-            _write_rival(stack, items, store, Change)
-        return invoke()
-
-    return hook
-
-
-def _lost_then_unreadable_hook():
-    """The v0 write lands and its answer is lost; every read after it fails (the Lambda service): the
-    workflow cannot tell whether the change was applied (``OutcomeUnknown``)."""
-    from ..local.lambdas import LambdaServiceError
-    from .faults import InjectedFault
-
-    written = []
-
-    def hook(function, event, invoke):
-        if function.logical_id == "FetchLatestFunction" and written:
-            raise LambdaServiceError()
-        if function.logical_id in ("UpdateLatestFunction", "DeleteTombstoneFunction") and not written:
-            invoke()
-            written.append(function.logical_id)
-            raise InjectedFault(f"{function.logical_id} failed after its write")
-        return invoke()
-
-    return hook
-
-
-def _write_rival(stack, items, store, change_type) -> None:
-    outputs = stack.outputs
-    table, history = outputs["ChangeTableName"], outputs["HistoryTableName"]
-    dynamodb = stack.client("dynamodb")
-    entity = "doc#diff"
-    latest = store.fetch_latest_state(dynamodb, table, history, entity)
-    rival = change_type(entityId=entity, operation="put", effectiveAt=latest["effectiveAt"] if latest else 0,
-                        changeId=f"rival-{(latest or {}).get('version', 0) + 1}")
-    version = (latest["version"] if latest else 0) + 1
-    item = items.build_latest(rival, {"rival": True}, latest, version, 1, "arn:rival")
-    store.write_latest(dynamodb, table, item, latest)
-    store.put_history(dynamodb, history, items.history_of(item))
-
-
-@contextlib.contextmanager
-def _faults(stack, scenario: Scenario):
-    from .faults import Injector
-    from ..local.lambdas import fault_hook
-
-    with contextlib.ExitStack() as stack_of_hooks:
-        if scenario.rival_writes:
-            stack_of_hooks.enter_context(fault_hook(stack.lambdas, _rival_hook(stack, scenario.rival_writes)))
-        elif scenario.lost_then_unreadable:
-            stack_of_hooks.enter_context(fault_hook(stack.lambdas, _lost_then_unreadable_hook()))
-        elif scenario.faults:
-            stack_of_hooks.enter_context(Injector().around(stack.lambdas, scenario.faults))
-        for logical_id, client, operation, times in scenario.throttles:
-            function = stack.function(logical_id)
-            stack.lambdas.load(function)
-            stack_of_hooks.enter_context(Injector().throttle(function, operation, times, client=client))
-        yield
-
-
 def _table(stack) -> list[dict]:
     from changeflow_core import codec
 
@@ -247,7 +185,7 @@ def run_moto(scenario: Scenario) -> Run:
         for i, request in enumerate(scenario.requests):
             last = i == len(scenario.requests) - 1
             before = _invocations(stack)
-            with _faults(stack, scenario) if last else contextlib.nullcontext():
+            with scenario_faults(stack, scenario) if last else contextlib.nullcontext():
                 _, arn = client.start(request, name=f"diff-{i}")
                 done = client.wait(arn, timeout=120)
             events = list(client.history(arn))
@@ -354,7 +292,7 @@ def run_localstack(scenario: Scenario) -> Run:
         for i, request in enumerate(scenario.requests):
             last = i == len(scenario.requests) - 1
             before = _invocations(stack)
-            with _faults(stack, scenario) if last else contextlib.nullcontext():
+            with scenario_faults(stack, scenario) if last else contextlib.nullcontext():
                 # the execution input of a direct start: the request's JSON text in the envelope (principal)
                 carried = json.loads(principal.direct_input(request))
                 result = _run_one_localstack(definition, sm_arn, f"diff-{i}", carried, stack.region, account)

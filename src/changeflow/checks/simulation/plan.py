@@ -34,10 +34,10 @@ import random
 from typing import Any, Callable
 
 T0 = 1_767_225_600_000
-STEPS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction", "TagTtlFunction"]
+STEPS = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction"]  # the workflow's (issue 37.2: three)
 # on the happy path, how many invocations of a change come before and including each step
 POSITION = {"FetchLatestFunction": 1, "UpdateLatestFunction": 2, "DeleteTombstoneFunction": 2,
-            "PutHistoryFunction": 3, "TagTtlFunction": 4}
+            "PutHistoryFunction": 3}
 FAULT_KINDS = ["lost", "lost", "lost", "timeout", "timeout", "before", "service", "throttle", "throttle-out"]
 WORKLOADS = {"hot": 5, "faults": 3, "redact": 3, "import": 3, "adopt": 2, "insider": 3, "identity": 2}
 TABLE_TACTICS = ["rewrite", "relabel-principal", "relabel-actor", "relabel-change", "delete", "swap", "strip",
