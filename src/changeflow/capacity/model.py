@@ -46,7 +46,7 @@ class Demand:
 
     transitions: float
     invocations: float  # of the workflow's functions
-    entry_invocations: float  # SubmitChange behind the REST API
+    entry_invocations: float  # the entry point's function: SubmitChange (API) or ReceiveChangeEvent (EventBridge)
     read_units: float
     write_units: float
     invocation_seconds: float  # mean duration of one invocation on AWS (Little's law)
@@ -100,11 +100,12 @@ def demand_of(workflow: Workflow, units: tuple[float, float], invocation_seconds
 def loads(rate: float, standard: bool, demand: Demand, table: dict[str, Quota], entry: str = "api",
           reads_per_change: float = 0.0, resends_per_change: float = 0.0) -> list[Load]:
     """Every quota's load at ``rate`` changes/s over many entities, for one workflow type and entry point
-    (``api``: the REST API and SubmitChange; ``events``: EventBridge's rule, one event per PutEvents). Through
+    (``api``: the REST API and SubmitChange; ``events``: EventBridge's rule and ReceiveChangeEvent, one event per
+    PutEvents). Through
     the API, the stage's throttle (``api_stage``, when the table has the stack's) takes every request of the
     stage: the changes, ``reads_per_change`` reads and ``resends_per_change`` resends; on Standard each
     resend is a DescribeExecution."""
-    invocations = demand.invocations + (demand.entry_invocations if entry == "api" else 0)
+    invocations = demand.invocations + demand.entry_invocations  # both entry points start through a function
     rows = [Load(table["sfn_standard_start" if standard else "sfn_express_start"], rate,
                  MOVES["sfn_standard_start" if standard else "sfn_express_start"])]
     if standard:
