@@ -262,7 +262,7 @@ def test_every_function_event_runs_in_the_emulator_against_a_serve(served, capsy
     files = sorted((EVENTS / "functions").glob("*.json"),
                    key=lambda p: (WORKFLOW_ORDER.index(p.stem) if p.stem in WORKFLOW_ORDER else len(WORKFLOW_ORDER), p.stem))
     assert {p.stem for p in files} >= set(WORKFLOW_ORDER) and all(p.stem in functions for p in files)
-    assert {p.stem for p in files} - {"read_api"} == SEALING
+    assert {p.stem for p in files} - {"read_api", "feed_events", "take_digest"} == SEALING
     from changeflow.client import Changeflow
 
     results = {}
@@ -330,8 +330,10 @@ def test_handlers_do_not_take_turns_in_the_emulator(emulated):
     from changeflow.local.lambdas import fault_hook
 
     # The emulator adds a function's second environment only while no other is starting (two cores): the
-    # feed's enrichment, cold beside the workflow, would hold the fetch step's back. The feed is not tested here.
+    # feed's enrichment or the digest, cold beside the workflow, would hold the fetch step's back. Neither is
+    # tested here.
     emulated.stop_pipes()
+    emulated.stop_schedules()
     cf = Changeflow.for_embedded(emulated)
     cf.submit(put(entity="warm#1"))  # one environment per function, warm
     barrier = threading.Barrier(2, timeout=60)
