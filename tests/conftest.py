@@ -76,6 +76,15 @@ def listed(levels: int, leaf=1):
     return value
 
 
+def without_emf(out: str) -> str:
+    """A command's captured stdout without the EMF documents of the stack's background functions (the feed's
+    enrichment, the scheduled digest). In-process, a function prints its EMF document to the router that sends
+    it to its own log (changeflow.local.lambdas), but pytest swaps sys.stdout between a test's phases, and a
+    function invoked across that swap prints into the test's capture instead. On Lambda, and in a command run
+    outside pytest, it never reaches the command's output."""
+    return "".join(line for line in out.splitlines(keepends=True) if not line.startswith('{"_aws"'))
+
+
 def load_event(relative: str):
     return json.loads((EVENTS / relative).read_text(encoding="utf-8"))
 

@@ -30,7 +30,7 @@ from changeflow.transfer.importer import Checkpoint, Importer, Plan, Rejects, en
 from changeflow.transfer.progress import Progress
 from changeflow.transfer.rate import AdaptiveRate, TokenBucket
 from changeflow_core import chain, codec, model
-from conftest import ROOT, let_executions_end
+from conftest import ROOT, let_executions_end, without_emf
 
 T0 = 1_700_000_000_000
 
@@ -63,7 +63,7 @@ def cf(shared, monkeypatch, tmp_path):
 def cli(capsys, *args) -> tuple[int, str, str]:
     status = main([str(a) for a in args])
     out, err = capsys.readouterr()
-    return status, out, err
+    return status, without_emf(out), err
 
 
 def jsonl(path: Path, rows, gzipped: bool = False) -> Path:

@@ -18,6 +18,7 @@ import pytest
 
 from changeflow.cli import main
 from changeflow.client import Changeflow
+from conftest import without_emf
 from test_transfer import cf, shared, started  # noqa: F401 - the fixtures: one embedded stack for this module too
 
 T0 = 1_700_000_000_000
@@ -27,6 +28,7 @@ def run(capsys, *args) -> tuple[int, dict | str, str]:
     """``changeflow import ...``: (exit status, the --json summary or stdout, stderr)."""
     status = main(["import", *map(str, args)])
     out, err = capsys.readouterr()
+    out = without_emf(out)
     try:
         return status, json.loads(out), err
     except ValueError:
