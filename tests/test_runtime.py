@@ -403,7 +403,8 @@ def test_lambda_runtime_option_reaches_the_embedded_stack(lambda_python, capsys,
     code = main(["run", change, "--json", "--lambda-runtime", "emulator"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["executions"][0]["status"] == "SUCCEEDED"
-    assert calls[:3] == ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction"]
+    steps = ["FetchLatestFunction", "UpdateLatestFunction", "PutHistoryFunction"]  # the digest's schedule and
+    assert [c for c in calls if c in steps][:3] == steps  # the feed's pipe may invoke theirs in between
     assert [v["version"] for v in out["entities"]["cli#1"]["versions"]] == [1]
 
 
