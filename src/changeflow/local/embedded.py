@@ -279,16 +279,11 @@ class EmbeddedStack:
                             or self.template.physical_name(logical_id))
 
     def stop_schedules(self) -> None:
-        """UpdateSchedule to ``DISABLED`` on the stack's schedules (the digest's): for a test or a measurement of
-        the workflow alone, as ``stop_pipes`` (on this stack's time scale an hourly schedule fires every few
-        seconds, and its function would share this process with the workflow)."""
+        """The stack's schedules (the digest's) ``DISABLED``, for the workflow alone, as ``stop_pipes``."""
         scheduler = self._client("scheduler")
-        for summary in scheduler.list_schedules()["Schedules"]:
-            found = scheduler.get_schedule(Name=summary["Name"], GroupName=summary.get("GroupName", "default"))
-            scheduler.update_schedule(
-                Name=found["Name"], GroupName=found.get("GroupName", "default"), State="DISABLED",
-                ScheduleExpression=found["ScheduleExpression"], Target=found["Target"],
-                FlexibleTimeWindow=found["FlexibleTimeWindow"])
+        for found in (scheduler.get_schedule(Name=s["Name"]) for s in scheduler.list_schedules()["Schedules"]):
+            scheduler.update_schedule(State="DISABLED", **{key: found[key] for key in (
+                "Name", "Target", "ScheduleExpression", "FlexibleTimeWindow")})
 
     def _create_buckets(self) -> None:
         buckets.create(self.template, self._client("s3"))
