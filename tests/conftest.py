@@ -7,7 +7,6 @@ import importlib.util
 import json
 import os
 import signal
-import sys
 import time
 import urllib.error
 import urllib.parse

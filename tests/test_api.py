@@ -15,7 +15,7 @@ from changeflow.local.moto_patches.stepfunctions.termination import wait_for_ter
 from changeflow.cli import main
 from changeflow.local.server import EmbeddedServer
 from changeflow_core.names import event_execution_name, execution_name
-from conftest import EVENTS, ROOT, http_exchange
+from conftest import EVENTS, http_exchange
 
 pytestmark = pytest.mark.enable_socket
 T0 = 1_767_225_600_000

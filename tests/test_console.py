@@ -39,7 +39,7 @@ MANY_VERSIONS = 2500
 # --- the stack the console shows --------------------------------------------------------------------
 def write_versions(cf, entity_id: str, count: int) -> None:
     """``count`` versions written straight into the tables (what thousands of executions would leave)."""
-    from changeflow_core import codec, items, model
+    from changeflow_core import codec, items
     from changeflow_core.validation import Change
 
     latest = None

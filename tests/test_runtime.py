@@ -13,7 +13,6 @@ import json
 import os
 import re
 import subprocess
-import textwrap
 import threading
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from conftest import EVENTS, ROOT
 
 from changeflow.local.runtime import emulator, functions
 from changeflow.local.runtime.dispatch import EmulatorRuntime
-from changeflow_core import principal, wire
+from changeflow_core import principal
 from changeflow.cli import main
 
 T0 = 1_767_225_600_000

@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from changeflow_core import carried, items, model, principal, wire
+from changeflow_core import carried, items, model, principal
 from conftest import ASL, LOGGED, STATE_LIMIT, largest_state
 
 T0 = 1_767_225_600_000

@@ -25,11 +25,11 @@ from botocore.exceptions import ClientError
 
 from changeflow.cli import main
 from changeflow.client import Changeflow, Execution
-from changeflow.transfer import exporter, sources
+from changeflow.transfer import sources
 from changeflow.transfer.importer import Checkpoint, Importer, Plan, Rejects, entry_point, to_request
 from changeflow.transfer.progress import Progress
 from changeflow.transfer.rate import AdaptiveRate, TokenBucket
-from changeflow_core import chain, codec, model
+from changeflow_core import chain, model
 from conftest import ROOT, let_executions_end, without_emf
 
 T0 = 1_700_000_000_000

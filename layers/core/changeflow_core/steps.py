@@ -25,7 +25,7 @@ from .decisions import (
     MAX_ATTEMPTS, WRITE, ChangeIsStale, LatestWriteFailed, WriteConflict, classify_failed_write, decide, merged,
     report,
 )
-from .errors import NotFound, ValidationError, VersionConflict
+from .errors import NotFound, VersionConflict
 from .validation import Change, validate_attributes, validate_request
 
 

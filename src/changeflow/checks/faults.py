@@ -164,7 +164,7 @@ class Injector:
                 if kind == "service":
                     raise LambdaServiceError()
                 raise InjectedFault(f"{function.logical_id} failed before its write")
-            result = invoke()
+            invoke()  # the write lands; its answer is what the fault loses
             window(event)
             if kind == "timeout":
                 raise LambdaTimeout(f"Task timed out after {function.timeout_s}.00 seconds")

@@ -33,7 +33,7 @@ REQUEST_ID = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"
 
 def seal_share(size: int = 1000, repeat: int = 2000) -> dict[str, Any]:
     """The seal's figures for an applied put of ``size`` bytes of content through the API."""
-    from changeflow_core import codec, principal, seal, submissions
+    from changeflow_core import codec, seal, submissions
 
     key = seal.Key(b"k" * 64)
     request = {"entityId": "bench#x", "operation": "put", "changeId": "bench-c1", "attributes": {"text": "x" * size}}
