@@ -23,7 +23,7 @@ import pytest
 from changeflow import cli, report
 from changeflow.client import OUTCOME_UNKNOWN, Execution
 from changeflow_core import validation
-from conftest import ROOT, http_exchange, sigv4_headers
+from conftest import ROOT, http_exchange, sigv4_headers, without_emf
 
 pytestmark = pytest.mark.enable_socket
 
@@ -78,7 +78,7 @@ def served():
 def changeflow(capsys, served, *args: str) -> tuple[int, str, str]:
     status = cli.main([*args, "--endpoint-url", served["url"]])
     out, err = capsys.readouterr()
-    return status, out, err
+    return status, without_emf(out), err  # not the served stack's background functions' (conftest.without_emf)
 
 
 # --- the read API, signed, for every id ---------------------------------------------------------------

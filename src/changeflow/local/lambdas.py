@@ -14,6 +14,7 @@ Lambda itself writes for each invocation, as the function's ``LoggingConfig`` fi
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import io
 import json
@@ -153,6 +154,7 @@ class _ThreadLocalStdout(io.TextIOBase):
 
 
 _STDOUT = _ThreadLocalStdout(sys.stdout)
+_print_to_router = functools.partial(print, file=_STDOUT)  # whatever sys.stdout is now
 
 
 def _heal_log_streams() -> None:
@@ -283,9 +285,8 @@ class LambdaService(AsyncInvocations):
                 return
             _route_stdout()
             environment = {k: v for k, v in function.environment.items() if k not in CREDENTIALS}
-            # the process's environment with the function's over it, for the import alone: a copy bound in its
-            # place and the original bound back after, never changed, so that another thread reading it
-            # meanwhile (botocore reads the proxy variables on every client it makes) never sees a key vanish
+            # the function's environment over a copy bound in os.environ's place for the import: the original is
+            # never changed under a thread reading it (botocore reads the proxy variables for every client)
             process_environment = os.environ
             os.environ = {**process_environment, **environment}
             self.stdout.local.function = function
@@ -294,8 +295,7 @@ class LambdaService(AsyncInvocations):
             _IMPORTING.session = _session_of(function)
             try:
                 with _own_layer_packages(function.layer_dirs):
-                    spec = importlib.util.spec_from_file_location(
-                        f"changeflow_lambda_{function.logical_id}_{function.version}", path)
+                    spec = importlib.util.spec_from_file_location(f"changeflow_lambda_{function.logical_id}_{function.version}", path)
                     module = importlib.util.module_from_spec(spec)
                     spec.loader.exec_module(module)
             finally:
@@ -306,6 +306,9 @@ class LambdaService(AsyncInvocations):
         for value in vars(module).values():
             if isinstance(value, BaseClient):
                 _record_calls(value, function)
+            flush = getattr(type(getattr(value, "provider", None)), "flush_metrics", None)  # Powertools' EMF print:
+            if flush is not None and flush.__module__.startswith("aws_lambda_powertools"):
+                flush.__globals__["print"] = _print_to_router  # to the router, not to what replaced sys.stdout
             # a Powertools Logger (known by what it offers: a test may have re-imported Powertools): its
             # process-wide stdlib logger may hold a handler bound to a stdout that predates this stack
             if hasattr(type(value), "registered_handler") and isinstance(getattr(value, "service", None), str):
