@@ -9,7 +9,6 @@ import os
 import random
 import subprocess
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings

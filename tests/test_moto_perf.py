@@ -29,7 +29,7 @@ from changeflow.local.moto_patches.originals import ORIGINALS
 from changeflow.local.moto_patches.stepfunctions.perf import (
     JSON_COPYING_MODULES, ClosedHistory, Executions, PackedLogEvents, json_deepcopy,
 )
-from conftest import LOGGED
+from conftest import LOGGED, ROOT
 
 moto_patches.install_perf()
 PATCHED_QUERY = Table.query
@@ -733,3 +733,120 @@ def test_kms_key_material_is_made_on_first_use_and_answers_as_before():
         public = kms.get_public_key(KeyId=signing)["PublicKey"]
         assert public == kms.get_public_key(KeyId=signing)["PublicKey"] and len(public) > 256
         assert not isinstance(keys[signing].__dict__["private_key"], PendingKey)
+
+
+# --- The interpreter's JSONPath and Lambda tasks ---------------------------------------------------------
+def _asl_paths() -> set[str]:
+    """Every JSONPath of changeflow's state machine that reads the state's data (``$``, ``$.a.b``)."""
+    text = (ROOT / "statemachines" / "change.asl.json").read_text()
+    return {p for p in __import__("re").findall(r'"(\$(?:\.[^"]*)?)"', text) if not p.startswith("$$")}
+
+
+NAMES = st.sampled_from(["a", "b", "Payload", "version", "len", "sorted", "true", "null", "id", "this", "_x", "A1"])
+PATH_DATA = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3)),
+                         lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(NAMES, inner, max_size=4)),
+                         max_leaves=15)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=PATH_DATA, names=st.lists(NAMES, max_size=4), odd=st.sampled_from(["", "[0]", "[*]", ".*", "..a", "['a']"]))
+def test_a_jsonpath_of_field_names_selects_what_moto_selects(data, names, odd):
+    """The interpreter's paths (``$.Payload.version``) answered by walking dicts: the same value, or the same
+    error with the same message, as moto's jsonpath_ng evaluation, on random data; a path with anything
+    else (brackets, wildcards, descent) is moto's."""
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    from changeflow.local.moto_patches.stepfunctions import parse_cache
+
+    parse_cache.patch_jsonpath_cache()
+    path = "$" + "".join("." + n for n in names) + odd
+    assert _outcome_value(lambda: json_path.extract_json(path, data)) \
+        == _outcome_value(lambda: ORIGINALS["extract_json"](path, data))
+
+
+def _outcome_value(call):
+    try:
+        return ("value", json.dumps(call(), sort_keys=True))
+    except Exception as exc:  # noqa: BLE001 - the comparison is of which error
+        return ("error", type(exc).__name__, str(exc))
+
+
+def test_every_path_of_the_state_machine_takes_the_walk():
+    """The cost removed: none of the ASL's paths reaches jsonpath_ng's find (its parse was cached already)."""
+    from jsonpath_ng import jsonpath
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    from changeflow.local.moto_patches.stepfunctions import parse_cache
+
+    parse_cache.patch_jsonpath_cache()
+    paths = _asl_paths()
+    assert {"$", "$.Payload.version", "$.error.Cause"} <= paths
+    found = []
+    original_find = jsonpath.Child.find
+    jsonpath.Child.find = lambda self, datum: found.append(1) or original_find(self, datum)
+    try:
+        for path in paths:
+            data = value = {"leaf": True}
+            for name in reversed(path.split(".")[1:]):
+                data = {name: data}
+            assert json_path.extract_json(path, data) is value
+        assert found == []
+        assert json_path.extract_json("$.a[0]", {"a": [5]}) == 5  # a bracket: jsonpath_ng's
+        assert found
+    finally:
+        jsonpath.Child.find = original_find
+
+
+def test_a_lambda_task_invoke_sends_and_answers_what_the_sdk_path_does(monkeypatch):
+    """A Lambda task's Invoke handed straight to the stack's answer: the same request (function, qualifier,
+    payload) reaches it as through moto's boto3 client, the same result comes back, and an error answer is
+    the same ClientError (code, message, status, request id), so the task fails with the same error."""
+    import io
+    from urllib.parse import unquote
+
+    from botocore.awsrequest import AWSResponse
+    from botocore.exceptions import ClientError
+    from botocore.response import StreamingBody
+    from moto.core.botocore_stubber import MockRawResponse
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    from changeflow.local.lambdas import _error_response
+    from changeflow.local.moto_patches.stepfunctions import lambda_tasks
+
+    seen = []
+
+    def answer(model, params, **kwargs):
+        name = unquote(params["url_path"].split("/")[3])
+        query = params.get("query_string") or {}
+        seen.append((name, query.get("Qualifier") if isinstance(query, dict) else None, bytes(params["body"])))
+        if name.endswith("missing"):
+            return _error_response(404, "ResourceNotFoundException", f"Function not found: {name}")
+        body = json.dumps({"got": json.loads(params["body"] or b"{}")}).encode()
+        return AWSResponse("https://lambda.embedded/", 200, {}, MockRawResponse(b"")), {"ResponseMetadata": {"RequestId": "r", "HTTPStatusCode": 200, "HTTPHeaders": {},
+                                                         "RetryAttempts": 0},
+                                    "StatusCode": 200, "ExecutedVersion": "7",
+                                    "Payload": StreamingBody(io.BytesIO(body), len(body))}
+
+    monkeypatch.setitem(ORIGINALS, "invoke", [answer])
+    lambda_tasks.patch_lambda_clients(cache=True)
+    lambda_tasks.patch_lambda_task_invoke_in_process()
+    fast, sdk = lambda_eval_utils._invoke_lambda_function, ORIGINALS["invoke_lambda_function"]
+    assert fast is not sdk
+    cases = [{"FunctionName": "arn:aws:lambda:us-east-1:123456789012:function:f:7", "Payload": b'{"a": 1}'},
+             {"FunctionName": "f", "Qualifier": "live", "Payload": b"[1, 2]"},
+             {"FunctionName": "f", "Payload": b""},
+             {"FunctionName": "arn:aws:lambda:us-east-1:123456789012:function:missing", "Payload": b"{}"}]
+    with mock_aws():
+        for parameters in cases:
+            results = []
+            for invoke in (fast, sdk):
+                seen.clear()
+                try:
+                    answer_ = invoke(parameters=dict(parameters), region="us-east-1", state_credentials=None)
+                    results.append(("ok", {k: answer_[k] for k in ("StatusCode", "ExecutedVersion", "Payload")},
+                                    list(seen)))
+                except ClientError as exc:
+                    results.append(("error", exc.response["Error"], exc.response["ResponseMetadata"]["HTTPStatusCode"],
+                                    exc.operation_name, list(seen)))
+            assert results[0] == results[1], parameters
+            assert results[0][-1][0][0] == parameters["FunctionName"]

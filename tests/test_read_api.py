@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from urllib.parse import quote
 
 import pytest

@@ -131,10 +131,12 @@ def index_table(measured: dict) -> str:
 
 def bench_blocks(summary: dict, day: str) -> dict[str, str]:
     """``embedded-vs-direct`` from ``benchmarks/embedded_vs_direct.py --json``."""
-    rows = [[BENCH_LABELS.get(mode, mode), f"{r['per_second']:.1f}", f"{r['slowdown_vs_direct']:.2f}"]
+    rows = [[BENCH_LABELS.get(mode, mode), f"{r['per_second']:.1f}", f"{r['slowdown_vs_direct']:.2f}",
+             f"{r['cpu_ms_per_change']:.1f}", f"{r['cpu_vs_direct']:.2f}"]
             for mode, r in summary.items() if isinstance(r, dict)]
     return {"embedded-vs-direct": f"{measured_line(day, 'make bench')}\n\n"
-                                  + table(["path", "changes/s", "× direct"], ["l", "r", "r"], rows)}
+                                  + table(["path", "changes/s", "× direct", "CPU ms per change", "× direct (CPU)"],
+                                          ["l", "r", "r", "r", "r"], rows)}
 
 
 def blocks_of(path: Path) -> dict[str, str]:

@@ -99,6 +99,7 @@ def install(invoke: Callable[..., Any], caches: bool = True, invoke_request: Cal
             parse_cache.patch_parse_cache()
             parse_cache.patch_validation_cache()
             parse_cache.patch_jsonpath_cache()
+            lambda_tasks.patch_lambda_task_invoke_in_process()
             install_perf()  # linear-cost indexes: same answers, no super-linear scans
         history.patch_history_paging()
         start_execution.patch_execution_names()

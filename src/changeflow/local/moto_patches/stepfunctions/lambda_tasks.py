@@ -47,6 +47,35 @@ def patch_lambda_clients(cache: bool) -> None:
             module.boto_client_for = boto_client_for
 
 
+def patch_lambda_task_invoke_in_process() -> None:
+    """A Lambda task's ``Invoke`` handed to the stack's handler without building a botocore request first
+    (speed only, with the caches): what the interpreter's client would send (function, qualifier, payload)
+    goes to the same ``before-call`` answer, and an error answer is raised as the ``ClientError`` botocore
+    raises for it. The client has no retries and no parameter validation (moto's ``boto_client_for``), so
+    nothing else happens on that path. A task with any other Invoke parameter takes the client's path."""
+    from urllib.parse import quote
+
+    from botocore.exceptions import ClientError
+    from moto.core.models import botocore_stubber
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    original = ORIGINALS.setdefault("invoke_lambda_function", lambda_eval_utils._invoke_lambda_function)
+
+    def _invoke_lambda_function(parameters: dict, region: str, state_credentials: Any):
+        if not botocore_stubber.enabled or set(parameters) - {"FunctionName", "Payload", "Qualifier"}:
+            return original(parameters=parameters, region=region, state_credentials=state_credentials)
+        _, parsed = ORIGINALS["invoke"][0](model=None, params={
+            "url_path": f"/2015-03-31/functions/{quote(str(parameters['FunctionName']), safe='')}/invocations",
+            "query_string": {"Qualifier": parameters["Qualifier"]} if "Qualifier" in parameters else {},
+            "body": parameters.get("Payload") or b""})
+        if "Error" in parsed:
+            raise ClientError(parsed, "Invoke")
+        parsed["Payload"] = lambda_eval_utils._from_payload(parsed["Payload"])
+        return parsed
+
+    lambda_eval_utils._invoke_lambda_function = _invoke_lambda_function
+
+
 def patch_lambda_error_names() -> None:
     from botocore.exceptions import ClientError
     from moto.stepfunctions.parser.api import HistoryEventType, LambdaFunctionFailedEventDetails

@@ -71,6 +71,8 @@ def patch_validation_cache() -> None:
 
 def patch_jsonpath_cache() -> None:
     import functools
+    import re
+    import sys
 
     from moto.stepfunctions.parser.asl.component.common.path import result_path
     from moto.stepfunctions.parser.asl.utils import json_path
@@ -78,3 +80,29 @@ def patch_jsonpath_cache() -> None:
     for module in (result_path, json_path):
         if not hasattr(module.parse, "cache_info"):
             module.parse = functools.lru_cache(maxsize=4096)(module.parse)
+
+    # A path of plain field names (``$``, ``$.Payload.version``: every path of changeflow's ASL) selects one
+    # value by walking dicts: answered without jsonpath_ng where every name is there; anything else (a name
+    # missing, a list on the way, brackets, wildcards, filters) takes moto's own extract_json, errors included.
+    original = ORIGINALS.setdefault("extract_json", json_path.extract_json)
+    plain = re.compile(r"\$(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+    @functools.lru_cache(maxsize=4096)
+    def names(path: str) -> tuple[str, ...] | None:
+        return tuple(path.split(".")[1:]) if plain.fullmatch(path) else None
+
+    def extract_json(path: str, data: Any) -> Any:
+        fields = names(path)
+        if fields is None:
+            return original(path, data)
+        value = data
+        for name in fields:
+            if type(value) is not dict or name not in value:
+                return original(path, data)
+            value = value[name]
+        return value
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("moto.stepfunctions.parser") \
+                and getattr(module, "extract_json", None) is original:
+            module.extract_json = extract_json
