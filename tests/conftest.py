@@ -112,8 +112,7 @@ def proven(event: dict, step: str, key: str = EXAMPLE_SEAL_KEY) -> dict:
         return {**event, "request": {**body, "seal": key.mac(seal.ENVELOPE, body)}}
     if step == "tag_ttl":
         return {**event, "proof": key.prove(seal.REPORT, {"execution": name, "report": steps.tagged_part(event)})}
-    event = {**event, "proof": key.prove(seal.STEP, {"execution": name, "change": event["change"],
-                                                     "content": event.get("content")})}
+    event = steps.proven(key, name, event)
     if step == "put_history":
         written = {k: v for k, v in event["written"].items() if k != "proof"}
         event["written"] = {**written, "proof": key.prove(seal.WRITTEN, {"execution": name, "written": written})}

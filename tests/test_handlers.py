@@ -97,6 +97,7 @@ def test_update_handler_reports_stale_without_writing(lambda_module, context, ta
     event = load_event("functions/update_latest.json")
     event["latest"] = {"present": True, "version": 4, "effectiveAt": 9_999_999_999_999,
                        "changeIds": {"x": 4}, "deleted": False}
+    event = proven(event, "update_latest")  # as the fetch step that read that v0 would have proved it
     with pytest.raises(ChangeIsStale):
         lambda_module("update_latest").lambda_handler(event, context)
     assert client.scan(TableName=table)["Count"] == 0

@@ -373,7 +373,7 @@ def test_emf_an_older_change_counts_changes_stale(run):
     event = load_event("functions/update_latest.json")
     event["latest"] = {"present": True, "version": 4, "effectiveAt": T0 + 1, "changeIds": {"x": 4},
                        "deleted": False}
-    result, lines = run("update_latest", event)  # ChangeIsStale: the state machine routes it to the report
+    result, lines = run("update_latest", proven(event, "update_latest"))  # ChangeIsStale: to the report step
     assert json.loads(str(result))["outcome"] == "stale"
     assert counted(lines, "ChangesStale") == [("put", 1)] and outcome_metrics(lines) == {"ChangesStale"}
 
@@ -382,7 +382,7 @@ def test_emf_a_redelivered_change_counts_changes_duplicate(run):
     event = load_event("functions/update_latest.json")
     event["latest"] = {"present": True, "version": 1, "effectiveAt": T0,
                        "changeIds": {"example-put-1": 1}, "deleted": False}
-    result, lines = run("update_latest", event)
+    result, lines = run("update_latest", proven(event, "update_latest"))  # as the fetch that read it proved it
     assert (result["outcome"], result["version"]) == ("duplicate", 1)
     assert counted(lines, "ChangesDuplicate") == [("put", 1)] and outcome_metrics(lines) == {"ChangesDuplicate"}
 

@@ -322,10 +322,10 @@ def test_the_states_carry_what_the_bound_accounts_for_and_nothing_else():
     for name in holding:
         for catch in states[name].get("Catch", []):
             assert catch["ResultPath"] in ("$", "$.error"), (name, catch)
-    # the back-off carries no latest and no writer, and what tells the next read whether the write landed
-    # (the version tried and the error's name: carried.LOST_WRITE_BYTES)
-    assert keys(states["Draw a back-off"]["Parameters"]) == {"change", "content", "error", "attempt", "waitSeconds",
-                                                             "tried", "lastWrite", "proof"}
+    # the back-off carries no writer (latest stays: the proof covers it), and what tells the next read whether
+    # the write landed (the version tried and the error's name: carried.LOST_WRITE_BYTES)
+    assert keys(states["Draw a back-off"]["Parameters"]) == {"change", "content", "latest", "error", "attempt",
+                                                             "waitSeconds", "tried", "lastWrite", "proof"}
     # the history step's result drops the content: every later state is small
     assert not {"change", "latest", "content"} & keys(states["Record the version in history"]["ResultSelector"])
     # and the allowance covers the largest of what is added

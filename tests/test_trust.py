@@ -194,17 +194,27 @@ def test_a_direct_invoke_of_a_writer_writes_nothing(stack, cf, writer):
     assert items(cf) == []
 
 
-def test_a_writer_refuses_a_real_proof_with_another_change(stack, cf):
-    # GIVEN the payload the state machine gave the v0 writer in a real execution (its history has it)
+def test_a_writer_refuses_a_real_proof_with_another_change_or_another_latest(stack, cf):
+    # GIVEN the payload the state machine gave the v0 writer in a real execution (its history has it), and the
+    # entity moved on since (what a replay meets: the payload's latest is no longer v0)
     execution = cf.submit(put("t#4", "c1"))
     scheduled = next(p for p in (json.loads(e["taskScheduledEventDetails"]["parameters"]) for e in cf.history(
         execution.arn) if e["type"] == "TaskScheduled") if "UpdateLatest" in p["FunctionName"])
+    cf.submit(put("t#4", "c2"))
+    now = cf.entity("t#4")["latest"]
     make, _ = identity(stack.client, "mallory", "lambda:InvokeFunction")
-    for change in ({"principal": {"via": "api", "arn": ALICE}}, {"entityId": "t#5"}):
-        event = {**scheduled["Payload"], "change": {**scheduled["Payload"]["change"], **change}, "attempt": 1}
+    real = scheduled["Payload"]
+    # WHEN mallory replays it with another principal, another entity, or the latest v0 in place of the one its
+    # proof was made for (which would let the replayed change pass the writer's condition at version 3)
+    current = {**(real["latest"] or {}), "version": now["version"], "effectiveAt": now["effectiveAt"]}
+    for event in ({**real, "change": {**real["change"], "principal": {"via": "api", "arn": ALICE}}},
+                  {**real, "change": {**real["change"], "entityId": "t#5"}},
+                  {**real, "latest": current}):
         answer = make("lambda").invoke(FunctionName=scheduled["FunctionName"], Payload=json.dumps(event))
+        # THEN each is refused by name and nothing is written
         assert json.loads(answer["Payload"].read())["errorType"] == "Unproven"
-    assert [v["principal"] for v in cf.entity("t#4")["versions"]] == [{"via": "stepfunctions"}]
+    assert [v["changeId"] for v in cf.entity("t#4")["versions"]] == ["c1", "c2"]
+    assert {json.dumps(v["principal"]) for v in cf.entity("t#4")["versions"]} == {json.dumps({"via": "stepfunctions"})}
     assert cf.entity("t#5")["versions"] == []
 
 

@@ -17,10 +17,11 @@ fetch step's result (``change``, ``latest``, ``content``, ``writer``, ``attempt`
 - "Write the new latest version": parameters = R without ``writer``, plus ``execution`` {id, name};
   output = R + ``written`` (3 small fields and a proof), or, through its Catch, R + ``error`` {Error, Cause}
   (``ERROR_BYTES``).
-- "Draw a back-off", "Back off before reading again": R without ``latest`` and ``writer``, plus ``error``,
-  ``waitSeconds``, and what tells the next read whether the write landed (``tried``, the version R's
-  ``tries`` named, and ``lastWrite``, the error's name: ``LOST_WRITE_BYTES``). The second fetch's
-  parameters: the same, plus the two writers' version ARNs the definition names (``WRITERS_BYTES``). When it
+- "Draw a back-off", "Back off before reading again": R without ``writer`` (``latest`` stays: the fetch
+  step's proof covers it), plus ``error``, ``waitSeconds`` (smaller than the ``writer`` ARN it replaces), and
+  what tells the next read whether the write landed (``tried``, the version R's ``tries`` named, and
+  ``lastWrite``, the error's name: ``LOST_WRITE_BYTES``). The second fetch's parameters: the same without
+  ``waitSeconds``, plus the two writers' version ARNs the definition names (``WRITERS_BYTES``). When it
   keeps failing, its Catch puts its error in place of the write's (``$.error``): no larger.
 - "Record the version in history": parameters = R without ``writer``, plus ``written``, ``execution``
   and ``retryCount``; its result drops the content. Every later state is a few hundred bytes.

@@ -7,7 +7,8 @@ the account, whatever IAM lets them call, gets a version recorded under a princi
   is missing or does not match (``ValidationError`` naming ``seal``): a hand-built envelope sent with
   ``states:StartExecution`` writes nothing. A direct StartExecution needs no seal: its principal says that
   its caller is not known (``{"via": "stepfunctions"}``), which is true.
-- The steps pass a proof along (``STEP``: the change and its content, bound to the execution's name; the
+- The steps pass a proof along (``STEP``: the change, its content and the ``v0`` it was decided against
+  (``latest``), bound to the execution's name; the
   write step's ``WRITTEN``: the version it wrote; the history step's ``REPORT``): a writer invoked directly
   (``lambda:InvokeFunction``) without the proof of the step before it writes nothing (``Unproven``).
 

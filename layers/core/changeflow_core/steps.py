@@ -6,7 +6,7 @@ What travels between steps is small and exact: the normalised change, the decisi
 the fetch step. No later step reads the raw request again.
 
 Every step that writes takes only what the step before it proved (``changeflow_core.seal``): the fetch step
-proves the change and its content for this execution (``proof``), the v0 write proves what it wrote
+proves the change, its content and the ``v0`` it read for this execution (``proof``), the v0 write proves what it wrote
 (``written.proof``), the history step its report (``proof`` beside ``report``). A step invoked directly,
 with an input no step of this stack made, writes nothing (``seal.Unproven``).
 """
@@ -82,22 +82,24 @@ def give_up(last: dict[str, Any]) -> None:
                             f"{str(last.get('Cause'))[:1000]}")
 
 
-def _step(name: str, change: dict[str, Any], content: Any) -> dict[str, Any]:
-    return {"execution": name, "change": change, "content": content}
+def _step(name: str, step: dict[str, Any]) -> dict[str, Any]:
+    """What the fetch step's proof covers: the change, its content and the ``v0`` it was decided against (a
+    writer's condition expects that version: a real payload replayed with another ``latest`` is not proven)."""
+    return {"execution": name, "change": step.get("change"), "content": step.get("content"),
+            "latest": step.get("latest")}
 
 
 def require_step(key: seal.Key | None, event: dict[str, Any], what: str) -> None:
-    """``seal.Unproven`` unless ``event`` carries the fetch step's proof of its change and content for
-    this execution: a step invoked with anything else writes nothing."""
+    """``seal.Unproven`` unless ``event`` carries the fetch step's proof of its change, content and ``latest``
+    for this execution: a step invoked with anything else writes nothing."""
     if key is None:
         raise seal.Unproven(f"{what}: no seal key to check the proof with")
-    key.require(seal.STEP, _step(event["execution"]["name"], event.get("change"), event.get("content")),
-                event.get("proof"), what)
+    key.require(seal.STEP, _step(event["execution"]["name"], event), event.get("proof"), what)
 
 
 def proven(key: seal.Key, name: str, result: dict[str, Any]) -> dict[str, Any]:
-    """The fetch result with its proof for the next steps: the change and content, for this execution."""
-    return {**result, "proof": key.prove(seal.STEP, _step(name, result["change"], result["content"]))}
+    """The fetch result with its proof for the next steps: the change, content and latest, for this execution."""
+    return {**result, "proof": key.prove(seal.STEP, _step(name, result))}
 
 
 def writers_named(event: dict[str, Any], defaults: dict[str, str]) -> dict[str, str]:
