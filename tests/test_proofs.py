@@ -243,7 +243,8 @@ def test_property_random_histories_prove_and_any_flipped_bit_is_refused(historie
     version = data.draw(st.integers(1, len(histories[entity_id])))
     proof = proof_of(histories, digest, entity_id, version)
     assert proofs.verify_proof(proofs.loads(proofs.dumps(proof)), digests.parse_digest(digest))["version"] == version
-    kind, path, old = data.draw(st.sampled_from(list(_spots(proof))))
+    # any spot with a bit to flip (an empty string has none: a content of {"a": ""} made the draw fail)
+    kind, path, old = data.draw(st.sampled_from([spot for spot in _spots(proof) if any(True for _ in _flips(spot[2]))]))
     new = data.draw(st.sampled_from(list(_flips(old))))
     assert refused(_with(proof, kind, path, old, new), digest)
 
