@@ -66,6 +66,35 @@ def test_each_dynamodb_request_is_atomic_under_concurrency(stack):
     assert wins == final and wins > 0
 
 
+def test_a_synchronous_invoke_waiting_for_a_busy_function_does_not_hold_every_other_request(stack):
+    # GIVEN a handler busy in another thread (the stack runs one at a time: its invoke lock), as the scheduled
+    # digest is while its parallel page reads go to DynamoDB from threads of their own
+    busy, release = threading.Event(), threading.Event()
+
+    def handler_running():
+        with stack.lambdas.invoke_lock:
+            busy.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=handler_running)
+    holder.start()
+    busy.wait(5)
+    # WHEN someone invokes a function synchronously through Lambda's API: it waits for the busy one
+    invoker = threading.Thread(target=lambda: stack.client("lambda").invoke(
+        FunctionName=stack.function("DeleteTombstoneFunction").name, Payload=b"{}"))
+    invoker.start()
+    time.sleep(0.5)
+    # THEN another thread's DynamoDB request is still served (holding the request lock across the wait would
+    # block it until the busy handler ended, and that handler's own requests forever: a deadlock)
+    answered = threading.Event()
+    threading.Thread(target=lambda: stack.client("dynamodb").list_tables() and answered.set(), daemon=True).start()
+    served = answered.wait(10)
+    release.set()
+    holder.join(10)
+    invoker.join(30)
+    assert served and not invoker.is_alive()
+
+
 def test_without_the_lock_moto_loses_conditional_updates():
     # the control: the same workload with the embedded stack's atomicity switched off loses updates,
     # so the test above would fail without it

@@ -26,11 +26,20 @@ def patch_request_lock() -> None:
     original = ORIGINALS.setdefault("call_action", BaseResponse.call_action)
 
     def call_action(self):
-        # StartSyncExecution runs a whole (Express) execution inside the request: holding the lock
-        # there would block the execution's own DynamoDB requests made from other threads.
-        if not Atomicity.enabled or "StartSyncExecution" in str(self.headers.get("X-Amz-Target", "")):
+        # StartSyncExecution runs a whole (Express) execution inside the request, and Lambda's Invoke a whole
+        # handler: holding the lock there would block their own requests made from other threads, and a
+        # synchronous Invoke waiting for a function busy in another thread (the stack runs one handler at a
+        # time) whose requests wait for the lock would never end (a digest's parallel page reads did).
+        if not Atomicity.enabled or "StartSyncExecution" in str(self.headers.get("X-Amz-Target", "")) \
+                or _lambda_invoke(self):
             return original(self)
         with API_LOCK:
             return original(self)
 
     BaseResponse.call_action = call_action
+
+
+def _lambda_invoke(response) -> bool:
+    """Lambda's Invoke (``POST /2015-03-31/functions/{name}/invocations``): no data of moto's to keep atomic."""
+    return type(response).__module__.startswith("moto.awslambda") and str(getattr(response, "path", "")).endswith(
+        "/invocations")
