@@ -43,6 +43,12 @@ KEEP_RUNS = 5
 # function's events/ payloads, and its merge code is the layer the workflow suite imports there on 3.13.
 # `make test-emulator` still runs it.
 EMULATOR_FILES = ["tests/test_workflow.py"]
+# A job that hangs (a deadlock) is stopped, not left to CI's 90 minutes: each test that runs past
+# HANG_DUMP_SECONDS has every thread's stack written to its log (pytest's faulthandler_timeout), and a job past
+# JOB_TIMEOUT_SECONDS is killed and reported failed. The longest job takes about 90 s with a second suite
+# beside it.
+HANG_DUMP_SECONDS = 300
+JOB_TIMEOUT_SECONDS = 1200
 
 
 @dataclass
@@ -66,7 +72,7 @@ class Job:
 
 def pytest_job(path: str, seed: int, emulator: bool = False) -> Job:
     command = [str(BIN / "pytest"), "-q", "-p", "no:cacheprovider", "--durations=10", "--random-order",
-               f"--random-order-seed={seed}", path]
+               f"--random-order-seed={seed}", "-o", f"faulthandler_timeout={HANG_DUMP_SECONDS}", path]
     if emulator:
         return Job(f"{path} (emulator)", command, {"CHANGEFLOW_LAMBDA_RUNTIME": "emulator"})
     return Job(path, command)
@@ -127,8 +133,15 @@ def shown(path: Path) -> str:
 def run(job: Job) -> Job:
     started = time.monotonic()
     with open(job.log, "w", encoding="utf-8") as out:
-        job.status = subprocess.call(job.command, cwd=ROOT, env={**os.environ, **job.env}, stdout=out,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            job.status = subprocess.call(job.command, cwd=ROOT, env={**os.environ, **job.env}, stdout=out,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         timeout=JOB_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:  # call() has killed it
+            job.status = 124
+            out.flush()
+            out.write(f"\nkilled after {JOB_TIMEOUT_SECONDS} s: the job hung (the stacks above, if a test ran "
+                      f"past {HANG_DUMP_SECONDS} s)\n")
     job.seconds = time.monotonic() - started
     lines = [line for line in job.log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     job.summary = lines[-1].strip("= ") if lines else ""

@@ -68,3 +68,19 @@ def test_only_the_newest_runs_logs_are_kept(tmp_path, monkeypatch):
     kept = sorted(d.name for d in logs.iterdir() if d.is_dir() and not d.is_symlink())
     assert kept == ["20260105T000000Z-105", "20260106T000000Z-106", made.name, "notes"]
     assert (logs / "latest").resolve() == made.resolve() and Path(os.readlink(logs / "latest")) == Path(made.name)
+
+
+def test_a_hung_job_is_killed_and_reported_failed_with_its_stacks(tmp_path, monkeypatch):
+    # GIVEN a test that never ends (a deadlock, as a fresh clone's run met), and short limits
+    (tmp_path / "test_hang.py").write_text("import threading\n\ndef test_hang():\n    threading.Event().wait()\n",
+                                           encoding="utf-8")
+    monkeypatch.setattr(run_files, "HANG_DUMP_SECONDS", 2)
+    monkeypatch.setattr(run_files, "JOB_TIMEOUT_SECONDS", 8)
+    job = run_files.pytest_job(str(tmp_path / "test_hang.py"), seed=1)
+    job.logs = tmp_path
+    # WHEN the runner runs it
+    done = run_files.run(job)
+    # THEN it is killed and failed, and its log has the stack it hung in and says what happened
+    log = done.log.read_text(encoding="utf-8")
+    assert done.status == 124 and done.seconds < 60
+    assert "Timeout (0:00:02)!" in log and "test_hang" in log and "killed after 8 s" in log
