@@ -822,10 +822,10 @@ def test_a_lambda_task_invoke_sends_and_answers_what_the_sdk_path_does(monkeypat
         if name.endswith("missing"):
             return _error_response(404, "ResourceNotFoundException", f"Function not found: {name}")
         body = json.dumps({"got": json.loads(params["body"] or b"{}")}).encode()
-        return AWSResponse("https://lambda.embedded/", 200, {}, MockRawResponse(b"")), {"ResponseMetadata": {"RequestId": "r", "HTTPStatusCode": 200, "HTTPHeaders": {},
-                                                         "RetryAttempts": 0},
-                                    "StatusCode": 200, "ExecutedVersion": "7",
-                                    "Payload": StreamingBody(io.BytesIO(body), len(body))}
+        metadata = {"RequestId": "r", "HTTPStatusCode": 200, "HTTPHeaders": {}, "RetryAttempts": 0}
+        return AWSResponse("https://lambda.embedded/", 200, {}, MockRawResponse(b"")), {
+            "ResponseMetadata": metadata, "StatusCode": 200, "ExecutedVersion": "7",
+            "Payload": StreamingBody(io.BytesIO(body), len(body))}
 
     monkeypatch.setitem(ORIGINALS, "invoke", [answer])
     lambda_tasks.patch_lambda_clients(cache=True)
