@@ -53,9 +53,9 @@ def bench_output() -> dict:
     """What ``benchmarks/embedded_vs_direct.py --json`` prints."""
     return {mode: {"changes": 210, "per_second": rate, "outcomes": {}, "slowdown_vs_direct": slowdown,
                    "cpu_ms_per_change": cpu, "cpu_vs_direct": cpu_slowdown}
-            for mode, rate, slowdown, cpu, cpu_slowdown in (("direct", 90.1, 1.0, 11.2, 1.0),
-                                                            ("embedded", 46.0, 1.96, 20.5, 1.83),
-                                                            ("stock", 7.3, 12.28, 136.5, 12.20))}
+            for mode, rate, slowdown, cpu, cpu_slowdown in (("direct", 90.2, 1.0, 11.1, 1.0),
+                                                            ("embedded", 54.1, 1.67, 17.8, 1.60),
+                                                            ("stock", 7.6, 11.79, 130.9, 11.75))}
 
 
 def test_the_pages_have_a_marked_block_for_every_measured_table_and_each_holds_one_table():
