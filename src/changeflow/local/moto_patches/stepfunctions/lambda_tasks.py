@@ -7,12 +7,10 @@ https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.
 
 from __future__ import annotations
 
-import sys
 import threading
-import types
 from typing import Any
 
-from ..originals import ORIGINALS
+from ..originals import ORIGINALS, rebind
 
 
 def patch_lambda_clients(cache: bool) -> None:
@@ -38,13 +36,7 @@ def patch_lambda_clients(cache: bool) -> None:
                     clients[key] = client
         return client
 
-    for module in list(sys.modules.values()):
-        if (
-            isinstance(module, types.ModuleType)
-            and module.__name__.startswith("moto.stepfunctions.parser")
-            and getattr(module, "boto_client_for", None) is original
-        ):
-            module.boto_client_for = boto_client_for
+    rebind("boto_client_for", original, boto_client_for)
 
 
 def patch_lambda_task_invoke_in_process() -> None:
