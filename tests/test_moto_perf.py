@@ -850,3 +850,102 @@ def test_a_lambda_task_invoke_sends_and_answers_what_the_sdk_path_does(monkeypat
                                     exc.operation_name, list(seen)))
             assert results[0] == results[1], parameters
             assert results[0][-1][0][0] == parameters["FunctionName"]
+
+
+# --- The interpreter's threads from a pool -----------------------------------------------------------------
+def _history_shape(sfn, arn: str) -> list:
+    events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    return [(e["type"], next((d.get("name") for d in e.values() if isinstance(d, dict) and "name" in d), None))
+            for e in events]
+
+
+def test_the_interpreter_runs_on_pooled_threads_and_records_the_same_history(stack, monkeypatch):
+    """moto starts a thread per execution and per Task state; from the pool, the same changes end the same
+    way with the same history (event types and states, in order) as on threads of their own, and ten changes
+    on a warm pool start no thread at all (threading.Thread would start about four a change)."""
+    from moto.stepfunctions.parser.asl.component.state.exec import execute_state
+    from moto.stepfunctions.parser.backend import execution_worker
+
+    from changeflow.client import Changeflow
+    from changeflow.local.moto_patches.stepfunctions.threads import POOL, PooledThread
+
+    assert execute_state.Thread is PooledThread and execution_worker.Thread is PooledThread
+    client, sfn = Changeflow.for_embedded(stack), stack.client("stepfunctions")
+
+    def run(prefix: str) -> list:
+        changes = _changes(4, prefix) + [{"entityId": f"{prefix}#0", "operation": "delete", "changeId": f"{prefix}-d",
+                                          "effectiveAt": _changes(1, prefix)[0]["effectiveAt"] + 99},
+                                         dict(_changes(1, prefix)[0], changeId=f"{prefix}-late")]  # older: stale
+        executions = [client.submit(change) for change in changes]
+        return [(e.status, (e.output or {}).get("outcome"), _history_shape(sfn, e.arn)) for e in executions]
+
+    run("warm")
+    started = POOL.started
+    pooled = run("pooled")
+    assert POOL.started == started
+    monkeypatch.setattr(execute_state, "Thread", threading.Thread)
+    monkeypatch.setattr(execution_worker, "Thread", threading.Thread)
+    assert run("threads") == pooled
+    assert [outcome for _, outcome, _ in pooled] == ["applied"] * 5 + ["stale"]
+
+
+def test_a_pooled_thread_behaves_as_a_new_thread_would(monkeypatch):
+    """Each target starts in an empty context (a context variable set before, or by the target run before it
+    on the same thread, is not seen), an uncaught exception reaches threading.excepthook with the thread, a
+    target that blocks (a state abandoned at its timeout) holds up no other, and a thread starts once."""
+    import contextvars
+
+    from changeflow.local.moto_patches.stepfunctions.threads import Pool, PooledThread
+
+    monkeypatch.setattr(PooledThread, "pool", Pool(idle=1))  # one idle thread: the second target runs on the first's
+    variable = contextvars.ContextVar("variable", default="unset")
+    variable.set("the starter's")
+    seen, hooked, release = [], [], threading.Event()
+
+    def look_then_set():
+        seen.append((threading.get_ident(), variable.get()))
+        variable.set("the target's")
+
+    first = PooledThread(target=look_then_set)
+    first.start()
+    first.join(5)
+    time.sleep(0.2)  # its thread back among the idle ones
+    second = PooledThread(target=look_then_set)
+    second.start()
+    second.join(5)
+    assert seen[0][0] == seen[1][0] and not second.is_alive()
+    assert [value for _, value in seen] == ["unset", "unset"]
+    with pytest.raises(RuntimeError):
+        second.start()
+
+    original = threading.excepthook
+    threading.excepthook = hooked.append
+    try:
+        failing = PooledThread(target=lambda: 1 / 0, name="failing")
+        failing.start()
+        failing.join(5)
+    finally:
+        threading.excepthook = original
+    assert [(args.exc_type, args.thread) for args in hooked] == [(ZeroDivisionError, failing)]
+
+    blocked = PooledThread(target=release.wait)
+    blocked.start()
+    after = PooledThread(target=lambda: seen.append("after"))
+    after.start()
+    after.join(5)
+    assert seen[-1] == "after" and blocked.is_alive()
+    release.set()
+    blocked.join(5)
+    assert not blocked.is_alive()
+
+    pool, gate = Pool(idle=1), threading.Event()
+    done = threading.Semaphore(0)
+    for _ in range(3):  # three at once: three threads; once they are done, one stays idle
+        pool.submit(lambda: (gate.wait(), done.release()))
+    assert pool.started == 3
+    gate.set()
+    for _ in range(3):
+        assert done.acquire(timeout=5)
+    time.sleep(0.2)
+    pool.submit(done.release)
+    assert done.acquire(timeout=5) and pool.started == 3

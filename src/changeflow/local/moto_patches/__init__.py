@@ -21,7 +21,7 @@ What each module does:
   execution time limits; ``.execution_log``: the execution log in CloudWatch Logs (an input or output
   past 248 KB escaped cut, as AWS cuts it); ``.redrive``: RedriveExecution (moto has none);
   ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted, the
-  interpreter's deep copies of JSON made fast.
+  interpreter's deep copies of JSON made fast; ``.threads``: the interpreter's threads from a pool.
 - ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue;
   ``events.input_transformer``: an input transformer's predefined variables (the rule's ARN, the event
   without its detail, the ingestion time as ISO 8601).
@@ -67,7 +67,7 @@ from .pipes import runner as pipes_runner
 from .s3 import object_lock as s3_object_lock
 from .scheduler import runs as scheduler_runs
 from .stepfunctions import (clock, context_object, execution_log, express, history, intrinsics, lambda_tasks,
-                            parse_cache, redrive, start_execution, termination)
+                            parse_cache, redrive, start_execution, termination, threads)
 from .stepfunctions import perf as stepfunctions_perf
 
 _INSTALL_LOCK = threading.Lock()
@@ -100,6 +100,7 @@ def install(invoke: Callable[..., Any], caches: bool = True, invoke_request: Cal
             parse_cache.patch_validation_cache()
             parse_cache.patch_jsonpath_cache()
             lambda_tasks.patch_lambda_task_invoke_in_process()
+            threads.patch_interpreter_threads()
             install_perf()  # linear-cost indexes: same answers, no super-linear scans
         history.patch_history_paging()
         start_execution.patch_execution_names()
