@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import threading
 from pathlib import Path
@@ -469,3 +470,59 @@ def test_with_stack_name_the_fetch_step_names_the_deployed_writer_version(monkey
     template = functions.deployed_template(ROOT, ROOT / "template.yaml", "prod", "us-east-1", {})
     spec = functions.function_spec(template, ROOT, "FetchLatestFunction")
     assert spec.environment["UPDATE_LATEST_FUNCTION_ARN"] == version
+
+
+
+# --- no execution environment outlives the runtime that started it ----------------------------------------
+def runtime_processes(beneath: int) -> set[tuple[int, str]]:
+    """(pid, start time) of the aws-lambda-rie and awslambdaric processes beneath process ``beneath``, found
+    by the process tree, not by name (other runs on the machine have their own); 1 for all of them."""
+    parents, commands = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields, pid = stat.read_text().rsplit(")", 1)[1].split(), int(stat.parent.name)
+            parents[pid], commands[(pid, fields[19])] = int(fields[1]), (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue  # it ended meanwhile
+
+    def is_beneath(pid: int) -> bool:
+        while pid not in (0, beneath):
+            pid = parents.get(pid, 0)
+        return pid == beneath
+
+    return {key for key, command in commands.items() if is_beneath(parents.get(key[0], 0))
+            and (b"aws-lambda-rie" in command or b"awslambdaric" in command)}
+
+
+@pytest.fixture
+def before():
+    """The runtime processes beneath this one beforehand; those started since are killed afterwards (so that a
+    failing test leaves none behind)."""
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("reads the process tree from /proc")
+    found = runtime_processes(os.getpid())
+    yield found
+    for pid, _ in runtime_processes(os.getpid()) - found:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stopped_runtime_leaves_no_process_and_starts_none(probe, before):
+    # GIVEN a runtime whose function timed out (the emulator restarts its runtime after that), then failed
+    from changeflow.local.lambdas import Function, LambdaServiceError
+
+    runtime = EmulatorRuntime(ROOT, "us-east-1", [probe / "layer"], keep_warm=False).start()
+    function = Function("ProbeFunction", "changeflow-ProbeFunction", "arn:aws:lambda:us-east-1:123456789012:"
+                        "function:changeflow-ProbeFunction", probe / "probe", "app.handler", {}, timeout_s=2)
+    assert runtime.invoke(function, {"sleep": 4})[0]["errorType"] == "Sandbox.Timedout"
+    assert runtime.invoke(function, {"fail": True})[0]["errorType"] == "KeyError"
+    started = runtime_processes(os.getpid()) - before
+    # WHEN it stops, and a thread still running then invokes (as the feed's pipe did while its stack stopped)
+    runtime.stop()
+    try:
+        late = runtime.invoke(function, {})
+    except LambdaServiceError as refused:
+        late = refused
+    # THEN none of its processes is alive (an orphan included), it started none, and Lambda refused the call
+    assert started and started & runtime_processes(1) == set()
+    assert runtime_processes(os.getpid()) - before == set()
+    assert isinstance(late, LambdaServiceError), late

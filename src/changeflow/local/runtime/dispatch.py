@@ -73,7 +73,8 @@ class EmulatorRuntime:
     The handlers' AWS clients reach the stack through ``handler_endpoint()``. Processes are added per
     function when every one is busy (up to ``max_per_function``, as Lambda adds execution environments
     for concurrent invocations), kept warm, and handed back to the process-wide warm pool when the stack
-    stops (``keep_warm=False`` stops them instead).
+    stops (``keep_warm=False`` stops them instead). Once stopped, it starts none: an invocation still
+    arriving (a thread of the stopping stack) is refused, as by a Lambda service that is gone.
     """
 
     def __init__(self, root: Path, region: str, layer_dirs: list[Path], max_per_function: int = 16,
@@ -89,6 +90,7 @@ class EmulatorRuntime:
         self._all: dict[str, list[EmulatorProcess]] = {}
         self._available = threading.Condition()
         self._starting = 0  # environments created and not yet through their first invocation
+        self._stopped = False
 
     def start(self) -> "EmulatorRuntime":
         self.endpoint_url = handler_endpoint()
@@ -96,6 +98,8 @@ class EmulatorRuntime:
 
     def stop(self) -> None:
         with self._available:
+            self._stopped = True
+            self._available.notify_all()  # an invocation waiting for an environment is refused
             idle = {id(p) for group in self._idle.values() for p in group}
             processes = [p for group in self._all.values() for p in group if p is not None]
             self._all.clear()
@@ -133,6 +137,8 @@ class EmulatorRuntime:
         starts behind it (on two cores, scaling out one environment at a time serves them sooner)."""
         with self._available:
             while True:
+                if self._stopped:  # an environment started now would be in no pool: nothing would stop it
+                    raise LambdaServiceError(message=f"{function.name}: the stack has stopped")
                 idle = self._idle.setdefault(function.name, [])
                 if idle:
                     return idle.pop()
