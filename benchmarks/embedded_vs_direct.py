@@ -3,7 +3,7 @@ calls of the same handlers in the same process, for the same sequence of changes
 
     .venv/bin/python benchmarks/embedded_vs_direct.py [--entities 30] [--json]
 
-The direct path calls the five handlers in the order the state machine would for each outcome (its
+The direct path calls the three steps' handlers in the order the state machine would for each outcome (its
 baseline: what the handlers and DynamoDB cost without any orchestration). The embedded path is also run
 once with the embedded stack's caches off ("stock"), in a separate process so that no patch leaks. The
 change feed's pipe and the digest's schedule are stopped in every mode (the workflow alone: both are measured

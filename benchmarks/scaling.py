@@ -8,7 +8,8 @@ Two series, each on its own embedded stack: every change on ONE entity (its hist
 spread over ENTITIES entities (the table grows). At each checkpoint C (a number of changes so far):
 
 - per change: the mean time of the last ``--window`` changes before C, each a whole workflow execution
-  (StartExecution, five Lambda steps, DescribeExecution), as ``changeflow run`` submits them;
+  (StartExecution, three Lambda steps, the ended execution read from the stack), as ``changeflow run``
+  submits them;
 - the reads a user makes at that size: on the one entity, paging all its C versions 100 at a time (the
   read API's and ``changeflow versions``' Query); over the entities, ``verify --all`` (the scan, then
   each entity) and the end-of-run report of ``changeflow run`` (every touched entity's versions, read
@@ -16,7 +17,7 @@ spread over ENTITIES entities (the table grows). At each checkpoint C (a number 
 - memory: the process's resident set now and at its peak.
 
 The changes before each window are made through the workflow too (``--fill workflow``, the default), or
-with ``--fill direct`` by calling the same five handlers in workflow order with no Step Functions (the
+with ``--fill direct`` by calling the same handlers in workflow order with no Step Functions (the
 same items in DynamoDB, 3x faster: for the 100,000-change sizes; the executions list then grows only by
 the windows, so state that in what you report). Ratios compare checkpoints of the same run: on a shared
 machine absolute times move with the load, ratios much less.

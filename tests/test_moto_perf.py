@@ -15,6 +15,7 @@ import itertools
 import json
 import threading
 import time
+from decimal import Decimal
 
 import boto3
 import pytest
@@ -949,3 +950,28 @@ def test_a_pooled_thread_behaves_as_a_new_thread_would(monkeypatch):
     time.sleep(0.2)
     pool.submit(done.release)
     assert done.acquire(timeout=5) and pool.started == 3
+
+
+# --- The waiting client reads the ended execution from the stack ----------------------------------------
+def test_an_ended_executions_description_is_what_describe_execution_answers(stack):
+    """The embedded client waits on the stack's signal and reads the ended execution from moto's model
+    instead of sending DescribeExecution: the same name, ARN, status, input, output (its text, exact numbers
+    and all), error and cause as DescribeExecution answers, for an execution that succeeded and one that
+    failed; nothing for an execution not ended (or unknown) or an Express one, of which the client asks the API."""
+    from changeflow.client import Changeflow
+    from changeflow.local.moto_patches.stepfunctions.termination import ended_execution
+
+    client, sfn = Changeflow.for_embedded(stack), stack.client("stepfunctions")
+    described = []
+    client.sfn.meta.events.register("before-call.*.DescribeExecution", lambda **kw: described.append(1))
+    succeeded = client.submit({**_changes(1, "ended")[0], "attributes": {"n": Decimal("12345678901234567890.50")}})
+    failed = client.submit({**_changes(1, "ended")[0], "changeId": "ended-bad", "operation": "frobnicate"})
+    assert described == []  # neither wait sent DescribeExecution
+    assert (succeeded.status, failed.status) == ("SUCCEEDED", "FAILED") and failed.error
+    fields = ("executionArn", "name", "status", "input", "output", "error", "cause")
+    for execution in (succeeded, failed):
+        answer = sfn.describe_execution(executionArn=execution.arn)
+        assert ended_execution(execution.arn) == {k: answer[k] for k in fields if k in answer}
+    unknown = succeeded.arn.rsplit(":", 1)[0] + ":never-started"
+    express = succeeded.arn.replace(":execution:", ":express:", 1) + ":0f0e"
+    assert ended_execution(unknown) is None and ended_execution(express) is None

@@ -65,7 +65,7 @@ class Changeflow:
     """A client of one deployed (or embedded) changeflow stack."""
 
     def __init__(self, sfn, dynamodb, state_machine_arn: str, table: str, history_table: str,
-                 wait_hook: Callable[[str, float], bool] | None = None, history_expires: bool = False,
+                 wait_hook: Callable[[str, float], bool | dict] | None = None, history_expires: bool = False,
                  outputs: dict[str, Any] | None = None, session=None, api_url: str | None = None,
                  make: Callable[[str], Any] | None = None):
         self.sfn, self.dynamodb = sfn, dynamodb
@@ -96,8 +96,12 @@ class Changeflow:
     @classmethod
     def for_embedded(cls, stack) -> "Changeflow":
         """A client of an embedded stack in this process: it waits on the stack's own signal that an
-        execution has ended (``stack.wait_for_termination``) instead of polling."""
-        return cls.from_outputs(stack.outputs, region=stack.region, wait_hook=stack.wait_for_termination)
+        execution has ended (``stack.wait_for_termination``) instead of polling, and reads what DescribeExecution
+        would answer of it from the stack (``stack.ended_execution``) instead of asking."""
+        def wait_hook(arn: str, timeout: float) -> bool | dict:
+            return stack.wait_for_termination(arn, timeout) and (stack.ended_execution(arn) or True)
+
+        return cls.from_outputs(stack.outputs, region=stack.region, wait_hook=wait_hook)
 
     @classmethod
     def for_aws_stack(cls, stack_name: str = "changeflow", region: str | None = None,
@@ -159,7 +163,9 @@ class Changeflow:
         """Wait for the execution to end (an event on the embedded stack, polling elsewhere)."""
         deadline = time.monotonic() + timeout
         if self._wait_hook is not None:
-            self._wait_hook(arn, timeout)
+            ended = self._wait_hook(arn, timeout)
+            if isinstance(ended, dict):  # the embedded stack's own DescribeExecution answer of the ended execution
+                return _execution(ended)
         delay = 0.05
         while True:
             description = self.describe(arn)

@@ -30,7 +30,7 @@ from .logging_controls import LoggingControls
 from .moto_patches.iam import enforcement
 from .moto_patches.scheduler.runs import Runs
 from .moto_patches.stepfunctions.clock import Clock, Holds
-from .moto_patches.stepfunctions.termination import forget_terminations, wait_for_termination
+from .moto_patches.stepfunctions.termination import ended_execution, forget_terminations, wait_for_termination
 from .runtime import LAMBDA_RUNTIMES
 from .runtime.dispatch import EmulatorRuntime
 from .template import Template, load_yaml
@@ -416,10 +416,8 @@ class EmbeddedStack:
                 StackName=self.template.stack_name, TemplateBody=json.dumps(body))
 
     # --- conveniences for tests and tools -------------------------------------------------------
-    @staticmethod
-    def wait_for_termination(execution_arn: str, timeout: float) -> bool:
-        """Block until the execution (started on this stack) has ended; ``False`` on timeout."""
-        return wait_for_termination(execution_arn, timeout)
+    # block until an execution of this stack has ended (False on timeout); what DescribeExecution answers of it
+    wait_for_termination, ended_execution = staticmethod(wait_for_termination), staticmethod(ended_execution)
 
     def workflow_functions(self) -> set[str]:
         """The functions the state machines invoke (their ARNs in ``DefinitionSubstitutions``), by logical id:
