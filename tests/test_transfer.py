@@ -238,20 +238,21 @@ def test_outcomes_are_read_from_the_table_and_only_a_failure_is_described(shared
     from changeflow.transfer import outcomes
 
     _, client = shared
-    described = []
-    describe = client.sfn.describe_execution
+    described, waited = [], []  # DescribeExecution requests; executions waited on (on the embedded stack,
+    describe, wait_for = client.sfn.describe_execution, client.wait  # their ending read without a request)
     monkeypatch.setattr(client.sfn, "describe_execution", lambda **kw: described.append(kw) or describe(**kw))
+    monkeypatch.setattr(client, "wait", lambda arn, *a, **kw: waited.append(arn) or wait_for(arn, *a, **kw))
     start, wait = entry_point(client, "stepfunctions", 60)
     records = [sources.Record(str(i), {"id": f"oc#{i}", "x": i}) for i in range(5)]
     summary = Importer(start, wait, Plan("id", effective_at=T0), Checkpoint(None, {}), Rejects(None),
                        concurrency=5).run(iter(records))
-    assert summary.counts["applied"] == 5 and described == []  # the data answered every one
+    assert summary.counts["applied"] == 5 and described == [] == waited  # the data answered every one
     # a change the workflow refuses never shows in the data: its execution is described, once it is late
     request = {"entityId": "oc#0", "operation": "rollback", "toVersion": 9, "changeId": "oc-rollback",
                "effectiveAt": T0 + 1}
     _, arn = client.start(request)
     execution = outcomes.settle(client, request, arn, timeout=60, describe_after=0.3)
-    assert execution.status == "FAILED" and execution.error == "NotFound" and described
+    assert execution.status == "FAILED" and execution.error == "NotFound" and waited == [arn]
 
 
 # --- quotas: throttled, slowed down, never dropped -----------------------------------------------------
