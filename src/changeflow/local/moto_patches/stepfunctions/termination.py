@@ -59,6 +59,8 @@ def ended_execution(execution_arn: str) -> dict | None:
     except Exception:  # noqa: BLE001 - not one of this process's (or gone): the client asks the API
         return None
     status = getattr(execution.status, "value", execution.status)
+    if status not in ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"):  # redriven since: running again
+        return None
     described = {"executionArn": execution_arn, "name": execution.name, "status": status,
                  "input": execution.execution_input}
     if status == "SUCCEEDED" and execution.output is not None:  # as moto's: the text stored, or as JSON
