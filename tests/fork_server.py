@@ -63,6 +63,7 @@ def preload() -> None:
         importlib.import_module(name)
     import_rewritten("hypothesis", "_hypothesis_globals")
     warm_loader()
+    warm_moto()
     if threading.active_count() != 1:
         raise SystemExit(f"fork server: the preload started threads {threading.enumerate()}: forking is unsafe")
 
@@ -100,6 +101,15 @@ def warm_loader() -> None:
     session.register_component("data_loader", botocore_loader.shared_loader(os.environ.get("AWS_DATA_PATH")))
     for service in CLIENTS:
         session.create_client(service, region_name="us-east-1", aws_access_key_id="warm", aws_secret_access_key="warm")
+
+
+def warm_moto() -> None:
+    """moto's cache of each service's botocore model (``get_service_model``: a loader of its own per call, not
+    the shared one), filled as a first embedded stack's requests would."""
+    from moto.core.utils import get_service_model
+
+    for service in ("cloudformation", *CLIENTS):
+        get_service_model(service)
 
 
 def start_child(request: dict, closing: list[int]) -> list[str]:
