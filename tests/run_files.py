@@ -180,7 +180,8 @@ def spawned(job: Job, out) -> tuple[int, float, bool]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", help="test files (default: every tests/test_*.py)")
-    parser.add_argument("--jobs", type=int, default=2, help="jobs at once (default %(default)s: the cores)")
+    parser.add_argument("--jobs", type=int, default=3,
+                        help="jobs at once (default %(default)s: 2 cores, each job waiting part of its time)")
     parser.add_argument("--seed", type=int, default=None, help="the random order's seed (default: a new one)")
     parser.add_argument("--no-extras", action="store_true",
                         help="only the test files: not the emulator suites, not make diff-asl")
