@@ -7,6 +7,11 @@ suite again with every handler in the Lambda runtime (``CHANGEFLOW_LAMBDA_RUNTIM
 second interpreter's opinion on the ASL (``make diff-asl``): one pool of jobs, the longest first (from the
 last run's times in ``build/test-times.json``), so that the cores finish together.
 
+A test file's process is forked from a fork server (``tests/fork_server.py``) that has imported pytest,
+boto3, moto and the project once: a fresh child per file, in its own process group, that has run no other
+file (``--no-fork``: each a new interpreter, as before). The emulator's workflow suite is forked too (its
+environment set in the child before pytest starts); ``make diff-asl`` runs on its own python3.13.
+
 The seed is printed first; ``--seed N`` replays every file's order, and the line printed for a failed
 job replays that job alone. A job's output is shown when it fails; every job's is kept in a directory of
 its run, ``build/test-logs/<start>-<pid>/`` (``build/test-logs/latest`` names the newest; the last
@@ -47,7 +52,7 @@ KEEP_RUNS = 5
 EMULATOR_FILES = ["tests/test_workflow.py"]
 # A job that hangs (a deadlock) is stopped, not left to CI's 90 minutes: each test that runs past
 # HANG_DUMP_SECONDS has every thread's stack written to its log (pytest's faulthandler_timeout), and a job past
-# JOB_TIMEOUT_SECONDS is killed and reported failed. The longest job takes about 90 s with a second suite
+# JOB_TIMEOUT_SECONDS is killed (a forked one with its process group: its own children too) and reported failed. The longest job takes about 90 s with a second suite
 # beside it.
 HANG_DUMP_SECONDS = 300
 JOB_TIMEOUT_SECONDS = 1200
@@ -204,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
           f"(replay: --seed {seed}); logs in {shown(logs)}/", flush=True)
     started = time.monotonic()
     server = None if args.no_fork else fork_server.Client()
+    pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            done = list(pool.map(lambda job: run(job, server), jobs))
-    finally:  # an interrupted run too: the server kills the children still running
+        done = list(pool.map(lambda job: run(job, server), jobs))
+    finally:  # an interrupted run too: no job starts, and the server kills the children still running
+        pool.shutdown(wait=False, cancel_futures=True)
         if server is not None:
             server.close()
     record_times({job.name: round(job.seconds, 1) for job in done}, times)
