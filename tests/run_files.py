@@ -5,7 +5,8 @@ or leftovers (it was CI's second pass, ``make test-files``, a second run of the 
 files side by side is also what uses the machine's cores. Beside the files run the workflow
 suite again with every handler in the Lambda runtime (``CHANGEFLOW_LAMBDA_RUNTIME=emulator``) and the
 second interpreter's opinion on the ASL (``make diff-asl``): one pool of jobs, the longest first (from the
-last run's times in ``build/test-times.json``), so that the cores finish together.
+last run's times in ``build/test-times.json``, else those checked in, ``tests/job_times.json``), so that the
+cores finish together.
 
 A test file's process is forked from a fork server (``tests/fork_server.py``) that has imported pytest,
 boto3, moto and the project once: a fresh child per file, in its own process group, that has run no other
@@ -42,6 +43,11 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("CHANGEFLOW_BIN", ROOT / ".venv" / "bin"))
 BUILD = ROOT / "build"
 TIMES = BUILD / "test-times.json"
+# Each job's time in a run of make test, checked in: the order of a checkout that has no times of its own (a
+# fresh clone, CI). Without it every job counted as long alike, the files ran in name order and the two
+# longest jobs, the emulator's suite and make diff-asl, last: a fresh clone's run ended with a minute of one
+# job on two cores (2026-11-26). Refreshed by copying build/test-times.json over it when the order drifts.
+CHECKED_IN_TIMES = Path(__file__).resolve().parent / "job_times.json"
 LOGS = BUILD / "test-logs"
 KEEP_RUNS = 5
 # The workflow suite in the Lambda runtime: every Lambda task of the state machine, on every path. The patch
@@ -199,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     files = args.files or sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py"))
     jobs = jobs_for(files, seed, extras=not args.no_extras and not args.files)
     times = args.build_dir / TIMES.name
-    known = read_times(times)
-    # the longest first (a job not timed yet counts as long): the cores then finish at about the same time
+    known = {**read_times(CHECKED_IN_TIMES), **read_times(times)}
+    # the longest first (a job timed nowhere counts as long): the cores then finish at about the same time
     jobs.sort(key=lambda job: -known.get(job.name, 60.0))
     logs = run_directory(args.build_dir / LOGS.name)
     for job in jobs:

@@ -165,3 +165,10 @@ def test_a_killed_forked_job_takes_its_children_with_it(tmp_path, monkeypatch, s
         time.sleep(0.1)
     else:
         raise AssertionError(f"the job's child {pid} outlived the job")
+
+
+def test_a_checkout_without_times_of_its_own_orders_the_longest_jobs_first():
+    # a fresh clone has no build/test-times.json: the checked-in times order its jobs, the longest known first
+    checked_in = run_files.read_times(run_files.CHECKED_IN_TIMES)
+    longest = sorted(checked_in, key=lambda name: -checked_in[name])[:4]
+    assert "tests/test_workflow.py (emulator)" in longest and all(isinstance(t, float) for t in checked_in.values())
