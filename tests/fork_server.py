@@ -209,11 +209,11 @@ class Client:
             with self.lock:
                 job = self.jobs[message["id"]]
             job.update(message)
-            if "status" in message:
-                job["done"].set()
+            job["forked" if "pid" in message else "done"].set()
         with self.lock:  # the server has gone (its error is on stderr): no job of it will end by itself
             for job in self.jobs.values():
                 job.setdefault("status", None)
+                job["forked"].set()
                 job["done"].set()
 
     def _send(self, message: dict) -> None:
@@ -223,14 +223,16 @@ class Client:
 
     def run(self, argv: list[str], env: dict[str, str], log: Path, timeout: float) -> tuple[int | None, float, bool]:
         """Run ``argv`` (a pytest command) in a child; ``(status, cpu seconds, killed at the timeout)``. The
-        status is None if the server ended before the child did."""
+        status is None if the server ended before the child did. The timeout runs from the fork (the first
+        jobs wait for the server's preload)."""
         with self.lock:
             ident = len(self.jobs)
-            job = self.jobs[ident] = {"done": threading.Event()}
+            job = self.jobs[ident] = {"forked": threading.Event(), "done": threading.Event()}
         try:
             self._send({"id": ident, "argv": argv, "cwd": str(ROOT), "env": env, "log": str(log)})
         except (BrokenPipeError, ValueError):
             return None, 0.0, False
+        job["forked"].wait(timeout)
         killed = not job["done"].wait(timeout)
         if killed:
             try:
