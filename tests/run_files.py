@@ -5,7 +5,13 @@ or leftovers (it was CI's second pass, ``make test-files``, a second run of the 
 files side by side is also what uses the machine's cores. Beside the files run the workflow
 suite again with every handler in the Lambda runtime (``CHANGEFLOW_LAMBDA_RUNTIME=emulator``) and the
 second interpreter's opinion on the ASL (``make diff-asl``): one pool of jobs, the longest first (from the
-last run's times in ``build/test-times.json``), so that the cores finish together.
+last run's times in ``build/test-times.json``, else those checked in, ``tests/job_times.json``), so that the
+cores finish together.
+
+A test file's process is forked from a fork server (``tests/fork_server.py``) that has imported pytest,
+boto3, moto and the project once: a fresh child per file, in its own process group, that has run no other
+file (``--no-fork``: each a new interpreter, as before). The emulator's workflow suite is forked too (its
+environment set in the child before pytest starts); ``make diff-asl`` runs on its own python3.13.
 
 The seed is printed first; ``--seed N`` replays every file's order, and the line printed for a failed
 job replays that job alone. A job's output is shown when it fails; every job's is kept in a directory of
@@ -31,10 +37,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fork_server
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("CHANGEFLOW_BIN", ROOT / ".venv" / "bin"))
 BUILD = ROOT / "build"
 TIMES = BUILD / "test-times.json"
+# Each job's time in a run of make test, checked in: the order of a checkout that has no times of its own (a
+# fresh clone, CI). Without it every job counted as long alike, the files ran in name order and the two
+# longest jobs, the emulator's suite and make diff-asl, last: a fresh clone's run ended with a minute of one
+# job on two cores (2026-11-26). Refreshed by copying build/test-times.json over it when the order drifts.
+CHECKED_IN_TIMES = Path(__file__).resolve().parent / "job_times.json"
 LOGS = BUILD / "test-logs"
 KEEP_RUNS = 5
 # The workflow suite in the Lambda runtime: every Lambda task of the state machine, on every path. The patch
@@ -45,7 +58,7 @@ KEEP_RUNS = 5
 EMULATOR_FILES = ["tests/test_workflow.py"]
 # A job that hangs (a deadlock) is stopped, not left to CI's 90 minutes: each test that runs past
 # HANG_DUMP_SECONDS has every thread's stack written to its log (pytest's faulthandler_timeout), and a job past
-# JOB_TIMEOUT_SECONDS is killed and reported failed. The longest job takes about 90 s with a second suite
+# JOB_TIMEOUT_SECONDS is killed (a forked one with its process group: its own children too) and reported failed. The longest job takes about 90 s with a second suite
 # beside it.
 HANG_DUMP_SECONDS = 300
 JOB_TIMEOUT_SECONDS = 1200
@@ -58,7 +71,9 @@ class Job:
     env: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     status: int | None = None
+    cpu: float = 0.0  # user + system seconds, its children's included
     summary: str = ""
+    forked: bool = False  # run by the fork server (a pytest job) rather than as a process of its own
     logs: Path = LOGS  # its run's directory (run_directory)
 
     @property
@@ -74,8 +89,8 @@ def pytest_job(path: str, seed: int, emulator: bool = False) -> Job:
     command = [str(BIN / "pytest"), "-q", "-p", "no:cacheprovider", "--durations=10", "--random-order",
                f"--random-order-seed={seed}", "-o", f"faulthandler_timeout={HANG_DUMP_SECONDS}", path]
     if emulator:
-        return Job(f"{path} (emulator)", command, {"CHANGEFLOW_LAMBDA_RUNTIME": "emulator"})
-    return Job(path, command)
+        return Job(f"{path} (emulator)", command, {"CHANGEFLOW_LAMBDA_RUNTIME": "emulator"}, forked=True)
+    return Job(path, command, forked=True)
 
 
 def jobs_for(files: list[str], seed: int, extras: bool) -> list[Job]:
@@ -130,33 +145,59 @@ def shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def run(job: Job) -> Job:
+def run(job: Job, server: fork_server.Client | None = None) -> Job:
+    """Run ``job``: forked from ``server`` if given (a pytest job), otherwise as a process of its own."""
     started = time.monotonic()
-    with open(job.log, "w", encoding="utf-8") as out:
-        try:
-            job.status = subprocess.call(job.command, cwd=ROOT, env={**os.environ, **job.env}, stdout=out,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         timeout=JOB_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:  # call() has killed it
+    if server is not None and job.forked:
+        status, job.cpu, killed = server.run(job.command, job.env, job.log, JOB_TIMEOUT_SECONDS)
+        job.status = 125 if status is None else status
+    else:
+        with open(job.log, "w", encoding="utf-8") as out:
+            job.status, job.cpu, killed = spawned(job, out)
+    with open(job.log, "a", encoding="utf-8") as out:
+        if killed:
             job.status = 124
-            out.flush()
             out.write(f"\nkilled after {JOB_TIMEOUT_SECONDS} s: the job hung (the stacks above, if a test ran "
                       f"past {HANG_DUMP_SECONDS} s)\n")
+        elif job.status == 125:
+            out.write("\nthe fork server ended before this job did (its error is in make test's output)\n")
     job.seconds = time.monotonic() - started
     lines = [line for line in job.log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     job.summary = lines[-1].strip("= ") if lines else ""
     mark = "ok    " if job.status == 0 else "FAILED"
-    print(f"{job.seconds:7.1f} s  {mark}  {job.name}  ({job.summary})", flush=True)
+    print(f"{job.seconds:7.1f} s {job.cpu:6.1f} CPU s  {mark}  {job.name}  ({job.summary})", flush=True)
     return job
+
+
+def spawned(job: Job, out) -> tuple[int, float, bool]:
+    """``job`` as a process of its own, its output in ``out``: ``(status, CPU seconds, killed at the
+    timeout)``, the CPU its own and its reaped children's (wait4's)."""
+    process = subprocess.Popen(job.command, cwd=ROOT, env={**os.environ, **job.env}, stdout=out,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + JOB_TIMEOUT_SECONDS
+    killed = False
+    while True:
+        pid, status, usage = os.wait4(process.pid, 0 if killed else os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            process.kill()
+            killed = True
+        time.sleep(0.2)
+    process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    return process.returncode, usage.ru_utime + usage.ru_stime, killed
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", help="test files (default: every tests/test_*.py)")
-    parser.add_argument("--jobs", type=int, default=2, help="jobs at once (default %(default)s: the cores)")
+    parser.add_argument("--jobs", type=int, default=3,
+                        help="jobs at once (default %(default)s: 2 cores, each job waiting part of its time)")
     parser.add_argument("--seed", type=int, default=None, help="the random order's seed (default: a new one)")
     parser.add_argument("--no-extras", action="store_true",
                         help="only the test files: not the emulator suites, not make diff-asl")
+    parser.add_argument("--no-fork", action="store_true",
+                        help="start each pytest job as a process of its own, not forked from the fork server")
     parser.add_argument("--build-dir", type=Path, default=BUILD,
                         help="where the logs and the times go (default %(default)s)")
     args = parser.parse_args(argv)
@@ -164,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     files = args.files or sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py"))
     jobs = jobs_for(files, seed, extras=not args.no_extras and not args.files)
     times = args.build_dir / TIMES.name
-    known = read_times(times)
-    # the longest first (a job not timed yet counts as long): the cores then finish at about the same time
+    known = {**read_times(CHECKED_IN_TIMES), **read_times(times)}
+    # the longest first (a job timed nowhere counts as long): the cores then finish at about the same time
     jobs.sort(key=lambda job: -known.get(job.name, 60.0))
     logs = run_directory(args.build_dir / LOGS.name)
     for job in jobs:
@@ -173,8 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"changeflow tests: {len(jobs)} jobs, {args.jobs} at a time, random order seed {seed} "
           f"(replay: --seed {seed}); logs in {shown(logs)}/", flush=True)
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        done = list(pool.map(run, jobs))
+    server = None if args.no_fork else fork_server.Client()
+    pool = ThreadPoolExecutor(max_workers=args.jobs)
+    try:
+        done = list(pool.map(lambda job: run(job, server), jobs))
+    finally:  # an interrupted run too: no job starts, and the server kills the children still running
+        pool.shutdown(wait=False, cancel_futures=True)
+        if server is not None:
+            server.close()
     record_times({job.name: round(job.seconds, 1) for job in done}, times)
     failed = [job for job in done if job.status != 0]
     for job in failed:
@@ -182,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print(job.log.read_text(encoding="utf-8", errors="replace")[-20000:])
         print(f"replay it: {job.replay()}")
     print(f"\nchangeflow tests: {len(done) - len(failed)} of {len(done)} jobs passed in "
-          f"{time.monotonic() - started:.0f} s (seed {seed})" + (f"; FAILED: {', '.join(j.name for j in failed)}"
+          f"{time.monotonic() - started:.0f} s, {sum(job.cpu for job in done):.0f} CPU s (seed {seed})" + (f"; FAILED: {', '.join(j.name for j in failed)}"
                                                                   if failed else ""))
     return 1 if failed else 0
 

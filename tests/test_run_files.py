@@ -1,6 +1,7 @@
 """make test's runner (tests/run_files.py) beside another run of itself in the same checkout (issue 38.2): two
 `make test` at once keep their own logs and both their job times, and a reader of the times file never sees
-half of it."""
+half of it. Its fork server (tests/fork_server.py): a failing file fails with a replay line that is pytest
+itself, no file sees another's leftovers, and a hung file is killed with its children."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import fork_server
+import pytest
 import run_files
 from conftest import ROOT
 
@@ -19,9 +23,10 @@ def test_two_runs_at_once_keep_their_own_logs_and_both_their_times(tmp_path):
     for name, outcome in (("test_one.py", "assert True"), ("test_two.py", "assert 1 + 1 == 2")):
         (tmp_path / name).write_text(f"def test_{name[5:-3]}():\n    {outcome}\n", encoding="utf-8")
     build = tmp_path / "build"
-    # WHEN two runs start at once, each with its own file
-    runs = [subprocess.Popen([sys.executable, str(ROOT / "tests" / "run_files.py"), "--jobs", "1", "--build-dir",
-                              str(build), str(tmp_path / name)], cwd=ROOT, stdout=subprocess.PIPE,
+    # WHEN two runs start at once, each with its own file (each job a process of its own: how a job runs is
+    # the fork server tests' below)
+    runs = [subprocess.Popen([sys.executable, str(ROOT / "tests" / "run_files.py"), "--jobs", "1", "--no-fork",
+                              "--build-dir", str(build), str(tmp_path / name)], cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
             for name in ("test_one.py", "test_two.py")]
     outputs = [run.communicate(timeout=300)[0] for run in runs]
@@ -70,7 +75,62 @@ def test_only_the_newest_runs_logs_are_kept(tmp_path, monkeypatch):
     assert (logs / "latest").resolve() == made.resolve() and Path(os.readlink(logs / "latest")) == Path(made.name)
 
 
-def test_a_hung_job_is_killed_and_reported_failed_with_its_stacks(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def server():
+    """make test's fork server (tests/fork_server.py), one for this file's tests."""
+    started = fork_server.Client()
+    yield started
+    started.close()
+
+
+def forked_job(path: Path, logs: Path) -> run_files.Job:
+    job = run_files.pytest_job(str(path), seed=1)
+    job.logs = logs
+    return job
+
+
+def test_a_failing_file_is_reported_failed_with_a_plain_pytest_replay_line(tmp_path, server, capsys):
+    # GIVEN a file with a failing test
+    (tmp_path / "test_fails.py").write_text("def test_fails():\n    assert 1 + 1 == 3\n", encoding="utf-8")
+    job = forked_job(tmp_path / "test_fails.py", tmp_path)
+    # WHEN the fork server runs it
+    done = run_files.run(job, server)
+    # THEN it failed as pytest fails it, its log has pytest's report, and its replay is pytest itself
+    assert done.status == 1 and done.cpu > 0
+    assert "assert (1 + 1) == 3" in done.log.read_text(encoding="utf-8")  # the assert rewritten, as pytest does
+    assert done.replay().split()[0] == str(run_files.BIN / "pytest") and done.replay().endswith("test_fails.py")
+    assert "FAILED  " in capsys.readouterr().out
+    replayed = subprocess.run(done.replay().split(), cwd=ROOT, capture_output=True, text=True)
+    assert replayed.returncode == 1 and "1 failed" in replayed.stdout
+
+
+def test_no_file_sees_what_another_file_left_in_its_process(tmp_path, server):
+    # GIVEN two files: one changes a module that both import, the environment and the working directory;
+    # the other passes only if it finds none of that
+    (tmp_path / "test_leaves.py").write_text(
+        "import os, json\n\ndef test_leaves(tmp_path):\n    json.LEFT = 1\n    os.environ['LEFT'] = '1'\n"
+        "    os.chdir(tmp_path)\n", encoding="utf-8")
+    (tmp_path / "test_finds.py").write_text(
+        "import os, json, sys\n\ndef test_finds():\n    assert not hasattr(json, 'LEFT') and 'LEFT' not in os.environ\n"
+        f"    assert os.getcwd() == {str(ROOT)!r} and 'test_leaves' not in sys.modules\n", encoding="utf-8")
+    # WHEN the server runs one after the other, in either order
+    for order in (("test_leaves.py", "test_finds.py"), ("test_finds.py", "test_leaves.py")):
+        done = [run_files.run(forked_job(tmp_path / name, tmp_path), server) for name in order]
+        # THEN both pass
+        assert [job.status for job in done] == [0, 0], [job.log.read_text(encoding="utf-8") for job in done]
+
+
+def test_each_file_has_a_process_and_group_of_its_own_and_no_stdin(tmp_path, server):
+    (tmp_path / "test_alone.py").write_text(
+        "import os, threading\n\ndef test_alone():\n"
+        f"    assert os.getpid() == os.getpgrp() != {os.getpgrp()} and os.read(0, 1) == b''\n"
+        "    assert threading.active_count() == 1\n", encoding="utf-8")
+    done = run_files.run(forked_job(tmp_path / "test_alone.py", tmp_path), server)
+    assert done.status == 0, done.log.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["own process", "fork server"])
+def test_a_hung_job_is_killed_and_reported_failed_with_its_stacks(tmp_path, monkeypatch, server, forked):
     # GIVEN a test that never ends (a deadlock, as a fresh clone's run met), and short limits
     (tmp_path / "test_hang.py").write_text("import threading\n\ndef test_hang():\n    threading.Event().wait()\n",
                                            encoding="utf-8")
@@ -79,8 +139,36 @@ def test_a_hung_job_is_killed_and_reported_failed_with_its_stacks(tmp_path, monk
     job = run_files.pytest_job(str(tmp_path / "test_hang.py"), seed=1)
     job.logs = tmp_path
     # WHEN the runner runs it
-    done = run_files.run(job)
+    done = run_files.run(job, server if forked else None)
     # THEN it is killed and failed, and its log has the stack it hung in and says what happened
     log = done.log.read_text(encoding="utf-8")
     assert done.status == 124 and done.seconds < 60
     assert "Timeout (0:00:02)!" in log and "test_hang" in log and "killed after 8 s" in log
+
+
+def test_a_killed_forked_job_takes_its_children_with_it(tmp_path, monkeypatch, server):
+    # GIVEN a test that starts a process of its own and then hangs
+    pid_file = tmp_path / "child.pid"
+    (tmp_path / "test_spawns.py").write_text(
+        "import subprocess, threading\n\ndef test_spawns():\n"
+        f"    child = subprocess.Popen(['sleep', '600'])\n    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "    threading.Event().wait()\n", encoding="utf-8")
+    monkeypatch.setattr(run_files, "JOB_TIMEOUT_SECONDS", 8)  # from the fork: time to start and spawn under load
+    # WHEN the job is killed at its time limit
+    done = run_files.run(forked_job(tmp_path / "test_spawns.py", tmp_path), server)
+    # THEN its child was killed with it (the job's process group), not left running
+    assert done.status == 124
+    pid = int(pid_file.read_text())
+    for _ in range(50):
+        if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the job's child {pid} outlived the job")
+
+
+def test_a_checkout_without_times_of_its_own_orders_the_longest_jobs_first():
+    # a fresh clone has no build/test-times.json: the checked-in times order its jobs, the longest known first
+    checked_in = run_files.read_times(run_files.CHECKED_IN_TIMES)
+    longest = sorted(checked_in, key=lambda name: -checked_in[name])[:4]
+    assert "tests/test_workflow.py (emulator)" in longest and all(isinstance(t, float) for t in checked_in.values())
