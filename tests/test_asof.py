@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from changeflow.checks.reference_model import Model
@@ -241,6 +241,12 @@ def apply_to_model(reference: Model, request: dict) -> None:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(OPERATIONS, min_size=1, max_size=8), st.integers(0, 3))
+@example(requests=[  # known at v4, as of T0+2000: v3 deleted between v2 (expired) and v4; once 5 requests
+    {"operation": "delete", "effectiveAt": T0 + 0 * 1000}, {"operation": "delete", "effectiveAt": T0 + 2 * 1000},
+    {"operation": "delete", "effectiveAt": T0 + 3 * 1000},
+    {"operation": "put", "effectiveAt": T0 + 3 * 1000, "attributes": {"v": 2}},
+    {"operation": "patch", "effectiveAt": T0 + 3 * 1000, "set": {"p": 8}},
+    {"operation": "patch", "effectiveAt": T0 + 3 * 1000, "set": {"p": 4}}], expired=3)
 def test_every_as_of_answer_matches_the_reference_model_at_every_boundary(shared, requests, expired):
     """Random histories (puts, patches, deletes, rollbacks, redactions; equal times and stale changes common)
     run through the workflow, then the oldest ``expired`` versions taken by the retention window (every other

@@ -19,7 +19,10 @@ predecessor's time is at or before T, then the item before it in the index:
 Known at K and as of T together ask for the last version that is both recorded by K and in effect by T; as
 both clocks run in version order, those versions are the first m of them. The recorded index answers first;
 if the version it finds is also in effect by T, that is the answer (one or two requests, as above). If not,
-the answer is earlier than it, and the effective index's query finds it alone: **two requests**.
+the answer is earlier than it, and the effective index's query finds it alone: **two requests**. Versions
+between the two that history no longer holds (the retention window, TTL) are settled by the record the next
+held version keeps: the recorded index's second item when one version is missing, else one more consistent
+Query of history for it (three requests, only when the answer is among versions no longer held).
 
 A history item the reads find past its expiry is never answered (410), but what it records is still true.
 Whatever these reads cannot settle (an item written before the indexes, which carries no keys; versions
@@ -99,7 +102,34 @@ def locate(history, bounds: list[tuple[str, int]]) -> Located:
         raise Unsettled(f"version {second}'s index key contradicts its record")
     if second == number - 2:  # a2 is within, a-1 is not
         return Located(second, _held(history, a2))
-    raise Unsettled(f"versions {second + 1} to {number - 2} are not in the index")
+    return _between(history, second, a2, number, b, bounds)
+
+
+def _between(history, second: int, within: dict, number: int, below: dict | None, bounds) -> Located:
+    """Both together: version ``second`` (``within``) is within the bounds, version ``number - 1`` is past
+    them, and versions ``second + 1`` to ``number - 2`` are not in the effective index: history no longer
+    holds them (the retention window, TTL), or they carry no keys. The record the next held version keeps
+    of the one before it settles the answer: ``below`` (the recorded index's second item) when it is the
+    version after the one missing (no further request), else one consistent Query of history for the first
+    item after ``second`` (a third request, only where versions are no longer held)."""
+    held = _held(history, within)
+    if below is not None and _version(below) == number - 1 == second + 2:
+        after = _within(_prior(below), bounds)
+        if after is False:  # version second + 1 is past the bounds: the answer is `second`
+            return Located(second, held)
+        if after:  # version second + 1 is the answer: read by key (no longer held, or written before the keys)
+            return Located(second + 1, _item_of(history, second + 1, None, bounds))
+    record = _next_history(history, second)
+    if record is None:
+        raise Unsettled(f"history holds no version after {second}, but the index holds version {number}")
+    following = _version(record)
+    if following > number:
+        raise Unsettled(f"history holds no version {second + 1} to {number}, but the index holds version {number}")
+    if _within(_own(record), bounds) is not False:
+        raise Unsettled(f"version {following} is held but not in the index")
+    if following == second + 1:
+        return Located(second, held)
+    return _gap(second, following, record, "history", bounds, held)
 
 
 def _the_one_before(history, number: int, item: dict, below: dict | None, bounds) -> Located:
@@ -217,6 +247,18 @@ def _next_record(history, number: int) -> tuple[str, dict | None]:
         if head is None or _version(item) < _version(head):
             return "history", item
     return ("head", head) if head is not None else ("none", None)
+
+
+def _next_history(history, number: int) -> dict | None:
+    """The first history item after version ``number`` (expired or not): one consistent Query."""
+    history.requests += 1
+    found = history.client.query(
+        TableName=history.history_table, KeyConditionExpression="#pk = :pk AND #sk BETWEEN :after AND :last",
+        ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK},
+        ExpressionAttributeValues={":pk": {"S": history.entity_id}, ":after": {"S": model.history_sk(number + 1)},
+                                   ":last": {"S": model.history_sk(model.MAX_VERSION)}},
+        ScanIndexForward=True, Limit=1, ConsistentRead=True).get("Items", [])
+    return codec.deserialize_item(found[0]) if found else None
 
 
 def _query(history, clock: str, instant: int) -> tuple[dict | None, dict | None]:
