@@ -21,7 +21,7 @@ What each module does:
   execution time limits; ``.execution_log``: the execution log in CloudWatch Logs (an input or output
   past 248 KB escaped cut, as AWS cuts it); ``.redrive``: RedriveExecution (moto has none);
   ``.intrinsics``: ``States.MathRandom``; ``.perf``: executions indexed, closed executions compacted, the
-  interpreter's deep copies of JSON made fast; ``.threads``: the interpreter's threads from a pool.
+  interpreter's deep copies of JSON made fast; ``.threads``: the Task states' threads from a pool.
 - ``events.targets``: a rule's Step Functions targets, with their input and dead-letter queue;
   ``events.input_transformer``: an input transformer's predefined variables (the rule's ARN, the event
   without its detail, the ingestion time as ISO 8601).

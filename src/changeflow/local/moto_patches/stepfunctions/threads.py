@@ -1,13 +1,16 @@
-"""The interpreter's threads from a pool (speed only). moto's interpreter starts a thread for every execution
-(``ExecutionWorker.start``) and another for every state it runs under a timeout (``ExecutionState.
-_evaluate_with_timeout``: every Task state), about four a change, and ``Thread.start`` waits until the new
-thread runs: a clone(2), a start handshake and a switch of the GIL each time, which a busy second core makes
-longer. The patch gives those two modules a ``Thread`` whose ``start`` hands its target to an idle thread of a
-pool (a new daemon thread when none is idle, so that a state abandoned at its timeout, still running, never
-holds up another), run in an empty ``contextvars`` context as a new thread's target is. What runs, on which
-input, under which timeout, and what the history records are unchanged (tests/test_moto_perf.py); a target's
-exception goes to ``threading.excepthook`` as a thread's does. Thread-local data outlives a task on its
-thread, as it does on Lambda, whose runtime answers every invocation of a warm environment on one thread."""
+"""The interpreter's Task-state threads from a pool (speed only). moto's interpreter runs every state it runs
+under a timeout (``ExecutionState._evaluate_with_timeout``: every Task state) in a thread of its own, three a
+change here, and ``Thread.start`` waits until the new thread runs: a clone(2), a start handshake and a switch
+of the GIL each time, which a busy second core makes longer. The patch gives that module a ``Thread`` whose
+``start`` hands its target to an idle thread of a pool (a new daemon thread when none is idle, so that a state
+abandoned at its timeout, still running, never holds up another), run in an empty ``contextvars`` context as a
+new thread's target is. What runs, on which input, under which timeout, and what the history records are
+unchanged (tests/test_moto_perf.py); a target's exception goes to ``threading.excepthook`` as a thread's does.
+Thread-local data outlives a task on its thread, as it does on Lambda, whose runtime answers every invocation
+of a warm environment on one thread. The execution's own thread (``ExecutionWorker.start``) is left a
+``threading.Thread``: StopExecution finds the execution's environment only once that thread has made it, and
+``Thread.start``'s wait for the thread to run is what made a stop right after the start find it (from a pool,
+one in a full run did not)."""
 
 from __future__ import annotations
 
@@ -94,7 +97,5 @@ class PooledThread:
 
 def patch_interpreter_threads() -> None:
     from moto.stepfunctions.parser.asl.component.state.exec import execute_state
-    from moto.stepfunctions.parser.backend import execution_worker
 
-    for module in (execute_state, execution_worker):
-        module.Thread = PooledThread
+    execute_state.Thread = PooledThread
