@@ -53,9 +53,9 @@ def bench_output() -> dict:
     """What ``benchmarks/embedded_vs_direct.py --json`` prints."""
     return {mode: {"changes": 210, "per_second": rate, "outcomes": {}, "slowdown_vs_direct": slowdown,
                    "cpu_ms_per_change": cpu, "cpu_vs_direct": cpu_slowdown}
-            for mode, rate, slowdown, cpu, cpu_slowdown in (("direct", 90.2, 1.0, 11.1, 1.0),
-                                                            ("embedded", 54.1, 1.67, 17.8, 1.60),
-                                                            ("stock", 7.6, 11.79, 130.9, 11.75))}
+            for mode, rate, slowdown, cpu, cpu_slowdown in (("direct", 108.1, 1.0, 9.3, 1.0),
+                                                            ("embedded", 59.0, 1.83, 17.0, 1.82),
+                                                            ("stock", 8.2, 13.19, 122.2, 13.12))}
 
 
 def test_the_pages_have_a_marked_block_for_every_measured_table_and_each_holds_one_table():
