@@ -58,8 +58,8 @@ KEEP_RUNS = 5
 EMULATOR_FILES = ["tests/test_workflow.py"]
 # A job that hangs (a deadlock) is stopped, not left to CI's 90 minutes: each test that runs past
 # HANG_DUMP_SECONDS has every thread's stack written to its log (pytest's faulthandler_timeout), and a job past
-# JOB_TIMEOUT_SECONDS is killed (a forked one with its process group: its own children too) and reported failed. The longest job takes about 90 s with a second suite
-# beside it.
+# JOB_TIMEOUT_SECONDS is killed (a forked one with its process group: its own children too) and reported
+# failed. The longest job takes about 90 s with a second suite beside it.
 HANG_DUMP_SECONDS = 300
 JOB_TIMEOUT_SECONDS = 1200
 
