@@ -40,7 +40,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import codec, model
+from . import codec, model, store
 
 INDEXES = {model.EFFECTIVE_AT: (model.EFFECTIVE_INDEX, model.PRIOR_EFFECTIVE),
            model.RECORDED_AT: (model.RECORDED_INDEX, model.PRIOR_RECORDED)}
@@ -252,13 +252,9 @@ def _next_record(history, number: int) -> tuple[str, dict | None]:
 def _next_history(history, number: int) -> dict | None:
     """The first history item after version ``number`` (expired or not): one consistent Query."""
     history.requests += 1
-    found = history.client.query(
-        TableName=history.history_table, KeyConditionExpression="#pk = :pk AND #sk BETWEEN :after AND :last",
-        ExpressionAttributeNames={"#pk": model.PK, "#sk": model.SK},
-        ExpressionAttributeValues={":pk": {"S": history.entity_id}, ":after": {"S": model.history_sk(number + 1)},
-                                   ":last": {"S": model.history_sk(model.MAX_VERSION)}},
-        ScanIndexForward=True, Limit=1, ConsistentRead=True).get("Items", [])
-    return codec.deserialize_item(found[0]) if found else None
+    found, _ = store.query_history(history.client, history.history_table, history.entity_id, newest_first=False,
+                                   limit=1, consistent=True, versions=(number + 1, model.MAX_VERSION))
+    return found[0] if found else None
 
 
 def _query(history, clock: str, instant: int) -> tuple[dict | None, dict | None]:
