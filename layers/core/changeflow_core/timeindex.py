@@ -25,8 +25,8 @@ held version keeps: the recorded index's second item when one version is missing
 Query of history for it (three requests, only when the answer is among versions no longer held).
 
 A history item the reads find past its expiry is never answered (410), but what it records is still true.
-Whatever these reads cannot settle (an item written before the indexes, which carries no keys; versions
-missing between two that are held; data that contradicts itself) raises ``Unsettled``: ``asof``'s binary
+Whatever these reads cannot settle (an item written before the indexes, which carries no keys; data that
+contradicts itself, such as an index key naming a version history does not hold) raises ``Unsettled``: ``asof``'s binary
 search answers it, as it answers a table created without the indexes (``NoIndex``, remembered per client).
 Every answer rests on the own (hashed) times of the version answered and of the one that follows it, or on
 the record of a successor, as the binary search's does.
