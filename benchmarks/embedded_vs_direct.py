@@ -1,7 +1,7 @@
 """Changes per second through the embedded workflow (the real ASL on moto's interpreter) against direct
 calls of the same handlers in the same process, for the same sequence of changes, measured in one run.
 
-    .venv/bin/python benchmarks/embedded_vs_direct.py [--entities 30] [--json]
+    .venv/bin/python benchmarks/embedded_vs_direct.py [--entities 30] [--rounds 3] [--json]
 
 The direct path calls the three steps' handlers in the order the state machine would for each outcome (its
 baseline: what the handlers and DynamoDB cost without any orchestration). The embedded path is also run
@@ -10,13 +10,24 @@ change feed's pipe and the digest's schedule are stopped in every mode (the work
 and priced apart, and a schedule firing every 3.6 s at the benchmark's time scale would bill each path for the
 digests its own duration allows). Each mode reports its wall time and its process's CPU time: on a shared
 machine the CPU ratio is the steadier figure.
+
+The direct and embedded paths run ``--rounds`` times each, alternately (direct then embedded, then the other
+way round), each run in a process of its own, and each reports the median of its runs beside each round's
+ratio: on this 2-core VM the same mode's CPU per change moves by up to a third from one run to the next (the
+embedded path's most), so one run of each decided the ratio by chance. Stock runs once (it is 13x). In each
+run, after the warm-up, the heap that start-up made (imports, service models, the parsed definition: some
+360,000 objects) is collected once and frozen (``gc.freeze``), so that a full collection, ~200 ms over that
+heap and due every few hundred changes in either mode, does not land in one mode's measured window and not
+the other's; both modes' own garbage is collected as before.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -87,6 +98,8 @@ def measure(mode: str, entities: int) -> dict:
         stack.stop_schedules()  # the digest (issue 35) is priced apart too: changeflow.cost digests
         run = direct if mode == "direct" else embedded
         run(stack, sequence(1))  # warm up: imports, first parse, first clients
+        gc.collect()
+        gc.freeze()  # start-up's heap: never garbage, no longer walked by every full collection (docstring)
         started, cpu = time.perf_counter(), time.process_time()
         outcomes = run(stack, [dict(c, entityId="m-" + c["entityId"]) for c in changes])
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -102,32 +115,63 @@ def in_subprocess(mode: str, entities: int) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def rounds_of(entities: int, rounds: int) -> dict[str, list[dict]]:
+    """Direct and embedded ``rounds`` times each, alternately (D E, E D, D E, ...), each in its own process."""
+    runs: dict[str, list[dict]] = {"direct": [], "embedded": []}
+    for n in range(rounds):
+        for mode in ("direct", "embedded") if n % 2 == 0 else ("embedded", "direct"):
+            runs[mode].append(in_subprocess(mode, entities))
+    return runs
+
+
+def median_of(runs: list[dict]) -> dict:
+    return {**runs[0], "per_second": statistics.median(r["per_second"] for r in runs),
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "cpu_ms_per_change": statistics.median(r["cpu_ms_per_change"] for r in runs)}
+
+
+def summarise(runs: dict[str, list[dict]]) -> dict:
+    """Each mode's median run against direct's, and the embedded/direct ratios of each round (wall, CPU)."""
+    results = {mode: median_of(r) for mode, r in runs.items()}
+    assert len({json.dumps(r["outcomes"], sort_keys=True) for rs in runs.values() for r in rs}) == 1
+    base, cpu = results["direct"]["per_second"], results["direct"]["cpu_ms_per_change"]
+    summary: dict = {mode: {**r, "runs": len(runs[mode]), "slowdown_vs_direct": base / r["per_second"],
+                            "cpu_vs_direct": r["cpu_ms_per_change"] / cpu}
+                     for mode, r in results.items()}
+    summary["embedded_by_round"] = [[d["per_second"] / e["per_second"], e["cpu_ms_per_change"] / d["cpu_ms_per_change"]]
+                                    for d, e in zip(runs["direct"], runs["embedded"])]
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entities", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of direct and of embedded (medians)")
     parser.add_argument("--mode", choices=["direct", "embedded", "stock"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.mode:
         print(json.dumps(measure(args.mode, args.entities)))
         return
-    results = {mode: in_subprocess(mode, args.entities) for mode in ("direct", "embedded", "stock")}
-    assert results["direct"]["outcomes"] == results["embedded"]["outcomes"] == results["stock"]["outcomes"]
-    base = results["direct"]["per_second"]
-    cpu = results["direct"]["cpu_ms_per_change"]
-    summary = {mode: {**r, "slowdown_vs_direct": base / r["per_second"], "cpu_vs_direct": r["cpu_ms_per_change"] / cpu}
-               for mode, r in results.items()}
+    runs = rounds_of(args.entities, args.rounds)
+    runs["stock"] = [in_subprocess("stock", args.entities)]
+    summary = summarise(runs)
     if args.json:
         print(json.dumps(summary, indent=2))
         return
-    print(f"{results['direct']['changes']} changes ({args.entities} entities x create, update, stale, duplicate, "
-          f"delete, revive, rollback); outcomes {results['direct']['outcomes']}")
+    direct = summary["direct"]
+    print(f"{direct['changes']} changes ({args.entities} entities x create, update, stale, duplicate, "
+          f"delete, revive, rollback); outcomes {direct['outcomes']}; median of {args.rounds} runs of each path "
+          f"(stock: 1)")
     print(f"{'path':<34}{'changes/s':>10}{'x direct':>10}{'CPU ms':>8}{'x direct':>10}")
     names = {"direct": "direct handler calls (baseline)", "embedded": "embedded workflow",
              "stock": "embedded workflow, caches off"}
-    for mode, r in summary.items():
+    for mode in ("direct", "embedded", "stock"):
+        r = summary[mode]
         print(f"{names[mode]:<34}{r['per_second']:>10.1f}{r['slowdown_vs_direct']:>10.2f}"
               f"{r['cpu_ms_per_change']:>8.1f}{r['cpu_vs_direct']:>10.2f}")
+    print("embedded / direct by round (wall, CPU): "
+          + ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in summary["embedded_by_round"]))
 
 
 if __name__ == "__main__":

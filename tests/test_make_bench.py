@@ -20,6 +20,7 @@ def test_make_bench_runs_every_benchmark_and_rewrites_its_block(tmp_path):
     assert scripts[:3] == ["embedded_vs_direct", "readme_tables", "api_front"] and len(scripts) == 8
     summary = json.loads((copy / "build" / "bench" / "embedded_vs_direct.json").read_text())
     assert {"direct", "embedded", "stock"} <= set(summary)
+    assert len(summary["embedded_by_round"]) == 1  # QUICK=1: one run of each path (--rounds 1)
     out = done.stdout
     for printed in ("changes/s", "AWS calls per request", "Cold start (handler module import)", "| records |"):
         assert printed in out, printed

@@ -116,6 +116,21 @@ def test_from_the_figures_in_the_readme_the_generator_renders_the_readmes_table(
     assert rendered == in_readme.split("\n", 2)[2]
 
 
+def test_the_bench_block_gives_each_rounds_ratio_beside_the_medians(tmp_path):
+    # GIVEN a run of three rounds whose embedded/direct ratios differ from round to round
+    output = {**bench_output(), "embedded_by_round": [[1.41, 1.40], [1.62, 1.58], [1.38, 1.37]]}
+    result = tmp_path / "bench.json"
+    result.write_text(json.dumps(output))
+    block = readme_tables.blocks_of(result)["embedded-vs-direct"]
+    # THEN the table holds the medians and the text below it says so, with every round's ratio in its order
+    assert readme_tables.parse_table(block)[2][2] == f"{output['embedded']['slowdown_vs_direct']:.2f}"
+    assert "The median of 3 runs of each path" in block
+    assert block.endswith("(wall/CPU): 1.41/1.40, 1.62/1.58, 1.38/1.37.")
+    # AND an output without rounds (one run of each) renders the table alone
+    result.write_text(json.dumps({k: v for k, v in output.items() if k != "embedded_by_round"}))
+    assert "median" not in readme_tables.blocks_of(result)["embedded-vs-direct"]
+
+
 def test_the_cold_start_table_gives_the_layer_size_sam_build_measured(tmp_path):
     # the sum of the layer's file sizes (what Lambda's unzipped-size quota counts), in KiB; `du --apparent-size`
     # says more because it also counts 4 KiB per directory

@@ -134,9 +134,14 @@ def bench_blocks(summary: dict, day: str) -> dict[str, str]:
     rows = [[BENCH_LABELS.get(mode, mode), f"{r['per_second']:.1f}", f"{r['slowdown_vs_direct']:.2f}",
              f"{r['cpu_ms_per_change']:.1f}", f"{r['cpu_vs_direct']:.2f}"]
             for mode, r in summary.items() if isinstance(r, dict)]
-    return {"embedded-vs-direct": f"{measured_line(day, 'make bench')}\n\n"
-                                  + table(["path", "changes/s", "× direct", "CPU ms per change", "× direct (CPU)"],
-                                          ["l", "r", "r", "r", "r"], rows)}
+    block = f"{measured_line(day, 'make bench')}\n\n" + table(
+        ["path", "changes/s", "× direct", "CPU ms per change", "× direct (CPU)"], ["l", "r", "r", "r", "r"], rows)
+    by_round = summary.get("embedded_by_round")
+    if by_round:  # medians of alternate runs, each in its own process (the benchmark's docstring)
+        block += (f"\n\nThe median of {len(by_round)} runs of each path, direct and embedded alternately, each in a "
+                  f"process of its own (stock: one run). The embedded workflow ÷ direct calls, round by round "
+                  f"(wall/CPU): " + ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in by_round) + ".")
+    return {"embedded-vs-direct": block}
 
 
 def blocks_of(path: Path) -> dict[str, str]:
