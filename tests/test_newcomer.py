@@ -119,7 +119,11 @@ def test_changeflow_api_says_what_is_wrong_in_one_line(served, capsys):
              (["api", "/entities/{id}"], 2, "give the entity id with --id"),
              (["api", "entities/x"], 2, "is not a route"),
              (["api", "/entities", "--id", "x"], 2, "has none"),
-             (["api", "/changes", "--data", "no-such-file.json"], 2, "no-such-file.json: cannot read it")]
+             (["api", "/changes", "--data", "no-such-file.json"], 2, "no-such-file.json: cannot read it"),
+             # a character a URL cannot hold goes as its UTF-8 bytes percent-encoded: the API's own answer
+             (["api", "/entities/user%231001/versions/²"], 1, "answered 400: version"),
+             (["api", "/entities/{id}/versions/²", "--id", "user#1001"], 1, "answered 400: version"),
+             (["api", "/entities/no body"], 1, "entity 'no body' does not exist")]
     for args, expected, says in cases:
         status, out, err = changeflow(capsys, served, *args)
         assert (status, out) == (expected, ""), (args, status, out, err)

@@ -37,13 +37,19 @@ def route(path: str, entity_id: str | None = None) -> str:
     if entity_id is not None:
         if ID not in path:
             raise ValueError(f"--id fills {ID} in the path, and {path!r} has none (e.g. /entities/{ID}/versions)")
-        return path.replace(ID, segment(entity_id))
+        return ascii_url(path.replace(ID, segment(entity_id)))
     if ID in path:
         raise ValueError(f"{path!r} has {ID}: give the entity id with --id")
     if "#" in path:  # a URL's fragment: the id would stop at it
         raise ValueError(f"{path!r} has a '#', which ends a URL's path: percent-encode the id ({path.replace('#', '%23')}) "
                          f"or give it with --id and {ID} in the path")
-    return path
+    return ascii_url(path)
+
+
+def ascii_url(path: str) -> str:
+    """A URL is ASCII (RFC 3986, 2.1): any other character of ``path`` (``²``, a space) is sent as its UTF-8
+    bytes percent-encoded, as a browser sends it; printable ASCII, escapes already made included, as given."""
+    return urllib.parse.quote(path, safe="".join(map(chr, range(0x21, 0x7F))))
 
 
 def segment(entity_id: str) -> str:
