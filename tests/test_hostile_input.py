@@ -282,13 +282,13 @@ def oversized():
     return request
 
 
-def test_check_request_size_refuses_one_byte_over_256_kib_as_request():
+def test_check_request_size_refuses_one_byte_over_its_224_kib_as_request():
     with pytest.raises(ValidationError) as caught:
         validation.check_request_size(oversized())
     assert caught.value.field == "request" and str(caught.value).startswith("request: ")
 
 
-def test_check_request_size_accepts_exactly_256_kib():
+def test_check_request_size_accepts_exactly_its_224_kib():
     request = oversized()
     request["attributes"]["blob"] = request["attributes"]["blob"][:-1]
     assert validation.request_size(request) == validation.MAX_REQUEST_BYTES
