@@ -860,18 +860,26 @@ def _history_shape(sfn, arn: str) -> list:
             for e in events]
 
 
-def test_the_interpreter_runs_on_pooled_threads_and_records_the_same_history(stack, monkeypatch):
-    """moto starts a thread per Task state; from the pool, the same changes end the same way with the same
-    history (event types and states, in order) as on threads of their own, and six changes on a warm pool
-    start no thread of the pool (threading.Thread would start about three a change)."""
+def test_a_task_without_a_timeout_runs_on_the_executions_thread_and_records_the_same_history(stack, monkeypatch):
+    """moto starts a thread per Task state; changeflow's have no TimeoutSeconds, so each runs on its execution's
+    own thread: the same changes end the same way with the same history (event types and states, in order) as
+    on threads of their own, no handler runs on a thread of the pool, and none of the pool's is started."""
     from moto.stepfunctions.parser.asl.component.state.exec import execute_state
     from moto.stepfunctions.parser.backend import execution_worker
 
     from changeflow.client import Changeflow
+    from changeflow.local.lambdas import fault_hook
     from changeflow.local.moto_patches.stepfunctions.threads import POOL, PooledThread
 
     assert execute_state.Thread is PooledThread and execution_worker.Thread is threading.Thread  # see threads.py
     client, sfn = Changeflow.for_embedded(stack), stack.client("stepfunctions")
+    ran_on = []
+
+    def note_the_thread(function, event, run):
+        if function.logical_id in ("FetchLatestFunction", "UpdateLatestFunction", "DeleteTombstoneFunction",
+                                   "PutHistoryFunction"):  # the workflow's steps (not the feed's enrichment)
+            ran_on.append(threading.current_thread())
+        return run()
 
     def run(prefix: str) -> list:
         changes = _changes(4, prefix) + [{"entityId": f"{prefix}#0", "operation": "delete", "changeId": f"{prefix}-d",
@@ -880,13 +888,45 @@ def test_the_interpreter_runs_on_pooled_threads_and_records_the_same_history(sta
         executions = [client.submit(change) for change in changes]
         return [(e.status, (e.output or {}).get("outcome"), _history_shape(sfn, e.arn)) for e in executions]
 
-    run("warm")
     started = POOL.started
-    pooled = run("pooled")
-    assert POOL.started == started
+    with fault_hook(stack.lambdas, note_the_thread):
+        in_place = run("in-place")
+    assert POOL.started == started and len(ran_on) == 6 * 3 - 1  # the stale change: fetch and its report
+    assert all(thread.name.endswith("(_execution_logic)") for thread in ran_on)  # moto's execution thread
+    assert len({thread.ident for thread in ran_on[:3]}) == 1  # one execution's three steps: one thread
     monkeypatch.setattr(execute_state, "Thread", threading.Thread)
-    assert run("threads") == pooled
-    assert [outcome for _, outcome, _ in pooled] == ["applied"] * 5 + ["stale"]
+    assert run("threads") == in_place
+    assert [outcome for _, outcome, _ in in_place] == ["applied"] * 5 + ["stale"]
+
+
+def test_a_task_with_a_timeout_still_times_out_while_its_handler_runs_on(stack):
+    """A Task state with TimeoutSeconds runs on a pooled thread, so its timeout fires (States.Timeout) while the
+    handler is still running, as on AWS; the abandoned thread holds up no later execution."""
+    from changeflow.local.lambdas import fault_hook
+
+    sfn = stack.client("stepfunctions")
+    role = sfn.describe_state_machine(stateMachineArn=next(iter(stack.state_machines.values())))["roleArn"]
+    function = stack.function("ReadApiFunction")
+    definition = {"StartAt": "Read", "States": {"Read": {
+        "Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "TimeoutSeconds": 1, "End": True,
+        "Parameters": {"FunctionName": function.arn, "Payload": {}}}}}
+    machine = sfn.create_state_machine(name="timed", definition=json.dumps(definition), roleArn=role)["stateMachineArn"]
+    release, ran_on = threading.Event(), []
+
+    def hang(function, event, run):
+        ran_on.append(threading.current_thread().name)
+        release.wait(30)
+        return {}
+
+    with fault_hook(stack.lambdas, hang):
+        arn = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+        deadline = time.monotonic() + 20
+        while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        described = sfn.describe_execution(executionArn=arn)
+        assert described["status"] == "FAILED" and described["error"] == "States.Timeout"
+        assert ran_on == ["sfn-interpreter"] and not release.is_set()  # the handler is still running
+        release.set()
 
 
 def test_a_pooled_thread_behaves_as_a_new_thread_would(monkeypatch):

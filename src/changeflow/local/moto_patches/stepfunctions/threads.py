@@ -1,16 +1,25 @@
-"""The interpreter's Task-state threads from a pool (speed only). moto's interpreter runs every state it runs
-under a timeout (``ExecutionState._evaluate_with_timeout``: every Task state) in a thread of its own, three a
-change here, and ``Thread.start`` waits until the new thread runs: a clone(2), a start handshake and a switch
-of the GIL each time, which a busy second core makes longer. The patch gives that module a ``Thread`` whose
-``start`` hands its target to an idle thread of a pool (a new daemon thread when none is idle, so that a state
-abandoned at its timeout, still running, never holds up another), run in an empty ``contextvars`` context as a
-new thread's target is. What runs, on which input, under which timeout, and what the history records are
-unchanged (tests/test_moto_perf.py); a target's exception goes to ``threading.excepthook`` as a thread's does.
-Thread-local data outlives a task on its thread, as it does on Lambda, whose runtime answers every invocation
-of a warm environment on one thread. The execution's own thread (``ExecutionWorker.start``) is left a
-``threading.Thread``: StopExecution finds the execution's environment only once that thread has made it, and
-``Thread.start``'s wait for the thread to run is what made a stop right after the start find it (from a pool,
-one in a full run did not)."""
+"""The interpreter's Task-state threads (speed only). moto's interpreter runs every state it runs under a
+timeout (``ExecutionState._evaluate_with_timeout``: every Task state) in a thread of its own, three a change
+here, and waits for it; ``Thread.start`` also waits until the new thread runs: a clone(2), a start handshake
+and two switches of the GIL each time, which a busy second core makes longer.
+
+- **A state without a timeout runs on the execution's own thread.** With no ``TimeoutSeconds`` (or
+  ``TimeoutSecondsPath``), moto's timeout is 99,999,999 s, three years, longer than any execution may run (one
+  year: https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html), so the wait cannot end
+  before the target does and the separate thread changes nothing but the cost; its target runs in place, in
+  an empty ``contextvars`` context as a new thread's would. The Express limit's patch (``express.py``) does the
+  same for a Standard program without TimeoutSeconds. changeflow's Task states have none.
+- **A state with a timeout runs on a pooled thread.** ``start`` hands its target to an idle thread of a pool
+  (a new daemon thread when none is idle, so that a state abandoned at its timeout, still running, never
+  holds up another), in an empty context. The timeout still fires while the target runs on (States.Timeout).
+
+What runs, on which input, under which timeout, and what the history records are unchanged
+(tests/test_moto_perf.py); a target's exception goes to ``threading.excepthook`` as a thread's does.
+Thread-local data outlives a task on a pooled thread, as it does on Lambda, whose runtime answers every
+invocation of a warm environment on one thread. The execution's own thread (``ExecutionWorker.start``) is left
+a ``threading.Thread``: StopExecution finds the execution's environment only once that thread has made it,
+and ``Thread.start``'s wait for the thread to run is what made a stop right after the start find it (from a
+pool, one in a full run did not)."""
 
 from __future__ import annotations
 
@@ -19,6 +28,8 @@ import queue
 import sys
 import threading
 from typing import Any, Callable
+
+from ..originals import ORIGINALS
 
 IDLE_THREADS = 32  # threads kept waiting for work; more than the stack's concurrent executions usually need
 
@@ -54,6 +65,7 @@ class Pool:
 
 
 POOL = Pool()
+_HERE = threading.local()  # .in_place: the state being evaluated on this thread has no timeout (above)
 
 
 class PooledThread:
@@ -74,7 +86,11 @@ class PooledThread:
         if self._started:
             raise RuntimeError("threads can only be started once")
         self._started = True
-        self.pool.submit(self._run)
+        if getattr(_HERE, "in_place", False):
+            _HERE.in_place = False  # this target only: a thread it starts in turn is pooled
+            self._run()
+        else:
+            self.pool.submit(self._run)
 
     def _run(self) -> None:
         self.ident = threading.get_ident()
@@ -99,3 +115,14 @@ def patch_interpreter_threads() -> None:
     from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 
     execute_state.Thread = PooledThread
+    state = execute_state.ExecutionState
+    original = ORIGINALS.setdefault("evaluate_with_timeout", state._evaluate_with_timeout)
+
+    def _evaluate_with_timeout(self, env):
+        _HERE.in_place = self.timeout.is_default_value()  # moto's 99,999,999 s: no TimeoutSeconds (docstring)
+        try:
+            return original(self, env)
+        finally:
+            _HERE.in_place = False
+
+    state._evaluate_with_timeout = _evaluate_with_timeout
