@@ -21,7 +21,7 @@ import boto3
 from botocore.config import Config
 
 from ..common.project import project_root
-from . import botocore_loader, buckets, deploy, moto_patches, schedules
+from . import botocore_loader, buckets, clients, deploy, moto_patches, schedules
 from .access import Access
 from .lambdas import Function, LambdaService
 from .moto_patches.dynamodbstreams.retention import StreamClock
@@ -156,9 +156,11 @@ class EmbeddedStack:
         return boto3.client(service, region_name=self.region, config=Config(retries={"mode": "standard"}))
 
     def _client(self, service: str):
-        """One client per service for making the stack's resources (``client`` makes a new one each call)."""
+        """One client per service for making the stack's resources (``client`` makes a new one each call), as
+        ``client`` makes it: the process's (``clients``, made once, not per stack), or with ``caches=False`` new."""
         if service not in self._clients:
-            self._clients[service] = self.client(service)
+            self._clients[service] = (clients.client(service, self.region, retries={"mode": "standard"})
+                                      if self.caches else self.client(service))
         return self._clients[service]
 
     # --- resources from the template ------------------------------------------------------------
