@@ -254,6 +254,33 @@ def test_sessions_made_once_a_stack_has_started_share_botocores_parsed_data(stac
     assert botocore.session.get_session().get_component("data_loader") is not loader
 
 
+def test_event_systems_share_the_names_their_aliases_give(stack):
+    """Every session's event system, and every client's copy of it, works out which of botocore's renamed
+    services an event name uses (EVENT_ALIASES): once a stack has started they share one cache of the answers,
+    and every answer is what an event system with a cache of its own works out."""
+    import botocore.session
+    from botocore import hooks
+
+    # GIVEN two sessions and a client made after the stack started
+    first, second = botocore.session.get_session(), botocore.session.get_session()
+    client = second.create_client("dynamodb", region_name="us-east-1")
+    # THEN they share the names
+    shared = first.get_component("event_emitter")._alias_name_cache
+    assert second.get_component("event_emitter")._alias_name_cache is shared
+    assert client.meta.events._alias_name_cache is shared and shared
+    # AND the names are those an event system works out alone, every renamed service's included
+    names = list(shared) + [f"before-call.{old}.Operation" for old in hooks.EVENT_ALIASES]
+    alone = hooks.EventAliaser(hooks.HierarchicalEmitter())
+    alone._alias_name_cache = {}
+    assert [first.get_component("event_emitter")._alias_event_name(n) for n in names] == \
+        [alone._alias_event_name(n) for n in names]
+    assert any(alone._alias_event_name(n) != n for n in names)  # the test can fail: some names are renamed
+    # AND other aliases, or the same in another order, have names of their own
+    assert hooks.EventAliaser(hooks.HierarchicalEmitter(), {"x": "y"})._alias_name_cache is not shared
+    reordered = dict(reversed(list(hooks.EVENT_ALIASES.items())))
+    assert hooks.EventAliaser(hooks.HierarchicalEmitter(), reordered)._alias_name_cache is not shared
+
+
 def test_a_stacks_own_clients_are_made_once_and_each_talks_to_the_stack_of_the_moment():
     """The clients a stack makes its resources with are the process's (changeflow.local.clients), not made
     again for each stack: moto answers every client from the backends of the mock that runs, so a client made
