@@ -974,3 +974,43 @@ def test_an_ended_executions_description_is_what_describe_execution_answers(stac
     unknown = succeeded.arn.rsplit(":", 1)[0] + ":never-started"
     express = succeeded.arn.replace(":execution:", ":express:", 1) + ":0f0e"
     assert ended_execution(unknown) is None and ended_execution(express) is None
+
+
+def test_a_definition_is_parsed_once_for_its_validation_and_its_executions_and_a_bad_one_refused_as_moto_does(
+        stack, monkeypatch):
+    """CreateStateMachine parses a definition to validate it, and an execution parses it to run it: one parse
+    of a text serves both (``parse_cache.parsed``), and the program it ran is moto's parse of that text. A text
+    moto's parser refuses is refused with moto's own InvalidDefinition, each time."""
+    import uuid
+
+    from botocore.exceptions import ClientError
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    from changeflow.local.moto_patches.stepfunctions import parse_cache
+
+    parses = []
+    parse = AmazonStateLanguageParser.parse
+    monkeypatch.setattr(AmazonStateLanguageParser, "parse", staticmethod(lambda text: parses.append(text) or parse(text)))
+    sfn = stack.client("stepfunctions")
+    role = f"arn:aws:iam::123456789012:role/{uuid.uuid4().hex}"
+    # GIVEN a definition no one has parsed in this process
+    definition = json.dumps({"Comment": uuid.uuid4().hex, "StartAt": "P", "States": {"P": {"Type": "Pass",
+                                                                                         "Result": 7, "End": True}}})
+    # WHEN a state machine is made of it and run
+    arn = sfn.create_state_machine(name=uuid.uuid4().hex, definition=definition, roleArn=role)["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn)["executionArn"]
+    assert stack.wait_for_termination(execution, 30)
+    # THEN it was parsed once, and the execution ran that program
+    assert parses == [definition]
+    assert sfn.describe_execution(executionArn=execution)["output"] == "7"
+    assert parse_cache.parsed(definition) is parse_cache._PROGRAMS[definition] and parses == [definition]
+    # AND a text the parser refuses is refused each time, as moto words it
+    bad = definition.replace('"Pass"', '"Passing"')
+    with pytest.raises(Exception) as stock:
+        ORIGINALS["validate_definition"](definition=bad)
+    assert type(stock.value).__name__ == "InvalidDefinition"
+    for _ in range(2):
+        with pytest.raises(ClientError) as refused:
+            sfn.create_state_machine(name=uuid.uuid4().hex, definition=bad, roleArn=role)
+        assert refused.value.response["Error"]["Message"] == stock.value.message
+    assert parses.count(bad) == 5  # moto's here, then ours and moto's for each refusal
