@@ -1014,3 +1014,32 @@ def test_a_definition_is_parsed_once_for_its_validation_and_its_executions_and_a
             sfn.create_state_machine(name=uuid.uuid4().hex, definition=bad, roleArn=role)
         assert refused.value.response["Error"]["Message"] == stock.value.message
     assert parses.count(bad) == 5  # moto's here, then ours and moto's for each refusal
+
+
+def test_a_requests_action_is_found_as_moto_finds_it_without_listing_its_class(stack, monkeypatch):
+    """``call_action`` asks whether the action's name is among its response class's functions: the patch
+    answers as moto's list does for every name of every response class, and a request no longer lists them."""
+    import inspect
+
+    from moto.core import responses
+
+    moto_patches.install_perf()
+    stock = ORIGINALS["method_names_from_class"]
+    classes = set()
+    pending = [responses.BaseResponse]
+    while pending:
+        cls = pending.pop()
+        classes.add(cls)
+        pending.extend(c for c in cls.__subclasses__() if c not in classes)
+    assert len(classes) > 10  # those of the services this process has imported
+    for cls in classes:
+        listed = stock(cls)
+        names = set(dir(cls)) | {"not_an_action", "", "__init__", "get_item", "start_execution"}
+        assert {n for n in names if n in responses.method_names_from_class(cls)} == set(listed) & names, cls
+        assert sorted(responses.method_names_from_class(cls)) == sorted(listed)
+    # AND the cost removed: a request's answer lists no class
+    listings = []
+    getmembers = inspect.getmembers
+    monkeypatch.setattr(inspect, "getmembers", lambda *a, **k: listings.append(a) or getmembers(*a, **k))
+    assert stack.client("dynamodb").list_tables()["TableNames"]
+    assert listings == []
