@@ -375,3 +375,16 @@ def test_a_shared_client_that_could_carry_something_is_not_handed_out_again(stac
     third = shared()
     assert third is not second
     assert shared() is third
+
+
+def test_a_user_agents_parts_are_sanitized_as_botocore_sanitizes_them(stack):
+    """Every request's User-Agent is built again from its parts, each sanitized character by character: once a
+    stack has started, each part is sanitized once for the process, to what botocore's function makes of it."""
+    from botocore import useragent
+
+    sanitize = useragent.sanitize_user_agent_string_component
+    assert sanitize.cache_info().currsize  # the stack's own requests filled it
+    for part in ("Boto3", "1.43.108", "md/awscrt#0.27", "exec-env/AWS Lambda", "app/ünïcode (x)", "", "a#b~c"):
+        for allow_hash in (True, False):
+            assert sanitize(part, allow_hash) == sanitize.__wrapped__(part, allow_hash)
+    assert sanitize("a#b c", False) == "a-b-c" and sanitize("a#b c", True) == "a#b-c"  # the test can fail
