@@ -388,3 +388,32 @@ def test_a_user_agents_parts_are_sanitized_as_botocore_sanitizes_them(stack):
         for allow_hash in (True, False):
             assert sanitize(part, allow_hash) == sanitize.__wrapped__(part, allow_hash)
     assert sanitize("a#b c", False) == "a-b-c" and sanitize("a#b c", True) == "a#b-c"  # the test can fail
+
+
+def test_a_handlers_kwargs_are_read_from_its_code_as_inspect_reads_them(stack):
+    """An event system checks that each handler it is given takes ``**kwargs``: once a stack has started, a plain
+    function's (or a method's) answer is read from its code object, and it is what inspect answers."""
+    import functools
+    import inspect
+
+    from botocore import hooks
+    from botocore.handlers import BUILTIN_HANDLERS
+
+    class Handlers:
+        def method(self, a, *args, key=1, **kwargs): ...
+        def plain(self, a): ...
+        @staticmethod
+        def static(**rest): ...
+        @classmethod
+        def of_class(cls, *, z, **named): ...
+
+    def positional_only(a, /, b, **kw): ...
+    def no_kwargs(a, *args): ...
+    def signed(a, **kw): ...
+    signed.__signature__ = inspect.Signature([inspect.Parameter("a", inspect.Parameter.POSITIONAL_ONLY)])
+    handlers = [h[1] for h in BUILTIN_HANDLERS] + [
+        Handlers().method, Handlers().plain, Handlers.static, Handlers.of_class, positional_only, no_kwargs, signed,
+        lambda **kwargs: None, functools.partial(positional_only, 1), Handlers, print]
+    assert hooks.accepts_kwargs.__module__ == "changeflow.local.botocore_loader"
+    assert [hooks.accepts_kwargs(h) for h in handlers] == [inspect.getfullargspec(h)[2] for h in handlers]
+    assert hooks.accepts_kwargs(signed) is None and hooks.accepts_kwargs(positional_only) == "kw"  # can fail

@@ -1,5 +1,6 @@
 """What every botocore session and client makes again, made once for the process: the data loader, the event
-names' aliases, and the User-Agent's sanitized parts.
+names' aliases, and the User-Agent's sanitized parts; and the check of each handler's signature, read from its
+code.
 
 One botocore data loader for every session in this process. Each botocore session makes its own loader,
 which parses botocore's JSON data (endpoints, partitions, the SDK's defaults, every service model a client
@@ -21,12 +22,20 @@ aliases, in the same order, shares one cache: the name an alias gives depends on
 The User-Agent: every request builds its header again, twice, from some 36 parts, each sanitized character by
 character (``useragent.sanitize_user_agent_string_component``, 100 calls a request, ~5% of one's CPU against
 moto). The sanitized part depends on the part and ``allow_hash`` alone: installed, each is worked out once.
+
+The handlers' signatures: an event system checks that every handler registered on it takes ``**kwargs``
+(``compat.accepts_kwargs``: ``inspect.getfullargspec``, about 10% of making a session or a client, 130 a
+session). For a plain function or a method of one, whose signature nothing overrides (``__signature__``),
+the answer is in its code object (``CO_VARKEYWORDS``, and the name after its other arguments'): read there;
+any other callable is asked as before.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
+import types
 
 from botocore import hooks, loaders, session, useragent
 
@@ -50,6 +59,8 @@ def install() -> None:
     if not hasattr(useragent.sanitize_user_agent_string_component, "cache_info"):
         useragent.sanitize_user_agent_string_component = functools.lru_cache(maxsize=4096)(
             useragent.sanitize_user_agent_string_component)
+    if hooks.accepts_kwargs is not accepts_kwargs:
+        hooks.accepts_kwargs = accepts_kwargs
     if getattr(hooks.EventAliaser.__init__, "shares_names", False):
         return
     made = hooks.EventAliaser.__init__
@@ -61,3 +72,18 @@ def install() -> None:
 
     __init__.shares_names = True
     hooks.EventAliaser.__init__ = __init__
+
+
+_ACCEPTS_KWARGS = hooks.accepts_kwargs  # botocore's (compat.accepts_kwargs)
+
+
+def accepts_kwargs(func):
+    """What ``inspect.getfullargspec(func)[2]`` is (the name of its ``**`` argument, or None), from the code
+    object of a plain function or a method of one; anything else as botocore asks it."""
+    function = func.__func__ if type(func) is types.MethodType else func
+    if type(function) is not types.FunctionType or "__signature__" in function.__dict__:
+        return _ACCEPTS_KWARGS(func)
+    code = function.__code__
+    if not code.co_flags & inspect.CO_VARKEYWORDS:
+        return None
+    return code.co_varnames[code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS)]
