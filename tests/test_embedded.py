@@ -417,3 +417,16 @@ def test_a_handlers_kwargs_are_read_from_its_code_as_inspect_reads_them(stack):
     assert hooks.accepts_kwargs.__module__ == "changeflow.local.botocore_loader"
     assert [hooks.accepts_kwargs(h) for h in handlers] == [inspect.getfullargspec(h)[2] for h in handlers]
     assert hooks.accepts_kwargs(signed) is None and hooks.accepts_kwargs(positional_only) == "kw"  # can fail
+
+
+def test_the_templates_parse_is_shared_only_with_readers():
+    """Every stack reads the template's parameters from the parse all callers share (no deep copy of the whole
+    template for a look at it); every other caller gets a copy of its own to change."""
+    from changeflow.local.template import load_yaml
+
+    shared = load_yaml(ROOT / "template.yaml", read_only=True)
+    assert load_yaml(ROOT / "template.yaml", read_only=True) is shared
+    mine = load_yaml(ROOT / "template.yaml")
+    assert mine == shared and mine is not shared
+    mine["Parameters"].clear()
+    assert shared["Parameters"] and load_yaml(ROOT / "template.yaml")["Parameters"] == shared["Parameters"]

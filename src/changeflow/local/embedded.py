@@ -65,7 +65,7 @@ class EmbeddedStack:
     ):
         self.root = Path(root) if root else project_root()
         self.region = region
-        body = load_yaml(self.root / "template.yaml").get("Parameters", {})
+        body = load_yaml(self.root / "template.yaml", read_only=True).get("Parameters", {})
         choices = {name: value for name, value in NEW_STACK_CHOICES.items() if name in body and "Default" not in body[name]}
         self.template = Template(self.root / "template.yaml", stack_name, region, {**choices, **(parameters or {})})
         self.time_scale = time_scale
