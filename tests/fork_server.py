@@ -4,12 +4,12 @@ A test process spent about 1 CPU s starting pytest (0.7 of it importing hypothes
 in every process), 0.5 importing boto3, moto and the project, and 1.3 more in its first embedded stack
 importing moto's backends and parsing botocore's data: about 3 CPU s a file, 200 of the suite's. This
 process (started by ``tests/run_files.py``, in a process group of its own) imports them once
-(``PRELOAD``, ``import_rewritten``) and fills the pure caches (``warm_loader``, ``warm_moto``), then forks a
-child for each file it is asked to run: the child is in its own process group, has its stdout and stderr
-in the job's log, stdin on ``/dev/null``, and runs ``pytest.main`` on the job's arguments; its state is a
-copy of this process's, which has run no test and started no thread, so every file still starts from
-nothing of any other file (what ``make test`` checks). What a fork does not give a child: a hash seed of
-its own (``PYTHONHASHSEED``: one per run, not one per file).
+(``PRELOAD``, ``import_rewritten``) and fills the pure caches (``warm_loader``, ``warm_moto``,
+``warm_definitions``), then forks a child for each file it is asked to run: the child is in its own process
+group, has its stdout and stderr in the job's log, stdin on ``/dev/null``, and runs ``pytest.main`` on the
+job's arguments; its state is a copy of this process's, which has run no test and started no thread, so
+every file still starts from nothing of any other file (what ``make test`` checks). What a fork does not
+give a child: a hash seed of its own (``PYTHONHASHSEED``: one per run, not one per file).
 
 Protocol, one JSON object a line: requests on stdin, ``{"id", "argv", "cwd", "env", "log"}`` (run
 ``argv[1:]`` under pytest) or ``{"kill": id}`` (SIGKILL the child's process group); replies on stdout,
@@ -67,6 +67,7 @@ def preload() -> None:
     import_rewritten("hypothesis", "_hypothesis_globals")
     warm_loader()
     warm_moto()
+    warm_definitions()
     if threading.active_count() != 1:
         raise SystemExit(f"fork server: the preload started threads {threading.enumerate()}: forking is unsafe")
 
@@ -113,6 +114,21 @@ def warm_moto() -> None:
 
     for service in ("cloudformation", *CLIENTS):
         get_service_model(service)
+
+
+def warm_definitions() -> None:
+    """moto's parse of each state machine a new embedded stack creates, by its text (the definition with its
+    substitutions, as ``EmbeddedStack`` makes it): a pure cache (``parse_cache.parsed``), which the stack's
+    CreateStateMachine and executions find there instead of parsing it again (about 0.2 CPU s a file)."""
+    from changeflow.local.embedded import EmbeddedStack, definition_of
+    from changeflow.local.moto_patches.stepfunctions import parse_cache
+
+    try:
+        stack = EmbeddedStack(ROOT)  # not started: its template, as a stack reads it
+        for spec in stack.template.of_type("AWS::Serverless::StateMachine").values():
+            parse_cache.parsed(definition_of(stack.template, stack.root, spec)[1])
+    except Exception:  # noqa: BLE001 - a template or definition the stack refuses: its tests say why, not the server
+        return
 
 
 def start_child(request: dict, closing: list[int]) -> list[str]:

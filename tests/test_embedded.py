@@ -3,6 +3,7 @@ follows the template, named executions and history paged the AWS way."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import threading
@@ -251,3 +252,181 @@ def test_sessions_made_once_a_stack_has_started_share_botocores_parsed_data(stac
     # AND a session with another data path (AWS_DATA_PATH) has a loader of its own
     monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
     assert botocore.session.get_session().get_component("data_loader") is not loader
+
+
+def test_event_systems_share_the_names_their_aliases_give(stack):
+    """Every session's event system, and every client's copy of it, works out which of botocore's renamed
+    services an event name uses (EVENT_ALIASES): once a stack has started they share one cache of the answers,
+    and every answer is what an event system with a cache of its own works out."""
+    import botocore.session
+    from botocore import hooks
+
+    # GIVEN two sessions and a client made after the stack started
+    first, second = botocore.session.get_session(), botocore.session.get_session()
+    client = second.create_client("dynamodb", region_name="us-east-1")
+    # THEN they share the names
+    shared = first.get_component("event_emitter")._alias_name_cache
+    assert second.get_component("event_emitter")._alias_name_cache is shared
+    assert client.meta.events._alias_name_cache is shared and shared
+    # AND the names are those an event system works out alone, every renamed service's included
+    names = list(shared) + [f"before-call.{old}.Operation" for old in hooks.EVENT_ALIASES]
+    alone = hooks.EventAliaser(hooks.HierarchicalEmitter())
+    alone._alias_name_cache = {}
+    assert [first.get_component("event_emitter")._alias_event_name(n) for n in names] == \
+        [alone._alias_event_name(n) for n in names]
+    assert any(alone._alias_event_name(n) != n for n in names)  # the test can fail: some names are renamed
+    # AND other aliases, or the same in another order, have names of their own
+    assert hooks.EventAliaser(hooks.HierarchicalEmitter(), {"x": "y"})._alias_name_cache is not shared
+    reordered = dict(reversed(list(hooks.EVENT_ALIASES.items())))
+    assert hooks.EventAliaser(hooks.HierarchicalEmitter(), reordered)._alias_name_cache is not shared
+
+
+def test_a_stacks_own_clients_are_made_once_and_each_talks_to_the_stack_of_the_moment():
+    """The clients a stack makes its resources with are the process's (changeflow.local.clients), not made
+    again for each stack: moto answers every client from the backends of the mock that runs, so a client made
+    for one stack sees the next stack's new tables, never the last one's items."""
+    from changeflow.local.embedded import EmbeddedStack
+
+    # GIVEN a stack whose own DynamoDB client wrote an item, then stopped
+    with EmbeddedStack(ROOT, time_scale=0.0005) as first:
+        made = first._client("dynamodb")
+        table = first.outputs["ChangeTableName"]
+        made.put_item(TableName=table, Item={"pk": {"S": "left"}, "sk": {"S": "v0"}})
+        assert made.scan(TableName=table)["Count"] == 1
+    # WHEN the next stack starts
+    with EmbeddedStack(ROOT, time_scale=0.0005) as second:
+        # THEN it has the same client, which finds the new stack's empty table
+        assert second._client("dynamodb") is made
+        assert made.scan(TableName=second.outputs["ChangeTableName"])["Count"] == 0
+        # AND a stack's public client() is still a new one each call
+        assert second.client("dynamodb") is not made
+
+
+def test_a_shared_client_is_one_identitys_and_iam_judges_its_signer_in_each_stack(monkeypatch):
+    """Clients are shared only between callers that would make the same client: credentials above all, since IAM
+    is evaluated per signer (moto_patches.iam). A client for other credentials is another client; a shared client
+    signs as the credentials it was made with, and each stack's IAM judges them."""
+    from botocore.exceptions import ClientError
+    from moto.iam.models import iam_backends
+
+    from changeflow.local import clients
+    from changeflow.local.embedded import EmbeddedStack
+    from changeflow.local.template import ACCOUNT
+
+    def user(stack, effect):
+        iam = stack.client("iam")
+        iam.create_user(UserName="mallory")
+        iam.put_user_policy(UserName="mallory", PolicyName="p", PolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": [{"Effect": effect, "Action": "dynamodb:*", "Resource": "*"}]}))
+        return iam.create_access_key(UserName="mallory")["AccessKey"]
+
+    def signing_as(patch, key):  # the environment's credentials: what a new client would take
+        patch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        patch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        patch.delenv("AWS_SESSION_TOKEN", raising=False)
+        return clients.client("dynamodb", "us-east-1", retries={"mode": "standard"})
+
+    # GIVEN a stack, its own client (the administrator's), and mallory, whom IAM lets use DynamoDB
+    with EmbeddedStack(ROOT, time_scale=0.0005) as first:
+        administrator = first._client("dynamodb")
+        key = user(first, "Allow")
+        with monkeypatch.context() as patch:
+            # WHEN a client is asked for with her credentials in the environment: it is another client, hers
+            hers = signing_as(patch, key)
+            assert hers is not administrator
+            assert hers.list_tables()["TableNames"]
+        assert clients.client("dynamodb", "us-east-1", retries={"mode": "standard"}) is administrator
+    # WHEN the next stack starts, where her key is a mallory's whom IAM denies DynamoDB
+    with EmbeddedStack(ROOT, time_scale=0.0005) as second:
+        assert second._client("dynamodb") is administrator
+        user(second, "Deny")
+        moved = iam_backends[ACCOUNT]["aws"].get_user("mallory").access_keys[0]  # behind IAM's back: the old key
+        moved.access_key_id, moved.secret_access_key = key["AccessKeyId"], key["SecretAccessKey"]
+        with monkeypatch.context() as patch:
+            # THEN her credentials get her client again, and this stack's IAM refuses what it signs
+            assert signing_as(patch, key) is hers
+            with pytest.raises(ClientError, match="mallory is not authorized to perform: dynamodb:ListTables"):
+                hers.list_tables()
+        # AND the administrator's client is still allowed
+        assert administrator.list_tables()["TableNames"]
+
+
+def test_a_shared_client_that_could_carry_something_is_not_handed_out_again(stack):
+    """What a client could carry from one stack to the next (a handler on its event system, its retry quota, its
+    S3 region cache) changes only by a registration or an error: such a client is replaced by a new one."""
+    from botocore.exceptions import ClientError
+
+    from changeflow.local import clients
+
+    def shared():
+        return clients.client("dynamodb", stack.region, retries={"mode": "standard"})
+
+    # GIVEN the shared client, handed out again while nothing happened to it
+    first = shared()
+    first.list_tables()
+    assert shared() is first
+    # WHEN a handler is registered on its event system, THEN the next one asked for is another
+    first.meta.events.register("before-call.dynamodb", lambda **kwargs: None)
+    second = shared()
+    assert second is not first
+    # AND one that answered an error is replaced too
+    with pytest.raises(ClientError):
+        second.describe_table(TableName="no-such-table")
+    third = shared()
+    assert third is not second
+    assert shared() is third
+
+
+def test_a_user_agents_parts_are_sanitized_as_botocore_sanitizes_them(stack):
+    """Every request's User-Agent is built again from its parts, each sanitized character by character: once a
+    stack has started, each part is sanitized once for the process, to what botocore's function makes of it."""
+    from botocore import useragent
+
+    sanitize = useragent.sanitize_user_agent_string_component
+    assert sanitize.cache_info().currsize  # the stack's own requests filled it
+    for part in ("Boto3", "1.43.108", "md/awscrt#0.27", "exec-env/AWS Lambda", "app/ünïcode (x)", "", "a#b~c"):
+        for allow_hash in (True, False):
+            assert sanitize(part, allow_hash) == sanitize.__wrapped__(part, allow_hash)
+    assert sanitize("a#b c", False) == "a-b-c" and sanitize("a#b c", True) == "a#b-c"  # the test can fail
+
+
+def test_a_handlers_kwargs_are_read_from_its_code_as_inspect_reads_them(stack):
+    """An event system checks that each handler it is given takes ``**kwargs``: once a stack has started, a plain
+    function's (or a method's) answer is read from its code object, and it is what inspect answers."""
+    import functools
+    import inspect
+
+    from botocore import hooks
+    from botocore.handlers import BUILTIN_HANDLERS
+
+    class Handlers:
+        def method(self, a, *args, key=1, **kwargs): ...
+        def plain(self, a): ...
+        @staticmethod
+        def static(**rest): ...
+        @classmethod
+        def of_class(cls, *, z, **named): ...
+
+    def positional_only(a, /, b, **kw): ...
+    def no_kwargs(a, *args): ...
+    def signed(a, **kw): ...
+    signed.__signature__ = inspect.Signature([inspect.Parameter("a", inspect.Parameter.POSITIONAL_ONLY)])
+    handlers = [h[1] for h in BUILTIN_HANDLERS] + [
+        Handlers().method, Handlers().plain, Handlers.static, Handlers.of_class, positional_only, no_kwargs, signed,
+        lambda **kwargs: None, functools.partial(positional_only, 1), Handlers, print]
+    assert hooks.accepts_kwargs.__module__ == "changeflow.local.botocore_loader"
+    assert [hooks.accepts_kwargs(h) for h in handlers] == [inspect.getfullargspec(h)[2] for h in handlers]
+    assert hooks.accepts_kwargs(signed) is None and hooks.accepts_kwargs(positional_only) == "kw"  # can fail
+
+
+def test_the_templates_parse_is_shared_only_with_readers():
+    """Every stack reads the template's parameters from the parse all callers share (no deep copy of the whole
+    template for a look at it); every other caller gets a copy of its own to change."""
+    from changeflow.local.template import load_yaml
+
+    shared = load_yaml(ROOT / "template.yaml", read_only=True)
+    assert load_yaml(ROOT / "template.yaml", read_only=True) is shared
+    mine = load_yaml(ROOT / "template.yaml")
+    assert mine == shared and mine is not shared
+    mine["Parameters"].clear()
+    assert shared["Parameters"] and load_yaml(ROOT / "template.yaml")["Parameters"] == shared["Parameters"]

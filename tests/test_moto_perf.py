@@ -1014,3 +1014,72 @@ def test_an_ended_executions_description_is_what_describe_execution_answers(stac
     unknown = succeeded.arn.rsplit(":", 1)[0] + ":never-started"
     express = succeeded.arn.replace(":execution:", ":express:", 1) + ":0f0e"
     assert ended_execution(unknown) is None and ended_execution(express) is None
+
+
+def test_a_definition_is_parsed_once_for_its_validation_and_its_executions_and_a_bad_one_refused_as_moto_does(
+        stack, monkeypatch):
+    """CreateStateMachine parses a definition to validate it, and an execution parses it to run it: one parse
+    of a text serves both (``parse_cache.parsed``), and the program it ran is moto's parse of that text. A text
+    moto's parser refuses is refused with moto's own InvalidDefinition, each time."""
+    import uuid
+
+    from botocore.exceptions import ClientError
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    from changeflow.local.moto_patches.stepfunctions import parse_cache
+
+    parses = []
+    parse = AmazonStateLanguageParser.parse
+    monkeypatch.setattr(AmazonStateLanguageParser, "parse", staticmethod(lambda text: parses.append(text) or parse(text)))
+    sfn = stack.client("stepfunctions")
+    role = f"arn:aws:iam::123456789012:role/{uuid.uuid4().hex}"
+    # GIVEN a definition no one has parsed in this process
+    definition = json.dumps({"Comment": uuid.uuid4().hex, "StartAt": "P", "States": {"P": {"Type": "Pass",
+                                                                                         "Result": 7, "End": True}}})
+    # WHEN a state machine is made of it and run
+    arn = sfn.create_state_machine(name=uuid.uuid4().hex, definition=definition, roleArn=role)["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn)["executionArn"]
+    assert stack.wait_for_termination(execution, 30)
+    # THEN it was parsed once, and the execution ran that program
+    assert parses == [definition]
+    assert sfn.describe_execution(executionArn=execution)["output"] == "7"
+    assert parse_cache.parsed(definition) is parse_cache._PROGRAMS[definition] and parses == [definition]
+    # AND a text the parser refuses is refused each time, as moto words it
+    bad = definition.replace('"Pass"', '"Passing"')
+    with pytest.raises(Exception) as stock:
+        ORIGINALS["validate_definition"](definition=bad)
+    assert type(stock.value).__name__ == "InvalidDefinition"
+    for _ in range(2):
+        with pytest.raises(ClientError) as refused:
+            sfn.create_state_machine(name=uuid.uuid4().hex, definition=bad, roleArn=role)
+        assert refused.value.response["Error"]["Message"] == stock.value.message
+    assert parses.count(bad) == 5  # moto's here, then ours and moto's for each refusal
+
+
+def test_a_requests_action_is_found_as_moto_finds_it_without_listing_its_class(stack, monkeypatch):
+    """``call_action`` asks whether the action's name is among its response class's functions: the patch
+    answers as moto's list does for every name of every response class, and a request no longer lists them."""
+    import inspect
+
+    from moto.core import responses
+
+    moto_patches.install_perf()
+    stock = ORIGINALS["method_names_from_class"]
+    classes = set()
+    pending = [responses.BaseResponse]
+    while pending:
+        cls = pending.pop()
+        classes.add(cls)
+        pending.extend(c for c in cls.__subclasses__() if c not in classes)
+    assert len(classes) > 10  # those of the services this process has imported
+    for cls in classes:
+        listed = stock(cls)
+        names = set(dir(cls)) | {"not_an_action", "", "__init__", "get_item", "start_execution"}
+        assert {n for n in names if n in responses.method_names_from_class(cls)} == set(listed) & names, cls
+        assert sorted(responses.method_names_from_class(cls)) == sorted(listed)
+    # AND the cost removed: a request's answer lists no class
+    listings = []
+    getmembers = inspect.getmembers
+    monkeypatch.setattr(inspect, "getmembers", lambda *a, **k: listings.append(a) or getmembers(*a, **k))
+    assert stack.client("dynamodb").list_tables()["TableNames"]
+    assert listings == []

@@ -167,6 +167,25 @@ def test_a_killed_forked_job_takes_its_children_with_it(tmp_path, monkeypatch, s
         raise AssertionError(f"the job's child {pid} outlived the job")
 
 
+@pytest.mark.parametrize("forked", [False, True], ids=["own process", "fork server"])
+def test_a_forked_files_stacks_find_their_state_machines_parsed(tmp_path, server, forked):
+    """The fork server parses the state machines a new embedded stack creates (``warm_definitions``), once for
+    every file, where each file's first stack parsed them (0.2 CPU s); a file of its own process still does."""
+    # GIVEN a file that asks whether moto's parse of a new stack's state machines is there before any stack
+    (tmp_path / "test_parsed.py").write_text(
+        "from changeflow.local.embedded import EmbeddedStack, definition_of\n"
+        "from changeflow.local.moto_patches.stepfunctions import parse_cache\n\n"
+        "def test_parsed():\n"
+        f"    stack = EmbeddedStack({str(ROOT)!r})\n"
+        "    specs = stack.template.of_type('AWS::Serverless::StateMachine').values()\n"
+        "    texts = [definition_of(stack.template, stack.root, spec)[1] for spec in specs]\n"
+        "    assert texts and all(text in parse_cache._PROGRAMS for text in texts)\n", encoding="utf-8")
+    # WHEN the runner runs it
+    done = run_files.run(forked_job(tmp_path / "test_parsed.py", tmp_path), server if forked else None)
+    # THEN they are there in a file the server forked, and not in one of its own process
+    assert done.status == (0 if forked else 1), done.log.read_text(encoding="utf-8")
+
+
 def test_a_checkout_without_times_of_its_own_orders_the_longest_jobs_first():
     # a fresh clone has no build/test-times.json: the checked-in times order its jobs, the longest known first
     checked_in = run_files.read_times(run_files.CHECKED_IN_TIMES)

@@ -21,7 +21,7 @@ import boto3
 from botocore.config import Config
 
 from ..common.project import project_root
-from . import botocore_loader, buckets, deploy, moto_patches, schedules
+from . import botocore_loader, buckets, clients, deploy, moto_patches, schedules
 from .access import Access
 from .lambdas import Function, LambdaService
 from .moto_patches.dynamodbstreams.retention import StreamClock
@@ -65,7 +65,7 @@ class EmbeddedStack:
     ):
         self.root = Path(root) if root else project_root()
         self.region = region
-        body = load_yaml(self.root / "template.yaml").get("Parameters", {})
+        body = load_yaml(self.root / "template.yaml", read_only=True).get("Parameters", {})
         choices = {name: value for name, value in NEW_STACK_CHOICES.items() if name in body and "Default" not in body[name]}
         self.template = Template(self.root / "template.yaml", stack_name, region, {**choices, **(parameters or {})})
         self.time_scale = time_scale
@@ -156,9 +156,10 @@ class EmbeddedStack:
         return boto3.client(service, region_name=self.region, config=Config(retries={"mode": "standard"}))
 
     def _client(self, service: str):
-        """One client per service for making the stack's resources (``client`` makes a new one each call)."""
+        """The stack's client of a service for its resources: the process's (``clients``), or new if not caches."""
         if service not in self._clients:
-            self._clients[service] = self.client(service)
+            self._clients[service] = (clients.client(service, self.region, retries={"mode": "standard"})
+                                      if self.caches else self.client(service))
         return self._clients[service]
 
     # --- resources from the template ------------------------------------------------------------
@@ -377,20 +378,14 @@ class EmbeddedStack:
         self._publish_outputs(update=True)
         sfn = self._client("stepfunctions")
         for logical_id, spec in template.of_type("AWS::Serverless::StateMachine").items():
-            props = template.resolve(spec["Properties"])
-            definition = substitute((root / props["DefinitionUri"]).read_text(encoding="utf-8"),
-                                    props.get("DefinitionSubstitutions", {}))
-            sfn.update_state_machine(stateMachineArn=self.state_machines[logical_id], definition=definition)
+            sfn.update_state_machine(stateMachineArn=self.state_machines[logical_id],
+                                     definition=definition_of(template, root, spec)[1])
         return dict(template.versions)
 
     def _create_state_machines(self) -> None:
         sfn = self._client("stepfunctions")
         for logical_id, spec in self.template.of_type("AWS::Serverless::StateMachine").items():
-            props = self.template.resolve(spec["Properties"])
-            definition = substitute(
-                (self.root / props["DefinitionUri"]).read_text(encoding="utf-8"),
-                props.get("DefinitionSubstitutions", {}),
-            )
+            props, definition = definition_of(self.template, self.root, spec)
             arn = sfn.create_state_machine(
                 name=self.template.physical_name(logical_id),
                 definition=definition,
@@ -483,6 +478,13 @@ def logging_configuration(logging: dict[str, Any] | None) -> dict[str, Any]:
         "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": d["CloudWatchLogsLogGroup"]["LogGroupArn"]}}
                          for d in logging.get("Destinations", [])],
     }}
+
+
+def definition_of(template: Template, root: Path, spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A state machine's properties, resolved, and its definition with its ``DefinitionSubstitutions`` made."""
+    props = template.resolve(spec["Properties"])
+    text = (root / props["DefinitionUri"]).read_text(encoding="utf-8")
+    return props, substitute(text, props.get("DefinitionSubstitutions", {}))
 
 
 def substitute(definition: str, substitutions: dict[str, Any]) -> str:

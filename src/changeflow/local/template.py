@@ -53,12 +53,14 @@ _Loader.add_multi_constructor("!", _construct)
 _PARSED: dict[str, dict] = {}  # the text's digest -> the parsed template: every embedded stack reads it
 
 
-def load_yaml(path: Path) -> dict:
+def load_yaml(path: Path, read_only: bool = False) -> dict:
+    """The parsed file: a copy the caller may change, or with ``read_only`` the parse every caller shares (a
+    template's deep copy is ~3 ms, made for every embedded stack), which the caller must not change."""
     text = Path(path).read_text(encoding="utf-8")
     key = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if key not in _PARSED:
         _PARSED[key] = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
-    return copy.deepcopy(_PARSED[key])  # a caller may change its copy
+    return _PARSED[key] if read_only else copy.deepcopy(_PARSED[key])
 
 
 @dataclass

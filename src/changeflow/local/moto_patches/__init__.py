@@ -11,7 +11,8 @@ citing its AWS page. Two kinds of patch:
 
 What each module does:
 
-- ``core.locking``: every request atomic; ``core.perf``: moto's model registry keeps live objects only.
+- ``core.locking``: every request atomic; ``core.perf``: moto's model registry keeps live objects only, and
+  a request's action is found without listing its class's functions.
 - ``stepfunctions.lambda_tasks``: Lambda tasks answered by the stack's handlers (results with AWS's
   ``SdkHttpMetadata`` and ``SdkResponseMetadata``), failures named
   ``Lambda.<Code>``; ``.clock``: Wait states and retry back-offs on the stack's time scale;
@@ -154,5 +155,6 @@ def install_perf() -> None:
         stepfunctions_perf.patch_compact_closed_executions()
         stepfunctions_perf.patch_json_deep_copies()
         core_perf.patch_model_registry()
+        core_perf.patch_action_lookup()
         kms_perf.patch_lazy_key_material()
         ORIGINALS["perf installed"] = True

@@ -76,6 +76,8 @@ class PipeRunner:
         self.stats: Counter = Counter()
         self.patterns: dict[str, Any] = {}
         self.thread = threading.Thread(target=self._run, name=f"pipe {pipe.name}", daemon=True)
+        self.credentials: dict[str, str] = {}  # its role's session (``_role_session``)
+        self.clients: dict[str, Any] = {}  # service -> its client with those credentials
 
     # --- the loop -------------------------------------------------------------------------------------
     def start(self) -> "PipeRunner":
@@ -90,8 +92,6 @@ class PipeRunner:
             self.thread.join(timeout)
 
     def _run(self) -> None:
-        import boto3
-
         from moto.dynamodbstreams.models import dynamodbstreams_backends
 
         region = self.pipe.region_name
@@ -99,17 +99,13 @@ class PipeRunner:
         # a client's serialization (the pipe reads on every write; the targets are called as clients call them)
         self.streams = dynamodbstreams_backends[self.pipe.account_id][region]
         try:  # the pipe calls its targets as its role (IAM evaluated: moto_patches.iam)
-            credentials = _role_session(self.pipe)
+            self.credentials = _role_session(self.pipe)
         except Exception as refused:  # noqa: BLE001 - a role Pipes may not assume: the pipe moves nothing
             self.stats["role refused"] += 1
             self.refused = str(refused)
             return
-        self.events = boto3.client("events", region_name=region, **credentials)
-        self.kinesis = boto3.client("kinesis", region_name=region, **credentials)
-        self.sqs = boto3.client("sqs", region_name=region, **credentials)
-        self.lambdas = boto3.client("lambda", region_name=region, **credentials)
-        self.lambdas.meta.events.register_first("before-call.lambda.Invoke",
-                                                lambda **kwargs: ORIGINALS["invoke"][0](**kwargs))
+        for service in self._services():  # now, in this thread; one its configuration adds later at first use
+            self._client(service)
         try:
             with API_LOCK:
                 shards = self.streams.describe_stream(self.pipe.source)["Shards"]
@@ -145,6 +141,26 @@ class PipeRunner:
                 pending[shard], read_any = [], True
                 since.pop(shard, None)
         return read_any
+
+    def _services(self) -> list[str]:
+        """The services the pipe's configuration calls: its enrichment's, its target's, its dead-letter queue's
+        (a client is about 4 ms of CPU, and most pipes call two of the four)."""
+        return ((["lambda"] if self.pipe.enrichment else [])
+                + ["events" if _target_kind(self.pipe.target) == "events" else "kinesis"]  # as ``_send`` puts
+                + (["sqs"] if (self._source().get("DeadLetterConfig") or {}).get("Arn") else []))
+
+    def _client(self, service: str):
+        """The pipe's client of ``service``, with its role's credentials; its Lambda client's ``Invoke`` is
+        answered in-process."""
+        if service not in self.clients:
+            import boto3
+
+            client = boto3.client(service, region_name=self.pipe.region_name, **self.credentials)
+            if service == "lambda":
+                client.meta.events.register_first("before-call.lambda.Invoke",
+                                                   lambda **kwargs: ORIGINALS["invoke"][0](**kwargs))
+            self.clients[service] = client
+        return self.clients[service]
 
     def _wait(self, seconds: float) -> None:
         with NEW_RECORDS:
@@ -252,8 +268,8 @@ class PipeRunner:
 
     def _enrich(self, records: list[dict[str, Any]]) -> Any:
         self.stats["enrichment invocations"] += 1
-        answer = self.lambdas.invoke(FunctionName=self.pipe.enrichment, InvocationType="RequestResponse",
-                                     Payload=json.dumps(records).encode("utf-8"))
+        answer = self._client("lambda").invoke(FunctionName=self.pipe.enrichment, InvocationType="RequestResponse",
+                                               Payload=json.dumps(records).encode("utf-8"))
         payload = answer["Payload"].read()
         if answer.get("FunctionError"):
             raise TargetFailed(f"the enrichment failed: {payload[:500]!r}")
@@ -265,7 +281,7 @@ class PipeRunner:
                     "Detail": json.dumps(e), "EventBusName": self.pipe.target,
                     **({"Resources": params["Resources"]} if params.get("Resources") else {})} for e in events]
         self.stats["target requests"] += 1
-        answer = self.events.put_events(Entries=entries)
+        answer = self._client("events").put_events(Entries=entries)
         return self._taken([not entry.get("ErrorCode") for entry in answer["Entries"]])
 
     def _put_records(self, events: list) -> list[bool]:
@@ -273,7 +289,7 @@ class PipeRunner:
         records = [{"Data": json.dumps(e).encode("utf-8"), "PartitionKey": str(_resolve(params["PartitionKey"], e))}
                    for e in events]
         self.stats["target requests"] += 1
-        answer = self.kinesis.put_records(StreamARN=self.pipe.target, Records=records)
+        answer = self._client("kinesis").put_records(StreamARN=self.pipe.target, Records=records)
         return self._taken([not record.get("ErrorCode") for record in answer["Records"]])
 
     def _taken(self, taken: list[bool]) -> list[bool]:
@@ -293,7 +309,7 @@ class PipeRunner:
                                        "endSequenceNumber": sequences[-1], "batchSize": len(records),
                                        "streamArn": self.pipe.source}}
         _, _, _, region, account, name = queue.split(":", 5)  # by its ARN, as Pipes sends (no GetQueueUrl of the role's)
-        self.sqs.send_message(QueueUrl=f"https://sqs.{region}.amazonaws.com/{account}/{name}", MessageBody=json.dumps(body))
+        self._client("sqs").send_message(QueueUrl=f"https://sqs.{region}.amazonaws.com/{account}/{name}", MessageBody=json.dumps(body))
 
 
 def _role_session(pipe) -> dict[str, str]:
