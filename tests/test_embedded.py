@@ -430,3 +430,33 @@ def test_the_templates_parse_is_shared_only_with_readers():
     assert mine == shared and mine is not shared
     mine["Parameters"].clear()
     assert shared["Parameters"] and load_yaml(ROOT / "template.yaml")["Parameters"] == shared["Parameters"]
+
+
+def test_a_stack_started_while_a_handler_is_imported_elsewhere_sets_the_credentials_of_the_process():
+    """A handler's import binds os.environ to a copy with the function's environment (lambdas.load): an
+    execution left running by an earlier stack may be doing so while the next stack starts. The mock's
+    credentials must land in the process's environment, not in that copy (gone when the import ends, and
+    then a new client asks 169.254.169.254 for credentials)."""
+    import os
+
+    from changeflow.local import lambdas
+    from changeflow.local.embedded import EmbeddedStack
+
+    importing, imported = threading.Event(), threading.Event()
+
+    def import_a_handler():  # what LambdaService.load does around a module's import
+        with lambdas.ENVIRON_LOCK:
+            process = os.environ
+            os.environ = {**process, "AWS_LAMBDA_FUNCTION_NAME": "elsewhere"}
+            importing.set()
+            time.sleep(2)  # longer than a stack's start takes to reach its mock
+            os.environ = process
+        imported.set()
+
+    threading.Thread(target=import_a_handler, daemon=True).start()
+    assert importing.wait(5)
+    with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
+        assert imported.is_set()  # the start waited for the import to give the environment back
+        assert os.environ["AWS_ACCESS_KEY_ID"] == "FOOBARKEY"  # moto's, in the process's own environment
+        assert "TableNames" in stack.client("dynamodb").list_tables()
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"  # and put back when the mock stopped

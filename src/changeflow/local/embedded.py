@@ -23,7 +23,7 @@ from botocore.config import Config
 from ..common.project import project_root
 from . import botocore_loader, buckets, clients, deploy, moto_patches, schedules
 from .access import Access
-from .lambdas import Function, LambdaService
+from .lambdas import ENVIRON_LOCK, Function, LambdaService
 from .moto_patches.dynamodbstreams.retention import StreamClock
 from .moto_patches.pipes import runner as pipe_runner
 from .logging_controls import LoggingControls
@@ -95,9 +95,10 @@ class EmbeddedStack:
     def start(self) -> "EmbeddedStack":
         from moto import mock_aws
 
-        for key, value in FAKE_CREDENTIALS.items():
-            os.environ.setdefault(key, value)
-        os.environ.setdefault("AWS_DEFAULT_REGION", self.region)
+        with ENVIRON_LOCK:  # the process's own environment, not a handler import's copy (lambdas.ENVIRON_LOCK)
+            for key, value in FAKE_CREDENTIALS.items():
+                os.environ.setdefault(key, value)
+            os.environ.setdefault("AWS_DEFAULT_REGION", self.region)
         # moto logs every failed state at ERROR with its internals; the execution history says it better.
         logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
         self.lambdas = LambdaService(self._layer_dirs())
@@ -106,7 +107,8 @@ class EmbeddedStack:
         moto_patches.install(self.lambdas.before_call, caches=self.caches, invoke_request=self.lambdas.invoke_request)
         Clock.scale = self.time_scale
         self._mock = mock_aws(config=MOTO_CONFIG)
-        self._mock.start()
+        with ENVIRON_LOCK:  # the mock sets its credentials in os.environ
+            self._mock.start()
         enforcement.forget()
         forget_terminations()
         Holds.clear()  # a window a campaign left open on a stack that is gone (names repeat across stacks)
@@ -145,7 +147,8 @@ class EmbeddedStack:
         if self.lambdas is not None:
             self.lambdas.drain(5.0)  # the asynchronous invocations (the rule's target) still running
         if self._mock is not None:
-            self._mock.stop()
+            with ENVIRON_LOCK:  # and puts back what it found
+                self._mock.stop()
             self._mock = None
             forget_terminations()
             Holds.clear()

@@ -222,10 +222,17 @@ def _route_stdout() -> _ThreadLocalStdout:
     return _STDOUT
 
 
+# Held while ``os.environ`` is bound to a copy with a function's environment for its import (``load``): whoever
+# else changes the process's environment (a stack's mock setting its credentials, a test's monkeypatch) takes it
+# too, or its change lands in that copy and is gone when the import ends (a stack started while another's
+# leftover execution imported a handler lost its credentials, and its next client asked 169.254.169.254).
+ENVIRON_LOCK = threading.Lock()
+
+
 class LambdaService(AsyncInvocations):
     """The functions of one embedded stack, and the ``Invoke`` answer the interpreter's client gets."""
 
-    _import_lock = threading.Lock()
+    _import_lock = ENVIRON_LOCK
     service_error = LambdaServiceError
 
     def __init__(self, layer_dirs: list[Path]):
