@@ -31,11 +31,11 @@ EXAMPLE_SEAL_KEY = "changeflow-example-seal-key-of-the-payloads-in-events-functi
 @pytest.fixture(autouse=True)
 def aws_sandbox(monkeypatch):
     """Fake credentials and region for every test; no profile or config file from the machine. Set and undone
-    under the lock a handler's import holds while os.environ is a copy (``lambdas.ENVIRON_LOCK``): an execution
+    under the lock a handler's import holds while os.environ is a copy (``LambdaService.environ_lock``): an execution
     the last test left running may be importing one, and a change made to that copy would be lost."""
-    from changeflow.local.lambdas import ENVIRON_LOCK
+    from changeflow.local.lambdas import LambdaService
 
-    with ENVIRON_LOCK:
+    with LambdaService.environ_lock:
         for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "CHANGEFLOW_ENDPOINT_URL"):
             monkeypatch.delenv(key, raising=False)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
@@ -46,7 +46,7 @@ def aws_sandbox(monkeypatch):
         monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
         monkeypatch.setenv("CHANGEFLOW_ROOT", str(ROOT))
     yield
-    with ENVIRON_LOCK:
+    with LambdaService.environ_lock:
         monkeypatch.undo()
 
 

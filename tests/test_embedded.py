@@ -445,7 +445,7 @@ def test_a_stack_started_while_a_handler_is_imported_elsewhere_sets_the_credenti
     importing, imported = threading.Event(), threading.Event()
 
     def import_a_handler():  # what LambdaService.load does around a module's import
-        with lambdas.ENVIRON_LOCK:
+        with lambdas.LambdaService.environ_lock:
             process = os.environ
             os.environ = {**process, "AWS_LAMBDA_FUNCTION_NAME": "elsewhere"}
             importing.set()

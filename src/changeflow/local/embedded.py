@@ -23,7 +23,7 @@ from botocore.config import Config
 from ..common.project import project_root
 from . import botocore_loader, buckets, clients, deploy, moto_patches, schedules
 from .access import Access
-from .lambdas import ENVIRON_LOCK, Function, LambdaService
+from .lambdas import Function, LambdaService
 from .moto_patches.dynamodbstreams.retention import StreamClock
 from .moto_patches.pipes import runner as pipe_runner
 from .logging_controls import LoggingControls
@@ -71,8 +71,7 @@ class EmbeddedStack:
         self.time_scale = time_scale
         self.function_env = {**EMBEDDED_FUNCTION_ENV, **(function_env or {})}
         self.caches = caches
-        # "in-process" (the default) or "emulator" (changeflow.local.runtime); CHANGEFLOW_LAMBDA_RUNTIME sets the
-        # default
+        # "in-process" (default) or "emulator" (changeflow.local.runtime); CHANGEFLOW_LAMBDA_RUNTIME sets the default
         self.lambda_runtime = lambda_runtime or os.environ.get("CHANGEFLOW_LAMBDA_RUNTIME") or LAMBDA_RUNTIMES[0]
         if self.lambda_runtime not in LAMBDA_RUNTIMES:
             raise ValueError(f"Lambda runtime {self.lambda_runtime!r}: expected in-process or emulator")
@@ -95,10 +94,6 @@ class EmbeddedStack:
     def start(self) -> "EmbeddedStack":
         from moto import mock_aws
 
-        with ENVIRON_LOCK:  # the process's own environment, not a handler import's copy (lambdas.ENVIRON_LOCK)
-            for key, value in FAKE_CREDENTIALS.items():
-                os.environ.setdefault(key, value)
-            os.environ.setdefault("AWS_DEFAULT_REGION", self.region)
         # moto logs every failed state at ERROR with its internals; the execution history says it better.
         logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
         self.lambdas = LambdaService(self._layer_dirs())
@@ -107,8 +102,10 @@ class EmbeddedStack:
         moto_patches.install(self.lambdas.before_call, caches=self.caches, invoke_request=self.lambdas.invoke_request)
         Clock.scale = self.time_scale
         self._mock = mock_aws(config=MOTO_CONFIG)
-        with ENVIRON_LOCK:  # the mock sets its credentials in os.environ
-            self._mock.start()
+        with LambdaService.environ_lock:  # the process's own environment, not a handler import's copy
+            for key, value in {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": self.region}.items():
+                os.environ.setdefault(key, value)
+            self._mock.start()  # which sets its credentials in os.environ
         enforcement.forget()
         forget_terminations()
         Holds.clear()  # a window a campaign left open on a stack that is gone (names repeat across stacks)
@@ -147,7 +144,7 @@ class EmbeddedStack:
         if self.lambdas is not None:
             self.lambdas.drain(5.0)  # the asynchronous invocations (the rule's target) still running
         if self._mock is not None:
-            with ENVIRON_LOCK:  # and puts back what it found
+            with LambdaService.environ_lock:  # and puts back what it found
                 self._mock.stop()
             self._mock = None
             forget_terminations()

@@ -222,17 +222,12 @@ def _route_stdout() -> _ThreadLocalStdout:
     return _STDOUT
 
 
-# Held while ``os.environ`` is bound to a copy with a function's environment for its import (``load``): whoever
-# else changes the process's environment (a stack's mock setting its credentials, a test's monkeypatch) takes it
-# too, or its change lands in that copy and is gone when the import ends (a stack started while another's
-# leftover execution imported a handler lost its credentials, and its next client asked 169.254.169.254).
-ENVIRON_LOCK = threading.Lock()
-
-
 class LambdaService(AsyncInvocations):
     """The functions of one embedded stack, and the ``Invoke`` answer the interpreter's client gets."""
 
-    _import_lock = ENVIRON_LOCK
+    # held while os.environ is a copy with a function's environment for its import (load): whoever else changes
+    # the process's environment (a mock's credentials, a test's monkeypatch) takes it, or the change is lost
+    environ_lock = threading.Lock()
     service_error = LambdaServiceError
 
     def __init__(self, layer_dirs: list[Path]):
@@ -287,15 +282,13 @@ class LambdaService(AsyncInvocations):
         if function.module is not None:
             return
         path = function.code_dir / (function.handler.rsplit(".", 1)[0].replace(".", "/") + ".py")
-        with self._import_lock:
+        with self.environ_lock:
             if function.module is not None:  # another invocation imported it meanwhile
                 return
             _route_stdout()
             environment = {k: v for k, v in function.environment.items() if k not in CREDENTIALS}
-            # the function's environment over a copy bound in os.environ's place for the import: the original is
-            # never changed under a thread reading it (botocore reads the proxy variables for every client)
-            process_environment = os.environ
-            os.environ = {**process_environment, **environment}
+            # the function's environment over a copy bound as os.environ: the original never changes under a reader
+            process_environment, os.environ = os.environ, {**os.environ, **environment}
             self.stdout.local.function = function
             # its clients take its role's credentials, as from the environment of its own process on Lambda: a
             # default session of its own for this thread (the process's environment is every thread's)
