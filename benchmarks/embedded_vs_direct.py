@@ -3,8 +3,9 @@ calls of the same handlers in the same process, for the same sequence of changes
 
     .venv/bin/python benchmarks/embedded_vs_direct.py [--entities 30] [--rounds 3] [--json]
 
-The direct path calls the three steps' handlers in the order the state machine would for each outcome (its
-baseline: what the handlers and DynamoDB cost without any orchestration). The embedded path is also run
+The direct path calls the steps' handlers in the order the state machine would for each outcome (its
+baseline: what the handlers and DynamoDB cost without any orchestration): fetch, write and history for a
+change that is applied or a duplicate; fetch, then the history function's report, for a stale one. The embedded path is also run
 once with the embedded stack's caches off ("stock"), in a separate process so that no patch leaks. The
 change feed's pipe and the digest's schedule are stopped in every mode (the workflow alone: both are measured
 and priced apart, and a schedule firing every 3.6 s at the benchmark's time scale would bill each path for the
@@ -58,6 +59,7 @@ def direct(stack, changes) -> list[str]:
     """The handlers called in workflow order, as plain function calls."""
     from changeflow.local.lambdas import LambdaContext
     from changeflow_core import principal
+    from changeflow_core.decisions import ChangeIsStale
 
     stack.warm()
     fn = {f.logical_id: f.entry_point() for f in stack.lambdas.functions.values()}
@@ -69,11 +71,12 @@ def direct(stack, changes) -> list[str]:
             # the execution input of a direct start: the request's JSON text in the envelope (principal)
             carried = json.loads(principal.direct_input(request))
             state = {**fn["FetchLatestFunction"]({"request": carried, "execution": execution}, ctx), "execution": execution}
-        except Exception as exc:  # noqa: BLE001 - ChangeIsStale: the report step's outcome
-            outcomes.append(json.loads(str(exc))["outcome"])
+            step = "DeleteTombstoneFunction" if request["operation"] == "delete" else "UpdateLatestFunction"
+            state["written"] = fn[step](state, ctx)
+        except ChangeIsStale as exc:  # "Report the stale change": the history function answers with the outcome
+            stale = {"errorMessage": str(exc), "errorType": "ChangeIsStale"}  # the Lambda error's Cause, parsed
+            outcomes.append(fn["PutHistoryFunction"]({"stale": stale, "execution": execution}, ctx)["outcome"])
             continue
-        step = "DeleteTombstoneFunction" if request["operation"] == "delete" else "UpdateLatestFunction"
-        state["written"] = fn[step](state, ctx)
         fn["PutHistoryFunction"]({**state, "retryCount": 0}, ctx)  # the history put and its expiry tags
         outcomes.append(state["written"]["outcome"])
     return outcomes
