@@ -24,6 +24,7 @@ pytestmark = pytest.mark.enable_socket
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "build" / "console"
+NAVIGATION_MS = 120_000  # Playwright's bound on a navigation or an action (Watched): see there
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HOSTILE_ID = "<script>alert(\"id\")</script>'\"&amp; é中🙂 <img src=x onerror=alert(1)>"
@@ -124,6 +125,10 @@ class Watched:
         self.console_errors: list[str] = []
         page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
         page.on("request", lambda r: self.requests.append(r.url))
+        # bounds, not expectations: a page loads in a second or two alone, but `make test` beside another run
+        # (six jobs on two cores) saw the feed page pass Playwright's default 30 s (2026-11-26)
+        page.set_default_navigation_timeout(NAVIGATION_MS)
+        page.set_default_timeout(NAVIGATION_MS)
 
     def open(self, path: str):
         response = self.page.goto(self.origin + path)
@@ -620,7 +625,7 @@ def test_the_feed_page_shows_each_version_as_it_is_recorded_checked_and_refreshe
                "attributes": {"n": 3}})
     cf.submit({"entityId": FEED_ID, "operation": "redact", "redactVersion": 1, "changeId": "hostile-erase",
                "reason": "test"})
-    page.page.wait_for_selector("table.feed tbody tr:first-child >> text=erase version 1 downstream", timeout=20_000)
+    page.page.wait_for_selector("table.feed tbody tr:first-child >> text=erase version 1 downstream")
     rows = page.page.locator("table.feed tbody tr")
     newest, before = cells(rows.nth(0)), cells(rows.nth(1))
     assert newest[1:4] == [FEED_ID, "3", "redact erase version 1 downstream"] and newest[5].endswith("checked")

@@ -129,33 +129,53 @@ def test_each_file_has_a_process_and_group_of_its_own_and_no_stdin(tmp_path, ser
     assert done.status == 0, done.log.read_text(encoding="utf-8")
 
 
+def killed_after_start(monkeypatch, make_job, server, started: Path, lead_s: float = 0.0):
+    """Run a job that never ends until it is killed at the runner's time limit, with the limit raised while the
+    job was killed before its test had run ``lead_s`` seconds (``started``: the monotonic time its test body
+    began, written by the test). Alone the first limit, 8 s, is plenty; `make test` beside another run (six
+    jobs on two cores, 2026-11-26) took longer than that to start a job: the kill then said nothing either way."""
+    for limit in (8, 20, 60):
+        monkeypatch.setattr(run_files, "JOB_TIMEOUT_SECONDS", limit)
+        started.unlink(missing_ok=True)
+        began = time.monotonic()
+        done = run_files.run(make_job(), server)
+        if started.exists() and began + done.seconds - float(started.read_text()) >= lead_s:
+            return done
+    pytest.fail(f"the job's test never ran {lead_s} s before its kill, even with a limit of {limit} s")
+
+
 @pytest.mark.parametrize("forked", [False, True], ids=["own process", "fork server"])
 def test_a_hung_job_is_killed_and_reported_failed_with_its_stacks(tmp_path, monkeypatch, server, forked):
     # GIVEN a test that never ends (a deadlock, as a fresh clone's run met), and short limits
-    (tmp_path / "test_hang.py").write_text("import threading\n\ndef test_hang():\n    threading.Event().wait()\n",
-                                           encoding="utf-8")
+    started = tmp_path / "started"
+    (tmp_path / "test_hang.py").write_text(
+        "import threading, time\n\ndef test_hang():\n"
+        f"    open({str(started)!r}, 'w').write(str(time.monotonic()))\n    threading.Event().wait()\n",
+        encoding="utf-8")
     monkeypatch.setattr(run_files, "HANG_DUMP_SECONDS", 2)
-    monkeypatch.setattr(run_files, "JOB_TIMEOUT_SECONDS", 8)
-    job = run_files.pytest_job(str(tmp_path / "test_hang.py"), seed=1)
-    job.logs = tmp_path
-    # WHEN the runner runs it
-    done = run_files.run(job, server if forked else None)
+
+    def job():
+        made = run_files.pytest_job(str(tmp_path / "test_hang.py"), seed=1)
+        made.logs = tmp_path
+        return made
+    # WHEN the runner runs it (and its test has run past the 2 s stack dump when it is killed)
+    done = killed_after_start(monkeypatch, job, server if forked else None, started, lead_s=3)
     # THEN it is killed and failed, and its log has the stack it hung in and says what happened
     log = done.log.read_text(encoding="utf-8")
-    assert done.status == 124 and done.seconds < 60
-    assert "Timeout (0:00:02)!" in log and "test_hang" in log and "killed after 8 s" in log
+    assert done.status == 124 and done.seconds < 90
+    assert "Timeout (0:00:02)!" in log and "test_hang" in log and f"killed after {run_files.JOB_TIMEOUT_SECONDS} s" in log
 
 
 def test_a_killed_forked_job_takes_its_children_with_it(tmp_path, monkeypatch, server):
     # GIVEN a test that starts a process of its own and then hangs
-    pid_file = tmp_path / "child.pid"
+    pid_file, started = tmp_path / "child.pid", tmp_path / "started"
     (tmp_path / "test_spawns.py").write_text(
-        "import subprocess, threading\n\ndef test_spawns():\n"
+        "import subprocess, threading, time\n\ndef test_spawns():\n"
         f"    child = subprocess.Popen(['sleep', '600'])\n    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
-        "    threading.Event().wait()\n", encoding="utf-8")
-    monkeypatch.setattr(run_files, "JOB_TIMEOUT_SECONDS", 8)  # from the fork: time to start and spawn under load
-    # WHEN the job is killed at its time limit
-    done = run_files.run(forked_job(tmp_path / "test_spawns.py", tmp_path), server)
+        f"    open({str(started)!r}, 'w').write(str(time.monotonic()))\n    threading.Event().wait()\n",
+        encoding="utf-8")
+    # WHEN the job is killed at its time limit, after it spawned its child
+    done = killed_after_start(monkeypatch, lambda: forked_job(tmp_path / "test_spawns.py", tmp_path), server, started)
     # THEN its child was killed with it (the job's process group), not left running
     assert done.status == 124
     pid = int(pid_file.read_text())
