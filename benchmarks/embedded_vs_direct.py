@@ -3,11 +3,11 @@ calls of the same handlers in the same process, for the same sequence of changes
 
     .venv/bin/python benchmarks/embedded_vs_direct.py [--entities 30] [--rounds 3] [--json]
 
-The direct path calls the steps' handlers in the order the state machine would for each outcome (its
-baseline: what the handlers and DynamoDB cost without any orchestration): fetch, write and history for a
-change that is applied or a duplicate; fetch, then the history function's report, for a stale one. The
-embedded path is also run once with the embedded stack's caches off ("stock"), in a separate process so
-that no patch leaks. The change feed's pipe and the digest's schedule are stopped in every mode (the workflow alone: both are measured
+The direct path calls the steps' handlers in the order the state machine would for each outcome (its baseline:
+what the handlers and DynamoDB cost without any orchestration): fetch, write and history for a change that is
+applied or a duplicate; fetch, then the history function's report, for a stale one. The embedded path is also
+run once with the embedded stack's caches off ("stock"), in a separate process so that no patch leaks. The
+change feed's pipe and the digest's schedule are stopped in every mode (the workflow alone: both are measured
 and priced apart, and a schedule firing every 3.6 s at the benchmark's time scale would bill each path for the
 digests its own duration allows). Each mode reports its wall time and its process's CPU time: on a shared
 machine the CPU ratio is the steadier figure.
