@@ -30,24 +30,16 @@ EXAMPLE_SEAL_KEY = "changeflow-example-seal-key-of-the-payloads-in-events-functi
 
 @pytest.fixture(autouse=True)
 def aws_sandbox(monkeypatch):
-    """Fake credentials and region for every test; no profile or config file from the machine. Set and undone
-    under the lock a handler's import holds while os.environ is a copy (``LambdaService.environ_lock``): an execution
-    the last test left running may be importing one, and a change made to that copy would be lost."""
-    from changeflow.local.lambdas import LambdaService
-
-    with LambdaService.environ_lock:
-        for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "CHANGEFLOW_ENDPOINT_URL"):
-            monkeypatch.delenv(key, raising=False)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
-        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
-        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-        monkeypatch.setenv("CHANGEFLOW_ROOT", str(ROOT))
-    yield
-    with LambdaService.environ_lock:
-        monkeypatch.undo()
+    """Fake credentials and region for every test; no profile or config file from the machine."""
+    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "CHANGEFLOW_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("CHANGEFLOW_ROOT", str(ROOT))
 
 
 @pytest.fixture

@@ -432,31 +432,67 @@ def test_the_templates_parse_is_shared_only_with_readers():
     assert shared["Parameters"] and load_yaml(ROOT / "template.yaml")["Parameters"] == shared["Parameters"]
 
 
-def test_a_stack_started_while_a_handler_is_imported_elsewhere_sets_the_credentials_of_the_process():
-    """A handler's import binds os.environ to a copy with the function's environment (lambdas.load): an
-    execution left running by an earlier stack may be doing so while the next stack starts. The mock's
-    credentials must land in the process's environment, not in that copy (gone when the import ends, and
-    then a new client asks 169.254.169.254 for credentials)."""
+def test_a_handlers_import_sees_its_functions_environment_and_no_other_thread_does(tmp_path, monkeypatch):
+    """A handler's module reads its variables at import (LambdaService.load, a cold start). An execution left
+    running by an earlier stack may be importing one while the next stack starts: the mock's credentials must
+    land in the process's environment (a change lost there made a new client ask 169.254.169.254 for
+    credentials), and no other thread may see the function's variables meanwhile (on Lambda they are its own
+    process's)."""
+    import os
+    import sys
+    import types
+
+    from changeflow.local.embedded import EmbeddedStack
+    from changeflow.local.lambdas import Function, LambdaService
+
+    # GIVEN a handler whose import waits until it is told to go on, then reads its environment
+    gate = types.SimpleNamespace(importing=threading.Event(), go_on=threading.Event())
+    monkeypatch.setitem(sys.modules, "_changeflow_import_gate", gate)
+    (tmp_path / "app.py").write_text(
+        "import os\nimport _changeflow_import_gate as gate\n"
+        "os.environ['WRITTEN_BY_THE_IMPORT'] = 'x'\n"
+        "gate.importing.set()\nassert gate.go_on.wait(10)\n"
+        "SEEN = dict(os.environ)\n\ndef handler(event, context):\n    return SEEN\n", encoding="utf-8")
+    function = Function("Elsewhere", "elsewhere", "arn:aws:lambda:us-east-1:123456789012:function:elsewhere",
+                        tmp_path, "app.handler", {"ONLY_ITS_OWN": "yes", "AWS_DEFAULT_REGION": "eu-west-1"})
+    service = LambdaService([])
+    importer = threading.Thread(target=service.load, args=(function,), daemon=True)
+    importer.start()
+    assert gate.importing.wait(10)
+    # WHEN a stack starts while that import is under way, and then the import ends
+    try:
+        # THEN this thread sees neither the function's variables nor what its import wrote
+        assert "ONLY_ITS_OWN" not in os.environ and "WRITTEN_BY_THE_IMPORT" not in os.environ
+        assert os.environ["AWS_DEFAULT_REGION"] == "us-east-1" and os.getenv("ONLY_ITS_OWN") is None
+        with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
+            assert os.environ["AWS_ACCESS_KEY_ID"] == "FOOBARKEY"  # moto's, in the process's own environment
+            gate.go_on.set()
+            importer.join(10)
+            assert "TableNames" in stack.client("dynamodb").list_tables()
+    finally:
+        gate.go_on.set()
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"  # put back when the mock stopped
+    # and the import saw its function's environment over the process's, and wrote only there
+    seen = function.module.SEEN
+    assert seen["ONLY_ITS_OWN"] == "yes" and seen["AWS_DEFAULT_REGION"] == "eu-west-1"
+    assert seen["WRITTEN_BY_THE_IMPORT"] == "x" and "WRITTEN_BY_THE_IMPORT" not in os.environ
+    assert seen["CHANGEFLOW_ROOT"] == os.environ["CHANGEFLOW_ROOT"]  # the process's, beneath
+
+
+def test_an_imports_overlay_answers_as_os_environ_does_and_keeps_its_changes_to_itself(monkeypatch):
     import os
 
-    from changeflow.local import lambdas
-    from changeflow.local.embedded import EmbeddedStack
+    from changeflow.local import environ
 
-    importing, imported = threading.Event(), threading.Event()
-
-    def import_a_handler():  # what LambdaService.load does around a module's import
-        with lambdas.LambdaService.environ_lock:
-            process = os.environ
-            os.environ = {**process, "AWS_LAMBDA_FUNCTION_NAME": "elsewhere"}
-            importing.set()
-            time.sleep(2)  # longer than a stack's start takes to reach its mock
-            os.environ = process
-        imported.set()
-
-    threading.Thread(target=import_a_handler, daemon=True).start()
-    assert importing.wait(5)
-    with EmbeddedStack(ROOT, time_scale=0.0005) as stack:
-        assert imported.is_set()  # the start waited for the import to give the environment back
-        assert os.environ["AWS_ACCESS_KEY_ID"] == "FOOBARKEY"  # moto's, in the process's own environment
-        assert "TableNames" in stack.client("dynamodb").list_tables()
-    assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"  # and put back when the mock stopped
+    monkeypatch.setenv("BENEATH", "process")
+    view = environ.install()
+    with environ.over({"OWN": "1"}):
+        del os.environ["BENEATH"]  # deleted for this thread only
+        with pytest.raises(KeyError):
+            del os.environ["NEVER_SET"]
+        with pytest.raises(TypeError):
+            os.environ["OWN"] = 1  # what os.environ refuses
+        assert "BENEATH" not in os.environ and os.environ.copy()["OWN"] == "1"
+        assert len(os.environ) == len(dict(os.environ))
+        assert (os.environ | {"X": "y"})["X"] == "y" and os.getenv("OWN") == "1"
+    assert os.environ is view and os.environ["BENEATH"] == "process" and "OWN" not in os.environ

@@ -102,10 +102,9 @@ class EmbeddedStack:
         moto_patches.install(self.lambdas.before_call, caches=self.caches, invoke_request=self.lambdas.invoke_request)
         Clock.scale = self.time_scale
         self._mock = mock_aws(config=MOTO_CONFIG)
-        with LambdaService.environ_lock:  # the process's own environment, not a handler import's copy
-            for key, value in {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": self.region}.items():
-                os.environ.setdefault(key, value)
-            self._mock.start()  # which sets its credentials in os.environ
+        for key, value in {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": self.region}.items():
+            os.environ.setdefault(key, value)
+        self._mock.start()  # which sets its credentials in os.environ
         enforcement.forget()
         forget_terminations()
         Holds.clear()  # a window a campaign left open on a stack that is gone (names repeat across stacks)
@@ -144,8 +143,7 @@ class EmbeddedStack:
         if self.lambdas is not None:
             self.lambdas.drain(5.0)  # the asynchronous invocations (the rule's target) still running
         if self._mock is not None:
-            with LambdaService.environ_lock:  # and puts back what it found
-                self._mock.stop()
+            self._mock.stop()  # which puts back what it found in os.environ
             self._mock = None
             forget_terminations()
             Holds.clear()

@@ -19,7 +19,6 @@ import importlib.util
 import io
 import json
 import logging
-import os
 import sys
 import threading
 import time
@@ -37,6 +36,7 @@ from botocore.client import BaseClient
 from botocore.response import StreamingBody
 from moto.core.botocore_stubber import MockRawResponse
 
+from . import environ
 from .async_invoke import AsyncInvocations
 from .logging_controls import LoggingControls
 
@@ -225,9 +225,8 @@ def _route_stdout() -> _ThreadLocalStdout:
 class LambdaService(AsyncInvocations):
     """The functions of one embedded stack, and the ``Invoke`` answer the interpreter's client gets."""
 
-    # held while os.environ is a copy with a function's environment for its import (load): whoever else changes
-    # the process's environment (a mock's credentials, a test's monkeypatch) takes it, or the change is lost
-    environ_lock = threading.Lock()
+    # one import of a handler's module at a time (load); its environment is its thread's alone (environ.py)
+    import_lock = threading.Lock()
     service_error = LambdaServiceError
 
     def __init__(self, layer_dirs: list[Path]):
@@ -247,6 +246,7 @@ class LambdaService(AsyncInvocations):
                 sys.path.insert(0, str(layer))
         self.stdout = _route_stdout()
         _route_default_session()
+        environ.install()  # os.environ with a per-thread overlay for a handler's import (load)
         self.async_delay_scale = 1.0  # the stack's time scale: Lambda waits 1 and 2 minutes between async attempts
 
     def add(self, function: Function) -> None:
@@ -282,26 +282,23 @@ class LambdaService(AsyncInvocations):
         if function.module is not None:
             return
         path = function.code_dir / (function.handler.rsplit(".", 1)[0].replace(".", "/") + ".py")
-        with self.environ_lock:
+        with self.import_lock:
             if function.module is not None:  # another invocation imported it meanwhile
                 return
             _route_stdout()
             environment = {k: v for k, v in function.environment.items() if k not in CREDENTIALS}
-            # the function's environment over a copy bound as os.environ: the original never changes under a reader
-            process_environment, os.environ = os.environ, {**os.environ, **environment}
             self.stdout.local.function = function
             # its clients take its role's credentials, as from the environment of its own process on Lambda: a
             # default session of its own for this thread (the process's environment is every thread's)
             _IMPORTING.session = _session_of(function)
-            try:
-                with _own_layer_packages(function.layer_dirs):
+            try:  # the function's environment over the process's, for this thread alone (environ.py)
+                with environ.over(environment), _own_layer_packages(function.layer_dirs):
                     spec = importlib.util.spec_from_file_location(f"changeflow_lambda_{function.logical_id}_{function.version}", path)
                     module = importlib.util.module_from_spec(spec)
                     spec.loader.exec_module(module)
             finally:
                 _IMPORTING.session = None
                 self.stdout.local.function = None
-                os.environ = process_environment
             function.module = module
         for value in vars(module).values():
             if isinstance(value, BaseClient):
