@@ -193,6 +193,8 @@ ASOF_FLAGS :=
 DIGESTS_FLAGS :=
 CAPACITY_FLAGS := --contention 10,50
 RELIABILITY_FLAGS := --examples 100
+# each path's instructions per change under callgrind (28 changes, about a minute), where valgrind is installed
+EMBEDDED_VS_DIRECT_FLAGS := $(if $(shell command -v valgrind),--instructions 4)
 endif
 
 # Measurements for the documentation (none is a timed assertion in the tests): each benchmark writes its

@@ -20,6 +20,12 @@ run, after the warm-up, the heap that start-up made (imports, service models, th
 360,000 objects) is collected once and frozen (``gc.freeze``), so that a full collection, ~200 ms over that
 heap and due every few hundred changes in either mode, does not land in one mode's measured window and not
 the other's; both modes' own garbage is collected as before.
+
+With ``--instructions`` (valgrind installed) each path also runs once more, under callgrind, with only the
+measured changes instrumented (``callgrind_control`` switches it on after the warm-up and off after the last
+change): the instructions each path executes per change. That count is the same from run to run (within
+0.2%) where the times move by a third, so it tells how much more work the embedded path does from what the
+machine (its caches, the other core's load, two threads instead of one) makes of that work.
 """
 
 from __future__ import annotations
@@ -103,9 +109,14 @@ def measure(mode: str, entities: int) -> dict:
         run(stack, sequence(1))  # warm up: imports, first parse, first clients
         gc.collect()
         gc.freeze()  # start-up's heap: never garbage, no longer walked by every full collection (docstring)
+        window = Path(os.environ["CHANGEFLOW_BENCH_WINDOW"]) if os.environ.get("CHANGEFLOW_BENCH_WINDOW") else None
+        if window:  # under callgrind (--instructions): the parent switches instrumentation on, then says go
+            _signal_and_wait(window, "ready", "go")
         started, cpu = time.perf_counter(), time.process_time()
         outcomes = run(stack, [dict(c, entityId="m-" + c["entityId"]) for c in changes])
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        if window:
+            _signal_and_wait(window, "done", "off")
     return {"mode": mode, "changes": len(changes), "seconds": seconds, "per_second": len(changes) / seconds,
             "cpu_ms_per_change": 1000 * cpu / len(changes),
             "outcomes": {o: outcomes.count(o) for o in sorted(set(outcomes))}}
@@ -116,6 +127,48 @@ def in_subprocess(mode: str, entities: int) -> dict:
                             capture_output=True, text=True, check=True, cwd=ROOT,
                             env={**os.environ, "CHANGEFLOW_ROOT": str(ROOT)})
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _signal_and_wait(window: Path, mine: str, theirs: str, timeout: float = 600.0) -> None:
+    (window / mine).write_text(str(os.getpid()), encoding="utf-8")
+    deadline = time.monotonic() + timeout
+    while not (window / theirs).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {theirs!r} from the benchmark's parent in {timeout} s")
+        time.sleep(0.05)
+
+
+def instructions(mode: str, entities: int) -> dict:
+    """The instructions ``mode`` executes for the measured changes alone, counted by callgrind."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        window, out = Path(tmp), Path(tmp) / "callgrind.out"
+        command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                   sys.executable, __file__, "--mode", mode, "--entities", str(entities)]
+        env = {**os.environ, "CHANGEFLOW_ROOT": str(ROOT), "CHANGEFLOW_BENCH_WINDOW": tmp}
+        with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) as child:
+            try:
+                for mine, theirs, switch in (("go", "ready", "on"), ("off", "done", "off")):
+                    while not (window / theirs).exists():
+                        if child.poll() is not None:
+                            raise RuntimeError(f"{mode} under callgrind ended early: {child.stderr.read()[-2000:]}")
+                        time.sleep(0.1)
+                    subprocess.run(["callgrind_control", "-i", switch, str(child.pid)], check=True,
+                                   capture_output=True)
+                    (window / mine).write_text(switch, encoding="utf-8")
+                stdout, stderr = child.communicate(timeout=600)
+            finally:
+                if child.poll() is None:
+                    child.kill()
+        if child.returncode:
+            raise RuntimeError(f"{mode} under callgrind failed: {stderr[-2000:]}")
+        result = json.loads(stdout.strip().splitlines()[-1])
+        totals = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("totals:")]
+        count = int(totals[-1].split()[1])
+    return {"mode": mode, "changes": result["changes"], "instructions_per_change": count / result["changes"],
+            "outcomes": result["outcomes"]}
 
 
 def rounds_of(entities: int, rounds: int) -> dict[str, list[dict]]:
@@ -152,6 +205,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs of direct and of embedded (medians)")
     parser.add_argument("--mode", choices=["direct", "embedded", "stock"])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--instructions", type=int, metavar="ENTITIES", default=0,
+                        help="also count each path's instructions per change under callgrind, on this many entities")
     args = parser.parse_args()
     if args.mode:
         print(json.dumps(measure(args.mode, args.entities)))
@@ -159,6 +214,13 @@ def main() -> None:
     runs = rounds_of(args.entities, args.rounds)
     runs["stock"] = [in_subprocess("stock", args.entities)]
     summary = summarise(runs)
+    if args.instructions:
+        counted = {mode: instructions(mode, args.instructions) for mode in ("direct", "embedded")}
+        assert counted["direct"]["outcomes"] == counted["embedded"]["outcomes"]
+        summary["instructions"] = {"changes": counted["direct"]["changes"],
+                                   **{mode: c["instructions_per_change"] for mode, c in counted.items()},
+                                   "ratio": counted["embedded"]["instructions_per_change"]
+                                   / counted["direct"]["instructions_per_change"]}
     if args.json:
         print(json.dumps(summary, indent=2))
         return
@@ -175,6 +237,10 @@ def main() -> None:
               f"{r['cpu_ms_per_change']:>8.1f}{r['cpu_vs_direct']:>10.2f}")
     print("embedded / direct by round (wall, CPU): "
           + ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in summary["embedded_by_round"]))
+    if "instructions" in summary:
+        counted = summary["instructions"]
+        print(f"instructions per change (callgrind, {counted['changes']} changes): direct "
+              f"{counted['direct'] / 1e6:.1f} M, embedded {counted['embedded'] / 1e6:.1f} M: {counted['ratio']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -132,6 +132,20 @@ def test_the_bench_block_gives_each_rounds_ratio_beside_the_medians(tmp_path):
     assert "median" not in readme_tables.blocks_of(result)["embedded-vs-direct"]
 
 
+def test_the_bench_block_gives_each_paths_instructions_when_they_were_counted(tmp_path):
+    # GIVEN a run with --instructions: each path's instructions per change, counted under callgrind
+    counted = {"changes": 28, "direct": 57_770_000.0, "embedded": 77_020_000.0, "ratio": 77.02 / 57.77}
+    result = tmp_path / "bench.json"
+    result.write_text(json.dumps({**bench_output(), "instructions": counted}))
+    block = readme_tables.blocks_of(result)["embedded-vs-direct"]
+    # THEN the count is said below the table, which still has one row per path and none for the count
+    assert block.endswith("over 28 changes: direct 57.8 M, embedded 77.0 M, **1.33×**.")
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(bench_output()))
+    assert readme_tables.parse_table(block) == readme_tables.parse_table(
+        readme_tables.blocks_of(plain)["embedded-vs-direct"])
+
+
 def test_the_cold_start_table_gives_the_layer_size_sam_build_measured(tmp_path):
     # the sum of the layer's file sizes (what Lambda's unzipped-size quota counts), in KiB; `du --apparent-size`
     # says more because it also counts 4 KiB per directory

@@ -133,7 +133,7 @@ def bench_blocks(summary: dict, day: str) -> dict[str, str]:
     """``embedded-vs-direct`` from ``benchmarks/embedded_vs_direct.py --json``."""
     rows = [[BENCH_LABELS.get(mode, mode), f"{r['per_second']:.1f}", f"{r['slowdown_vs_direct']:.2f}",
              f"{r['cpu_ms_per_change']:.1f}", f"{r['cpu_vs_direct']:.2f}"]
-            for mode, r in summary.items() if isinstance(r, dict)]
+            for mode, r in summary.items() if isinstance(r, dict) and "per_second" in r]
     block = f"{measured_line(day, 'make bench')}\n\n" + table(
         ["path", "changes/s", "× direct", "CPU ms per change", "× direct (CPU)"], ["l", "r", "r", "r", "r"], rows)
     by_round = summary.get("embedded_by_round")
@@ -141,6 +141,11 @@ def bench_blocks(summary: dict, day: str) -> dict[str, str]:
         block += (f"\n\nThe median of {len(by_round)} runs of each path, direct and embedded alternately, each in a "
                   f"process of its own (stock: one run). The embedded workflow ÷ direct calls, round by round "
                   f"(wall/CPU): " + ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in by_round) + ".")
+    counted = summary.get("instructions")
+    if counted:  # --instructions: the work each path does, which the machine does not move (the docstring)
+        block += (f" Instructions per change, counted by callgrind over {counted['changes']} changes: direct "
+                  f"{counted['direct'] / 1e6:.1f} M, embedded {counted['embedded'] / 1e6:.1f} M, "
+                  f"**{counted['ratio']:.2f}×**.")
     return {"embedded-vs-direct": block}
 
 
