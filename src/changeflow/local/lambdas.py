@@ -289,7 +289,7 @@ class LambdaService(AsyncInvocations):
             environment = {k: v for k, v in function.environment.items() if k not in CREDENTIALS}
             self.stdout.local.function = function
             # its clients take its role's credentials, as from the environment of its own process on Lambda: a
-            # default session of its own for this thread (the process's environment is every thread's)
+            # default session of its own for this thread (the credentials stay out of its environment's overlay)
             _IMPORTING.session = _session_of(function)
             try:  # the function's environment over the process's, for this thread alone (environ.py)
                 with environ.over(environment), _own_layer_packages(function.layer_dirs):
