@@ -1114,7 +1114,8 @@ def _answered_by_both(monkeypatch, ask) -> tuple[list[bytes], list[bytes]]:
 ATTRIBUTE_VALUES = st.recursive(
     st.one_of(st.text(max_size=5).map(lambda s: {"S": s}), N_KEYS.map(lambda n: {"N": n}),
               st.binary(max_size=5).map(lambda b: {"B": b}), st.booleans().map(lambda b: {"BOOL": b}),
-              st.just({"NULL": True}), st.sets(st.text(max_size=3), min_size=1, max_size=3).map(lambda s: {"SS": list(s)}),
+              st.just({"NULL": True}),
+              st.sets(st.text(max_size=3), min_size=1, max_size=3).map(lambda s: {"SS": list(s)}),
               st.sets(st.integers(-9, 9), min_size=1, max_size=3).map(lambda s: {"NS": [str(n) for n in s]}),
               st.sets(st.binary(max_size=3), min_size=1, max_size=3).map(lambda s: {"BS": list(s)})),
     lambda inner: st.one_of(st.lists(inner, max_size=3).map(lambda v: {"L": v}),
