@@ -531,10 +531,14 @@ def test_a_stopped_runtime_leaves_no_process_and_starts_none(probe, before):
 # --- a warm execution environment serves the next stack ---------------------------------------------------
 def test_the_next_stack_reuses_a_warm_environment_whose_handler_holds_that_stacks_identity(lambda_python, before):
     # GIVEN a stack whose change ran in the runtime, stopped: its environments are kept warm for the next stack
+    # (and none an earlier test of this process left warm: this one's write step must start cold below)
     from changeflow.client import Changeflow
     from changeflow.local.embedded import EmbeddedStack
     from changeflow.local.moto_patches.iam.enforcement import identify
+    from changeflow.local.runtime.dispatch import WARM
     from changeflow.local.template import ACCOUNT
+
+    WARM.clear()
 
     def quiet(stack):  # the feed's pipe and the digest's schedule would start environments of their own
         stack.stop_pipes()
