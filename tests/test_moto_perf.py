@@ -1083,3 +1083,114 @@ def test_a_requests_action_is_found_as_moto_finds_it_without_listing_its_class(s
     monkeypatch.setattr(inspect, "getmembers", lambda *a, **k: listings.append(a) or getmembers(*a, **k))
     assert stack.client("dynamodb").list_tables()["TableNames"]
     assert listings == []
+
+
+# --- A response's members found by keys worked out once (core perf: patch_response_member_keys) ------------
+def _bodies(client) -> list[bytes]:
+    """Every raw answer body ``client`` receives from moto, in order (what its serializer wrote), until
+    ``_done(client)``; a query or XML answer's request id (new each time) left out."""
+    import re
+
+    bodies: list[bytes] = []
+    client.meta.events.register("before-parse", lambda response_dict, **_: bodies.append(
+        re.sub(rb"<RequestId>[^<]*</RequestId>", b"", response_dict["body"])), unique_id="answer-bodies")
+    return bodies
+
+
+def _done(client) -> None:
+    client.meta.events.unregister("before-parse", unique_id="answer-bodies")
+
+
+def _answered_by_both(monkeypatch, ask) -> tuple[list[bytes], list[bytes]]:
+    """What ``ask()`` receives with the patch, then with moto's own ``ResponseSerializer.get_value``."""
+    from moto.core import serialize
+
+    patched = ask()
+    with monkeypatch.context() as stock:
+        stock.setattr(serialize.ResponseSerializer, "get_value", ORIGINALS["serializer_get_value"])
+        return patched, ask()
+
+
+ATTRIBUTE_VALUES = st.recursive(
+    st.one_of(st.text(max_size=5).map(lambda s: {"S": s}), N_KEYS.map(lambda n: {"N": n}),
+              st.binary(max_size=5).map(lambda b: {"B": b}), st.booleans().map(lambda b: {"BOOL": b}),
+              st.just({"NULL": True}),
+              st.sets(st.text(max_size=3), min_size=1, max_size=3).map(lambda s: {"SS": list(s)}),
+              st.sets(st.integers(-9, 9), min_size=1, max_size=3).map(lambda s: {"NS": [str(n) for n in s]}),
+              st.sets(st.binary(max_size=3), min_size=1, max_size=3).map(lambda s: {"BS": list(s)})),
+    lambda inner: st.one_of(st.lists(inner, max_size=3).map(lambda v: {"L": v}),
+                            st.dictionaries(st.sampled_from(["a", "S", "M", "Items", "n"]), inner,
+                                            max_size=3).map(lambda v: {"M": v})),
+    max_leaves=8)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(items=st.lists(st.dictionaries(st.sampled_from(["v", "S", "Item", "m", "x"]), ATTRIBUTE_VALUES,
+                                      max_size=4), min_size=1, max_size=4))
+def test_a_response_is_serialized_as_moto_serializes_it_with_every_attribute_type(dynamodb, monkeypatch, items):
+    """Items of every AttributeValue type, nested in maps and lists, with names that are also members' names:
+    every DynamoDB answer that carries them is, byte for byte, the one moto's own serializer writes."""
+    table = f"t{next(TABLES)}"
+    dynamodb.create_table(TableName=table, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                          AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                          BillingMode="PAY_PER_REQUEST")
+    for i, item in enumerate(items):
+        dynamodb.put_item(TableName=table, Item={**item, "pk": {"S": f"p{i}"}})
+
+    def ask() -> list[bytes]:
+        bodies = _bodies(dynamodb)
+        dynamodb.scan(TableName=table)
+        dynamodb.query(TableName=table, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p0"}})
+        dynamodb.get_item(TableName=table, Key={"pk": {"S": "p0"}})
+        dynamodb.batch_get_item(RequestItems={table: {"Keys": [{"pk": {"S": f"p{i}"}} for i in range(len(items))]}})
+        dynamodb.transact_get_items(TransactItems=[{"Get": {"TableName": table, "Key": {"pk": {"S": "p0"}}}}])
+        dynamodb.put_item(TableName=table, Item={**items[0], "pk": {"S": "p0"}}, ReturnValues="ALL_OLD")
+        dynamodb.update_item(TableName=table, Key={"pk": {"S": "p0"}}, UpdateExpression="SET z = :z",
+                             ExpressionAttributeValues={":z": {"N": "1"}}, ReturnValues="ALL_NEW")
+        dynamodb.update_item(TableName=table, Key={"pk": {"S": "p0"}}, UpdateExpression="REMOVE z",
+                             ReturnValues="ALL_OLD")  # as it was: the second asking finds the same table
+        dynamodb.describe_table(TableName=table)
+        _done(dynamodb)
+        return bodies
+
+    patched, stock = _answered_by_both(monkeypatch, ask)
+    assert patched == stock and len(patched) == 9
+
+
+def test_a_workflows_answers_are_serialized_as_moto_serializes_them_and_members_keys_are_worked_out_once(
+        stack, monkeypatch):
+    """A change through the workflow, then what an auditor reads of it in every protocol (JSON: Step Functions,
+    DynamoDB, CloudWatch Logs, KMS; query and XML: IAM, S3): the same bodies as moto's own serializer; and a
+    read asks the picker for no key once its members' keys are known."""
+    from moto.core import serialize
+
+    from changeflow.client import Changeflow
+
+    cf = Changeflow.for_embedded(stack)
+    execution = cf.submit(_changes(1, "serialized")[0])
+    clients = {name: stack.client(name) for name in ("stepfunctions", "dynamodb", "logs", "kms", "iam", "s3")}
+
+    def ask() -> list[bytes]:
+        bodies = [_bodies(client) for client in clients.values()]
+        clients["stepfunctions"].describe_execution(executionArn=execution.arn)
+        clients["stepfunctions"].get_execution_history(executionArn=execution.arn)
+        clients["stepfunctions"].list_executions(stateMachineArn=stack.state_machines["ChangeStateMachine"])
+        for table in (cf.table, cf.history_table):
+            clients["dynamodb"].scan(TableName=table)
+        clients["logs"].describe_log_groups()
+        clients["kms"].describe_key(KeyId=clients["kms"].list_keys()["Keys"][0]["KeyId"])
+        clients["iam"].get_role(RoleName=clients["iam"].list_roles()["Roles"][0]["RoleName"])
+        clients["s3"].list_buckets()
+        for client in clients.values():
+            _done(client)
+        return [body for found in bodies for body in found]
+
+    patched, stock = _answered_by_both(monkeypatch, ask)
+    assert patched == stock and len(patched) == 11
+    # AND the cost removed: the same read again asks no alias provider for a member's keys
+    asked = []
+    original = serialize.XFormedAttributePicker.get_possible_keys
+    monkeypatch.setattr(serialize.XFormedAttributePicker, "get_possible_keys",
+                        lambda self, context: asked.append(context.key) or original(self, context))
+    assert clients["dynamodb"].scan(TableName=cf.history_table)["Items"]
+    assert asked == []

@@ -211,4 +211,5 @@ def test_a_checkout_without_times_of_its_own_orders_the_longest_jobs_first():
     # a fresh clone has no build/test-times.json: the checked-in times order its jobs, the longest known first
     checked_in = run_files.read_times(run_files.CHECKED_IN_TIMES)
     longest = sorted(checked_in, key=lambda name: -checked_in[name])[:4]
-    assert "tests/test_workflow.py (emulator)" in longest and all(isinstance(t, float) for t in checked_in.values())
+    # (make bench's test: the emulator's suite was, until its runtimes were reused across stacks, 2026-11-26)
+    assert "tests/test_make_bench.py" in longest and all(isinstance(t, float) for t in checked_in.values())

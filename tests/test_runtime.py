@@ -526,3 +526,40 @@ def test_a_stopped_runtime_leaves_no_process_and_starts_none(probe, before):
     assert started and started & runtime_processes(1) == set()
     assert runtime_processes(os.getpid()) - before == set()
     assert isinstance(late, LambdaServiceError), late
+
+
+# --- a warm execution environment serves the next stack ---------------------------------------------------
+def test_the_next_stack_reuses_a_warm_environment_whose_handler_holds_that_stacks_identity(lambda_python, before):
+    # GIVEN a stack whose change ran in the runtime, stopped: its environments are kept warm for the next stack
+    # (and none an earlier test of this process left warm: this one's write step must start cold below)
+    from changeflow.client import Changeflow
+    from changeflow.local.embedded import EmbeddedStack
+    from changeflow.local.moto_patches.iam.enforcement import identify
+    from changeflow.local.runtime.dispatch import WARM
+    from changeflow.local.template import ACCOUNT
+
+    WARM.clear()
+
+    def quiet(stack):  # the feed's pipe and the digest's schedule would start environments of their own
+        stack.stop_pipes()
+        stack.stop_schedules()
+        return Changeflow.for_embedded(stack)
+
+    with EmbeddedStack(ROOT, time_scale=0.0005, lambda_runtime="emulator") as first:
+        assert quiet(first).submit(put(entity="first#1")).output["outcome"] == "applied"
+    warm = runtime_processes(os.getpid())
+    # WHEN the next stack runs a change, its write step changed (a longer timeout: a new, cold environment)
+    with EmbeddedStack(ROOT, time_scale=0.0005, lambda_runtime="emulator") as second:
+        second.function("UpdateLatestFunction").timeout_s = 4
+        execution = quiet(second).submit(put(entity="second#1"))
+        fetch = second.function("FetchLatestFunction").environment
+        who = identify(ACCOUNT, fetch["AWS_ACCESS_KEY_ID"], fetch["AWS_SESSION_TOKEN"])
+        role = second.access.role_arn("FetchLatestFunction")
+        started = runtime_processes(os.getpid()) - warm
+    # THEN it applied: the seal's key the warm fetch step read in the first stack is the one the cold write step
+    # read in this one, and the fetch step's credentials are a session of its role in this stack's IAM
+    assert execution.status == "SUCCEEDED" and execution.output["outcome"] == "applied", execution.cause
+    assert who.role_arn == role and who.arn.endswith("/changeflow-FetchLatestFunction")
+    # and the changed write step's runtime is the only one started (aws-lambda-rie and awslambdaric): the fetch
+    # and history steps ran in the first stack's environments
+    assert len(started) == 2, started

@@ -15,7 +15,7 @@ from .changes_index import recording_clock, within_an_hour
 from .digests import QUIET
 from .prices import DYNAMODB_ITEM_OVERHEAD, LOG_EVENT_OVERHEAD
 from .units import (TIME_INDEX_KEYS, billed_transitions, index_entry_size, index_write_units, indexed_tables,
-                    item_key, item_size, lambda_invocations, table_index_keys, table_sizes, units_of_call,
+                    item_key, item_size, lambda_invocations, table_index_keys, table_items, table_sizes, units_of_call,
                     wait_seconds)
 
 PATHS = ["create", "update", "stale", "duplicate", "delete", "revive", "rollback", "patch", "write-back"]
@@ -94,10 +94,11 @@ def measure_paths(item_bytes: int, parameters: dict | None = None, root: Path | 
                 assert start(request).status == "SUCCEEDED", path
                 continue
             tables = (cf.table, cf.history_table)
-            old = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t).items()}
-            old_unchained = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t, chain=False).items()}
-            old_format_1 = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t, chain="format 1").items()}
-            index_keys = {k: v for t in tables for k, v in table_index_keys(cf.dynamodb, t).items()}
+            held = {t: table_items(cf.dynamodb, t) for t in tables}  # one Scan of each, read four ways
+            old = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t, items=held[t]).items()}
+            old_unchained = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t, False, held[t]).items()}
+            old_format_1 = {k: v for t in tables for k, v in table_sizes(cf.dynamodb, t, "format 1", held[t]).items()}
+            index_keys = {k: v for t in tables for k, v in table_index_keys(cf.dynamodb, t, held[t]).items()}
             for function in stack.lambdas.functions.values():
                 function.api_calls.clear()
                 function.logs.clear()

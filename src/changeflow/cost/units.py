@@ -128,30 +128,32 @@ def index_write_units(item: dict, before: dict, index: tuple = INDEX) -> float:
     return float(entry) if any(item.get(k) != before.get(k) for k in projected) else 0.0
 
 
-def table_index_keys(client, table: str) -> dict:
+def table_items(client, table: str) -> list[dict]:
+    """Every item of ``table`` (a Scan, page after page): read once, sized and keyed as below as often as needed."""
+    items, start = [], None
+    while True:
+        page = client.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
+        items.extend(page["Items"])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return items
+
+
+def table_index_keys(client, table: str, items: list[dict] | None = None) -> dict:
     """What the changes index reads of every item of ``table`` in it (``INDEXED``: its keys and projection,
-    now and as first built), keyed as ``item_key`` keys requests: ``index_write_units``'s ``before``."""
-    keys, start = {}, None
-    while True:
-        page = client.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
-        for item in page["Items"]:
-            found = {k: item[k] for k in INDEXED if k in item}
-            if INDEX_KEYS[0] in found:  # the shard: v0 only
-                keys[(table, json.dumps({"pk": item["pk"], "sk": item["sk"]}, sort_keys=True))] = found
-        start = page.get("LastEvaluatedKey")
-        if not start:
-            return keys
+    now and as first built), keyed as ``item_key`` keys requests: ``index_write_units``'s ``before``.
+    ``items``: the table's, already read (``table_items``)."""
+    keys = {}
+    for item in table_items(client, table) if items is None else items:
+        found = {k: item[k] for k in INDEXED if k in item}
+        if INDEX_KEYS[0] in found:  # the shard: v0 only
+            keys[(table, json.dumps({"pk": item["pk"], "sk": item["sk"]}, sort_keys=True))] = found
+    return keys
 
 
-def table_sizes(client, table: str, chain: bool | str = True) -> dict:
-    sizes, start = {}, None
-    while True:
-        page = client.scan(TableName=table, **({"ExclusiveStartKey": start} if start else {}))
-        for item in page["Items"]:
-            sizes[(table, json.dumps({"pk": item["pk"], "sk": item["sk"]}, sort_keys=True))] = item_size(item, chain)
-        start = page.get("LastEvaluatedKey")
-        if not start:
-            return sizes
+def table_sizes(client, table: str, chain: bool | str = True, items: list[dict] | None = None) -> dict:
+    return {(table, json.dumps({"pk": item["pk"], "sk": item["sk"]}, sort_keys=True)): item_size(item, chain)
+            for item in (table_items(client, table) if items is None else items)}
 
 
 def lambda_invocations(events: list[dict]) -> int:

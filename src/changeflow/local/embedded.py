@@ -22,7 +22,7 @@ from botocore.config import Config
 
 from ..common.project import project_root
 from . import botocore_loader, buckets, clients, deploy, moto_patches, schedules
-from .access import Access
+from .access import KEPT, Access
 from .lambdas import Function, LambdaService
 from .moto_patches.dynamodbstreams.retention import StreamClock
 from .moto_patches.pipes import runner as pipe_runner
@@ -113,7 +113,7 @@ class EmbeddedStack:
             if self.lambda_runtime == "emulator":
                 self.lambdas.runtime = EmulatorRuntime(self.root, self.region, self._layer_dirs()).start()
             self.lambdas.async_delay_scale = self.time_scale
-            self.access = Access(self.template, self._client)
+            self.access = Access(self.template, self._client, KEPT if self.lambda_runtime == "emulator" else None)
             self._create_tables()
             self._create_queues_and_buses()
             self._create_log_groups()

@@ -156,5 +156,6 @@ def install_perf() -> None:
         stepfunctions_perf.patch_json_deep_copies()
         core_perf.patch_model_registry()
         core_perf.patch_action_lookup()
+        core_perf.patch_response_member_keys()
         kms_perf.patch_lazy_key_material()
         ORIGINALS["perf installed"] = True

@@ -19,7 +19,9 @@ from .endpoint import handler_endpoint, remote_module
 class _WarmPool:
     """Execution environments kept warm across embedded stacks in one process (a test run starts a stack
     per test): one whose command and environment are exactly those a new stack asks for is reused, as
-    Lambda reuses a warm environment of an unchanged function. At most ``limit`` are kept."""
+    Lambda reuses a warm environment of an unchanged function. At most ``limit`` are kept. A stack of the
+    emulator issues its functions' role sessions and generated secrets as the process's earlier stacks did
+    (``access.KEPT``), so the environments match and what a reused handler holds is still valid."""
 
     def __init__(self, limit: int = 40):
         self.limit = limit

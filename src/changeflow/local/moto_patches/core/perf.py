@@ -13,6 +13,13 @@ behaviour: what moto answers is unchanged (tests/test_moto_perf.py).
 Every request moto answers (``BaseResponse.call_action``) listed its response class's functions
 (``method_names_from_class``: ``inspect.getmembers`` over some 200 names) to ask whether the action's name is
 one of them: about 6% of a request's CPU. The patch answers the same question about that one name.
+
+Every member of every structure of a response (each of the ten members of each DynamoDB ``AttributeValue``
+of every item a read returns) asked the serializer's attribute picker which keys it may be found under: six
+alias providers made and asked, and a context with the path joined, for a list that depends only on the
+member, its shape and the structure that holds it, and the object's class. For a plain ``dict`` (no class
+``Meta``, no aliases of its own) with a picker that transforms nothing, the patch works that list out once and
+reads the dict as the picker would: a third of a DynamoDB read's CPU in moto, the same answer.
 """
 
 from __future__ import annotations
@@ -120,3 +127,30 @@ def patch_action_lookup() -> None:
 
     ORIGINALS.setdefault("method_names_from_class", responses.method_names_from_class)
     responses.method_names_from_class = _Functions
+
+
+def patch_response_member_keys() -> None:
+    from moto.core import serialize
+    from moto.core.utils import MISSING, get_value
+
+    original = ORIGINALS.setdefault("serializer_get_value", serialize.ResponseSerializer.get_value)
+    pickers = (serialize.AttributePicker, serialize.XFormedAttributePicker)  # what they pick: their providers'
+    known: dict[tuple, tuple[str, ...]] = {}
+
+    def get_value_of_member(self, value, key, shape):
+        picker = self._value_picker
+        if type(value) is not dict or type(picker) not in pickers or picker.response_transformers:
+            return original(self, value, key, shape)
+        parent = getattr(shape, "parent", None)
+        which = (type(picker), tuple(picker.alias_providers), key, shape, parent)
+        keys = known.get(which)
+        if keys is None:
+            context = serialize.AttributePickerContext(obj=value, key=key, shape=shape)
+            keys = known.setdefault(which, tuple(picker.get_possible_keys(context)))
+        for possible in keys:
+            found = get_value(value, possible, MISSING)
+            if found is not MISSING:
+                return found
+        return None
+
+    serialize.ResponseSerializer.get_value = get_value_of_member
