@@ -138,6 +138,10 @@ def _signal_and_wait(window: Path, mine: str, theirs: str, timeout: float = 600.
         time.sleep(0.05)
 
 
+def _tail(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")[-2000:]
+
+
 def instructions(mode: str, entities: int) -> dict:
     """The instructions ``mode`` executes for the measured changes alone, counted by callgrind."""
     import tempfile
@@ -147,24 +151,25 @@ def instructions(mode: str, entities: int) -> dict:
         command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                    sys.executable, __file__, "--mode", mode, "--entities", str(entities)]
         env = {**os.environ, "CHANGEFLOW_ROOT": str(ROOT), "CHANGEFLOW_BENCH_WINDOW": tmp}
-        with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) as child:
+        # its output to files, not pipes: the direct path prints its EMF lines, and a full pipe would stall it
+        with open(window / "stdout", "w+") as stdout, open(window / "stderr", "w+") as stderr, \
+                subprocess.Popen(command, cwd=ROOT, env=env, stdout=stdout, stderr=stderr) as child:
             try:
                 for mine, theirs, switch in (("go", "ready", "on"), ("off", "done", "off")):
                     while not (window / theirs).exists():
                         if child.poll() is not None:
-                            raise RuntimeError(f"{mode} under callgrind ended early: {child.stderr.read()[-2000:]}")
+                            raise RuntimeError(f"{mode} under callgrind ended early: {_tail(window / 'stderr')}")
                         time.sleep(0.1)
                     subprocess.run(["callgrind_control", "-i", switch, str(child.pid)], check=True,
                                    capture_output=True)
                     (window / mine).write_text(switch, encoding="utf-8")
-                stdout, stderr = child.communicate(timeout=600)
+                child.wait(timeout=600)
             finally:
                 if child.poll() is None:
                     child.kill()
         if child.returncode:
-            raise RuntimeError(f"{mode} under callgrind failed: {stderr[-2000:]}")
-        result = json.loads(stdout.strip().splitlines()[-1])
+            raise RuntimeError(f"{mode} under callgrind failed: {_tail(window / 'stderr')}")
+        result = json.loads((window / "stdout").read_text(encoding="utf-8").strip().splitlines()[-1])
         totals = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("totals:")]
         count = int(totals[-1].split()[1])
     return {"mode": mode, "changes": result["changes"], "instructions_per_change": count / result["changes"],
