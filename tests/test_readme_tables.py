@@ -150,6 +150,10 @@ def test_the_bench_block_gives_each_rounds_ratio_beside_the_medians(tmp_path):
     assert readme_tables.parse_table(block)[2][2] == f"{output['embedded']['slowdown_vs_direct']:.2f}"
     assert "The median of 3 runs of each path" in block
     assert block.endswith("(wall/CPU): 1.41/1.40, 1.62/1.58, 1.38/1.37.")
+    # AND one round (make bench QUICK=1) is said as one run, not as a median
+    result.write_text(json.dumps({**output, "embedded_by_round": [[1.41, 1.40]]}))
+    one = readme_tables.blocks_of(result)["embedded-vs-direct"]
+    assert "One run of each path" in one and "median" not in one and one.endswith("(wall/CPU): 1.41/1.40.")
     # AND an output without rounds (one run of each) renders the table alone
     result.write_text(json.dumps({k: v for k, v in output.items() if k != "embedded_by_round"}))
     assert "median" not in readme_tables.blocks_of(result)["embedded-vs-direct"]

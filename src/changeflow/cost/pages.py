@@ -138,9 +138,11 @@ def bench_blocks(summary: dict, day: str) -> dict[str, str]:
         ["path", "changes/s", "× direct", "CPU ms per change", "× direct (CPU)"], ["l", "r", "r", "r", "r"], rows)
     by_round = summary.get("embedded_by_round")
     if by_round:  # medians of alternate runs, each in its own process (the benchmark's docstring)
-        block += (f"\n\nThe median of {len(by_round)} runs of each path, direct and embedded alternately, each in a "
-                  f"process of its own (stock: one run). The embedded workflow ÷ direct calls, round by round "
-                  f"(wall/CPU): " + ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in by_round) + ".")
+        runs = (f"The median of {len(by_round)} runs of each path, direct and embedded alternately, each in a "
+                "process of its own (stock: one run)." if len(by_round) > 1 else
+                "One run of each path (`--rounds 1`), each in a process of its own.")
+        block += (f"\n\n{runs} The embedded workflow ÷ direct calls, round by round (wall/CPU): "
+                  + ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in by_round) + ".")
     counted = summary.get("instructions")
     if counted:  # --instructions: the work each path does, which the machine does not move (the docstring)
         block += (f" Instructions per change, counted by callgrind over {counted['changes']} changes: direct "
