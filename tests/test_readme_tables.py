@@ -171,6 +171,10 @@ def test_the_bench_block_gives_each_paths_instructions_when_they_were_counted(tm
     plain.write_text(json.dumps({k: v for k, v in bench_output().items() if k != "instructions"}))
     assert readme_tables.parse_table(block) == readme_tables.parse_table(
         readme_tables.blocks_of(plain)["embedded-vs-direct"])
+    # AND without rounds the count is a paragraph of its own below the table, not glued to its last row
+    alone = {k: v for k, v in bench_output().items() if k != "embedded_by_round"} | {"instructions": counted}
+    result.write_text(json.dumps(alone))
+    assert "|\n\nInstructions per change" in readme_tables.blocks_of(result)["embedded-vs-direct"]
 
 
 def test_the_cold_start_table_gives_the_layer_size_sam_build_measured(tmp_path):

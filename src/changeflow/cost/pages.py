@@ -145,7 +145,8 @@ def bench_blocks(summary: dict, day: str) -> dict[str, str]:
                   + ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in by_round) + ".")
     counted = summary.get("instructions")
     if counted:  # --instructions: the work each path does, which the machine does not move (the docstring)
-        block += (f" Instructions per change, counted by callgrind over {counted['changes']} changes: direct "
+        block += (" " if by_round else "\n\n")  # a sentence of the paragraph below the table, or its own
+        block += (f"Instructions per change, counted by callgrind over {counted['changes']} changes: direct "
                   f"{counted['direct'] / 1e6:.1f} M, embedded {counted['embedded'] / 1e6:.1f} M, "
                   f"**{counted['ratio']:.2f}×**.")
     return {"embedded-vs-direct": block}
