@@ -831,6 +831,29 @@ def test_a_pipe_delivers_its_stream_in_order_filtered_in_batches_its_target_take
     assert stats["records filtered out"] == 5 and stats["target requests"] >= 2  # 20 events, 10 a request at most
 
 
+def test_a_stopped_pipe_sleeps_through_the_writes_and_wakes_at_start_pipe(stack, cf, monkeypatch):
+    # StopPipe: the pipe reads nothing until StartPipe (API_StopPipe, API_StartPipe). Its thread used to wake on
+    # every stream record all the same, and each wake took the GIL from the writers. The poll that bounds a
+    # state set without the API is made longer than the test, so only StartPipe can wake it.
+    from changeflow.local.moto_patches.pipes import runner
+
+    monkeypatch.setattr(runner, "IDLE_POLL_SECONDS", 60.0)
+    pipe = f"{stack.template.stack_name}-FeedPipe"
+    stack.stop_pipes()
+    delivered = runner.statistics(pipe)["events delivered"]
+    for n in range(6):  # 18 stream records: v0, the history item and its expiry tags, each change
+        cf.submit({"entityId": f"stopped-{n}", "operation": "put", "changeId": f"s{n}", "attributes": {"n": n}})
+    time.sleep(0.2)
+    stopped = runner.statistics(pipe)
+    assert stopped["waits while stopped"] <= 2, "the stopped pipe woke on the writes"
+    assert stopped["events delivered"] == delivered
+    stack.client("pipes").start_pipe(Name=pipe)
+    deadline = time.monotonic() + 30  # well inside the 60 s poll: StartPipe woke it
+    while runner.statistics(pipe)["events delivered"] < delivered + 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runner.statistics(pipe)["events delivered"] == delivered + 6  # each version once, none lost while stopped
+
+
 def test_a_pipe_retries_a_failing_batch_then_dead_letters_it_and_moves_on(stack, cf):
     # PipeSourceDynamoDBStreamParameters: MaximumRetryAttempts, then DeadLetterConfig; a target that took the
     # events but whose answer was lost gets them again (at least once). The template's own pipe: 10 retries.

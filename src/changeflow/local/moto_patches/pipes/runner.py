@@ -55,6 +55,7 @@ from ..stepfunctions.clock import Clock
 IDLE_POLL_SECONDS = 0.25  # between empty reads when no write wakes it first: 4 a second, as Lambda polls a shard
 TARGET_BATCH = {"events": 10, "kinesis": 500, "sqs": 10}  # the batching page's "Maximum batch size"
 NEW_RECORDS = threading.Condition()  # notified on every stream record written
+STATE_CHANGED = threading.Condition()  # notified when StartPipe, StopPipe or UpdatePipe sets a desired state
 
 
 class Deliveries:
@@ -86,8 +87,9 @@ class PipeRunner:
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stopping.set()
-        with NEW_RECORDS:
-            NEW_RECORDS.notify_all()
+        for condition in (NEW_RECORDS, STATE_CHANGED):
+            with condition:
+                condition.notify_all()
         if threading.current_thread() is not self.thread:
             self.thread.join(timeout)
 
@@ -117,7 +119,7 @@ class PipeRunner:
         since: dict[str, float] = {}
         while not self.stopping.is_set():
             if self.pipe.desired_state != "RUNNING":
-                self._wait(IDLE_POLL_SECONDS)
+                self._wait_for_start()
                 continue
             try:
                 read_any = self._poll(cursors, pending, since)
@@ -166,6 +168,15 @@ class PipeRunner:
         with NEW_RECORDS:
             if not self.stopping.is_set():
                 NEW_RECORDS.wait(seconds)
+
+    def _wait_for_start(self) -> None:
+        """A stopped pipe waits for a new desired state, not for records: it reads none until StartPipe, and
+        woken by every write it would cost the writers a switch of the GIL each (the poll bounds a state set
+        without the API)."""
+        self.stats["waits while stopped"] += 1
+        with STATE_CHANGED:
+            if not self.stopping.is_set() and self.pipe.desired_state != "RUNNING":
+                STATE_CHANGED.wait(IDLE_POLL_SECONDS)
 
     # --- the source -----------------------------------------------------------------------------------
     def _source(self) -> dict[str, Any]:
@@ -420,6 +431,17 @@ def patch_pipes_run() -> None:
         with NEW_RECORDS:
             NEW_RECORDS.notify_all()
 
+    def setting_state(original):
+        def set_state(self, *args, **kwargs):
+            pipe = original(self, *args, **kwargs)
+            with STATE_CHANGED:
+                STATE_CHANGED.notify_all()
+            return pipe
+        return set_state
+
+    for name in ("start_pipe", "stop_pipe", "update_pipe"):
+        setattr(EventBridgePipesBackend, name,
+                setting_state(ORIGINALS.setdefault(f"pipes_{name}", getattr(EventBridgePipesBackend, name))))
     EventBridgePipesBackend.create_pipe = create_pipe
     EventBridgePipesBackend.delete_pipe = delete_pipe
     StreamShard.add = shard_add
