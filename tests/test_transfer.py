@@ -173,6 +173,18 @@ def test_a_live_table_imports_by_parallel_scan_once_per_item(cf, capsys, tmp_pat
     assert cf.entity("tbl#7")["versions"][0]["attributes"] == {"n": 7, "updated": T0 + 7}
 
 
+@pytest.mark.parametrize("source", ["dynamodb://no-such-table", "dynamodb://"])
+def test_a_table_that_is_not_there_is_refused_by_name_and_nothing_is_written(cf, capsys, tmp_path, source):
+    # GIVEN a table source that names no table of the stack's account and Region (a typo, or nothing)
+    # WHEN it is imported
+    status, out, err = cli(capsys, "import", source, "--id-field", "orderId", "--effective-at-field", "updated")
+    # THEN it is refused as a missing file is (exit 2, one line naming the source), before anything is written:
+    # no checkpoint, no rejects file
+    assert status == 2 and out == "", err
+    assert err.startswith(f"changeflow: {source}: ") and "no such table" in err and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_older_record_for_an_imported_entity_is_stale_and_settings_must_match_to_resume(cf, capsys, tmp_path):
     first = jsonl(tmp_path / "a.jsonl", [{"id": "st#1", "at": T0 + 10, "v": "new"}])
     older = jsonl(tmp_path / "b.jsonl", [{"id": "st#1", "at": T0, "v": "old"}])
