@@ -380,6 +380,23 @@ def test_export_writes_every_version_with_every_attribute_and_its_digest_proves_
     assert cli(capsys, "export", "no#such", "--output", "x.jsonl")[0] == 1
 
 
+@pytest.mark.parametrize("args, status, says", [
+    (["ex#nobody", "--output", "out.jsonl"], 1, "no such entity: 'ex#nobody'"),
+    (["--all", "--output", "out.jsonl", "--digest", "no-such-dir/audit.digest"], 2, "no-such-dir/audit.digest: "),
+])
+def test_an_export_that_cannot_be_done_says_why_in_one_line_and_writes_no_file(cf, capsys, tmp_path, args, status,
+                                                                                says):
+    cf.submit({"entityId": "ex#there", "operation": "put", "attributes": {"n": 1}})
+    # GIVEN an entity with no version, or a digest file that cannot be written
+    # WHEN it is exported
+    got, out, err = cli(capsys, "export", *args)
+    # THEN one line says why, with its exit status, and no file is left behind (an empty export, or a whole one
+    # without the digest that was asked for)
+    assert got == status and out == "", err
+    assert err.startswith("changeflow: ") and says in err and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_request_rules_are_the_workflows():
     plan = Plan("id", effective_at=T0, change_id_field="cid", actor_field="who")
     request = to_request({"id": 7, "cid": "c-1", "who": "bob", "x": 1}, plan)
