@@ -185,6 +185,21 @@ def test_a_table_that_is_not_there_is_refused_by_name_and_nothing_is_written(cf,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("option", ["--rejects", "--checkpoint"])
+def test_a_rejects_or_checkpoint_file_that_cannot_be_written_is_refused_before_anything_is_written(cf, capsys, tmp_path,
+                                                                                                  option):
+    # GIVEN a source, and a rejects file or checkpoint in a directory that does not exist (a typo)
+    source = jsonl(tmp_path / "dump.jsonl", [{"id": "unwritable#1", "n": 1}])
+    # WHEN it is imported
+    status, out, err = cli(capsys, "import", source.name, "--id-field", "id", "--effective-at", T0,
+                           option, "no-such-dir/file")
+    # THEN one line names the file (exit 2), and nothing is written: no checkpoint, no rejects file, no change
+    assert status == 2 and out == "", err
+    assert err.startswith("changeflow: no-such-dir/file: ") and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump.jsonl"]
+    assert versions_of(cf, "unwritable#1") == []
+
+
 def test_an_older_record_for_an_imported_entity_is_stale_and_settings_must_match_to_resume(cf, capsys, tmp_path):
     first = jsonl(tmp_path / "a.jsonl", [{"id": "st#1", "at": T0 + 10, "v": "new"}])
     older = jsonl(tmp_path / "b.jsonl", [{"id": "st#1", "at": T0, "v": "old"}])

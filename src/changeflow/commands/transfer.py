@@ -40,6 +40,9 @@ def cmd_import(args) -> int:
     checkpoint_path = Path(args.checkpoint) if args.checkpoint else default_checkpoint(args.source)
     rejects_path = Path(args.rejects) if args.rejects else checkpoint_path.with_suffix(".rejects.jsonl")
     distinct_files(args.source if kind != "table" else None, checkpoint_path, rejects_path)
+    for path, what in ((checkpoint_path, "the checkpoint"), (rejects_path, "the rejects file")):
+        if not exporter.writable(path):  # said before either is written, not after the checkpoint is
+            raise UsageError(f"{path}: cannot write {what} there (no such directory, or not writable)")
     checkpoint = Checkpoint(checkpoint_path, {"source": args.source, **plan.settings()})
     rejects = Rejects(rejects_path)
     progress = Progress(None if kind == "table" else sources.count(args.source), every=args.progress_every,

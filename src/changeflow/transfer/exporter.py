@@ -79,7 +79,7 @@ def export(client: Changeflow, entity_ids: list[str] | None, output: Path | None
         if not store.query_history(client.dynamodb, client.history_table, entity_id, limit=1, consistent=True)[0]:
             raise NotFound(f"no such entity: {entity_id!r} has no version in history "
                            "(`changeflow verify --all` lists every entity)")
-    if digest_path is not None and not _writable(digest_path):  # not a whole export without the digest asked for
+    if digest_path is not None and not writable(digest_path):  # not a whole export without the digest asked for
         raise UsageError(f"{digest_path}: cannot write the digest there (no such directory, or not writable)")
     heads, versions, ranges = [], 0, []
     try:
@@ -119,7 +119,7 @@ def export(client: Changeflow, entity_ids: list[str] | None, output: Path | None
     return written
 
 
-def _writable(path: Path) -> bool:
+def writable(path: Path) -> bool:
     """Whether a file can be written at ``path`` (checked before an export starts, so that it fails first)."""
     if path.is_dir():
         return False
