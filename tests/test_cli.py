@@ -269,11 +269,16 @@ NOT_JSON = "{not json"
     (["serve", "--param", "x"], 2, "expected KEY=VALUE"),
     (["serve", "--port", "PORT_TAKEN"], 3, "is taken"),
     (["serve", "--port", "70000"], 2, "give a port number from 0 to 65535"),
+    # the other commands that serve on 127.0.0.1 say the same, before anything starts (docs/console.md)
+    (["console", "--port", "PORT_TAKEN"], 3, "is taken"),
+    (["console", "--port", "70000"], 2, "give a port number from 0 to 65535"),
+    (["console", "--port", "-1"], 2, "give a port number from 0 to 65535"),
+    (["demo", "--serve", "--port", "PORT_TAKEN"], 3, "is taken"),
 ])
 def test_a_user_error_is_one_line_on_stderr_with_its_exit_status(request, capsys, tmp_path, monkeypatch, taken_port,
                                                                   args, status, says):
     monkeypatch.chdir(ROOT)
-    if args[0] not in ("run", "serve", "nope"):  # `run` starts its own stack: one per process
+    if args[0] not in ("run", "serve", "demo", "nope"):  # `run` starts its own stack: one per process
         request.getfixturevalue("on_stack")
     bad = tmp_path / "bad.json"
     bad.write_text(NOT_JSON)

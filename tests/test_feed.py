@@ -292,6 +292,28 @@ def test_a_consumer_killed_mid_stream_resumes_from_its_checkpoint_with_nothing_l
     assert all(versions_of(run.events) == sorted(versions_of(run.events)) for run in (first, second))
 
 
+def test_a_stopped_tail_resumes_from_the_stream_position_it_saved_after_its_last_batch(stack, cf, tmp_path):
+    # GIVEN a tail that read history, then the stream's batch of the same versions, and stopped (--idle-exit)
+    checkpoint = Checkpoint(tmp_path / "tail.json")
+    for n in (1, 2, 3):
+        cf.submit(put(ENTITY, n))
+    first = Tail(cf, Scope(), lambda event, origin: None, checkpoint, idle_exit=0.2, poll=0.01)
+    first.run()
+    # THEN its checkpoint holds the stream position after that batch: the last record it read (docs/feed.md:
+    # "it writes its place after each page of history and each batch of stream records")
+    saved = json.loads(checkpoint.path.read_text(encoding="utf-8"))["positions"]["shards"]
+    assert saved == first.reader.positions.shards and len(saved) == 1
+    # WHEN it is started again with that checkpoint and a new version is written
+    cf.submit(put(ENTITY, 4))
+    resumed_events = []
+    resumed = Tail(cf, Scope(), lambda event, origin: resumed_events.append((event["version"], origin)), checkpoint,
+                   idle_exit=0.2, poll=0.01)
+    tally = resumed.run()
+    # THEN it resumes from its stream position: only the new version, from the stream, nothing read again
+    assert resumed_events == [(4, "stream")]
+    assert tally.duplicates == 0
+
+
 def test_a_consumer_started_after_a_week_reads_history_then_the_stream(stack, cf, tmp_path):
     old = Checkpoint(tmp_path / "old.json")
     for n in (1, 2):

@@ -173,6 +173,33 @@ def test_a_live_table_imports_by_parallel_scan_once_per_item(cf, capsys, tmp_pat
     assert cf.entity("tbl#7")["versions"][0]["attributes"] == {"n": 7, "updated": T0 + 7}
 
 
+@pytest.mark.parametrize("source", ["dynamodb://no-such-table", "dynamodb://"])
+def test_a_table_that_is_not_there_is_refused_by_name_and_nothing_is_written(cf, capsys, tmp_path, source):
+    # GIVEN a table source that names no table of the stack's account and Region (a typo, or nothing)
+    # WHEN it is imported
+    status, out, err = cli(capsys, "import", source, "--id-field", "orderId", "--effective-at-field", "updated")
+    # THEN it is refused as a missing file is (exit 2, one line naming the source), before anything is written:
+    # no checkpoint, no rejects file
+    assert status == 2 and out == "", err
+    assert err.startswith(f"changeflow: {source}: ") and "no such table" in err and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("option", ["--rejects", "--checkpoint"])
+def test_a_rejects_or_checkpoint_file_that_cannot_be_written_is_refused_before_anything_is_written(cf, capsys, tmp_path,
+                                                                                                  option):
+    # GIVEN a source, and a rejects file or checkpoint in a directory that does not exist (a typo)
+    source = jsonl(tmp_path / "dump.jsonl", [{"id": "unwritable#1", "n": 1}])
+    # WHEN it is imported
+    status, out, err = cli(capsys, "import", source.name, "--id-field", "id", "--effective-at", T0,
+                           option, "no-such-dir/file")
+    # THEN one line names the file (exit 2), and nothing is written: no checkpoint, no rejects file, no change
+    assert status == 2 and out == "", err
+    assert err.startswith("changeflow: no-such-dir/file: ") and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump.jsonl"]
+    assert versions_of(cf, "unwritable#1") == []
+
+
 def test_an_older_record_for_an_imported_entity_is_stale_and_settings_must_match_to_resume(cf, capsys, tmp_path):
     first = jsonl(tmp_path / "a.jsonl", [{"id": "st#1", "at": T0 + 10, "v": "new"}])
     older = jsonl(tmp_path / "b.jsonl", [{"id": "st#1", "at": T0, "v": "old"}])
@@ -366,6 +393,23 @@ def test_export_writes_every_version_with_every_attribute_and_its_digest_proves_
         status, out, _ = cli(capsys, "verify-export", f"{name}.jsonl", "--digest", "all.digest")
         assert status == 1 and "PROBLEMS" in out, name
     assert cli(capsys, "export", "no#such", "--output", "x.jsonl")[0] == 1
+
+
+@pytest.mark.parametrize("args, status, says", [
+    (["ex#nobody", "--output", "out.jsonl"], 1, "no such entity: 'ex#nobody'"),
+    (["--all", "--output", "out.jsonl", "--digest", "no-such-dir/audit.digest"], 2, "no-such-dir/audit.digest: "),
+])
+def test_an_export_that_cannot_be_done_says_why_in_one_line_and_writes_no_file(cf, capsys, tmp_path, args, status,
+                                                                                says):
+    cf.submit({"entityId": "ex#there", "operation": "put", "attributes": {"n": 1}})
+    # GIVEN an entity with no version, or a digest file that cannot be written
+    # WHEN it is exported
+    got, out, err = cli(capsys, "export", *args)
+    # THEN one line says why, with its exit status, and no file is left behind (an empty export, or a whole one
+    # without the digest that was asked for)
+    assert got == status and out == "", err
+    assert err.startswith("changeflow: ") and says in err and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_request_rules_are_the_workflows():

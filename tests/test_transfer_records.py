@@ -155,6 +155,26 @@ def test_other_hostile_lines_are_each_refused_by_name_and_the_rest_imports(cf, c
         assert versions(cf, entity) == [], entity
 
 
+def test_the_rejects_file_is_json_lines_even_for_a_record_with_nan_or_infinity(cf, capsys, tmp_path):
+    # GIVEN records with numbers JSON has no form for, which Python's parser reads and the workflow refuses
+    source = write_lines(tmp_path / "nan.jsonl", [b'{"id": "nan#1", "n": NaN}', b'{"id": "nan#2", "n": -Infinity}',
+                                                   {"id": "nan#3", "n": 1}])
+    # WHEN they are imported
+    status, summary, err = run(capsys, source, "--id-field", "id", "--effective-at", T0, "--json")
+    assert status == 1 and (summary["applied"], summary["rejected"]) == (1, 2), (summary, err)
+
+    # THEN every line of the rejects file is JSON to a strict parser (jq's, RFC 8259: no NaN, no Infinity), and
+    # such a record is kept as its text, as a line that is not JSON is
+    def not_json(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    lines = [json.loads(line, parse_constant=not_json)
+             for line in Path("nan.jsonl.rejects.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(line["position"], line["record"]) for line in lines] == [
+        ("line 1", '{"id":"nan#1","n":NaN}'), ("line 2", '{"id":"nan#2","n":-Infinity}')]
+    assert "NaN" in lines[0]["reason"] and "Infinity" in lines[1]["reason"]
+
+
 def test_a_truncated_gzip_imports_what_it_holds_and_names_where_it_breaks(cf, capsys, tmp_path):
     noise = [os.urandom(300).hex() for _ in range(40)]  # incompressible: the cut falls about half way
     whole = gzip.compress(b"".join(json.dumps({"id": f"gz#{i}", "n": i, "x": noise[i]}).encode() + b"\n"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ..client import targets
-from ..common.errors import OK, ToolFailure
+from ..common.errors import OK
 from ..common.params import parse_params
 from ..common.project import project_root
 from ..common.serving import on_sigterm, wait_until_interrupted
@@ -20,24 +20,15 @@ from ..local.runtime.emulator import (EmulatorProcess, RuntimeSetupError, interp
 from ..local.runtime.functions import InvokeError, deployed_template, function_spec
 from ..local.template import Template
 from .options import (ENDPOINT, EXIT_2, FACTOR, PORT, add_lambda_runtime_option, add_param_option, add_remote_options,
-                      default_endpoint, exit_help)
+                      check_port_free, default_endpoint, exit_help)
 
 
 # --- changeflow serve ---------------------------------------------------------------------------------
 def cmd_serve(args) -> int:
-    import socket
-
     from ..local.server import EmbeddedServer
 
     parameters = parse_params(args.param)
-    if args.port:  # werkzeug would print its own lines and exit: say it in one
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", args.port))
-            except OSError as exc:
-                raise ToolFailure(f"port {args.port} on 127.0.0.1 is taken ({exc.strerror}): "
-                                  "pass --port PORT, or --port 0 for a free one") from exc
+    check_port_free(args.port)
     stopped = on_sigterm()
     if args.insecure:
         print("changeflow serve: WARNING --insecure: the REST API accepts unsigned requests and records every change "
@@ -183,6 +174,7 @@ def cmd_local_invoke(args) -> int:
 def cmd_console(args) -> int:
     from ..console import ConsoleServer, for_client
 
+    check_port_free(args.port)
     client = targets.client_for(args)  # the same checks (a region for --stack-name) and client as every command
     if args.stack_name:
         label = f"stack {args.stack_name} ({client.sfn.meta.region_name})"
@@ -208,6 +200,6 @@ def add_console(command) -> None:
                             "stack cannot be reached"))
     add_remote_options(sub, json=False, stack_help="a stack deployed on AWS (sam deploy), read with your AWS "
                                                    "credentials; needs a region")
-    sub.add_argument("--port", type=int, default=DEFAULT_PORT,
+    sub.add_argument("--port", type=PORT, default=DEFAULT_PORT,
                      help="TCP port of the console on 127.0.0.1 (default %(default)s)")
     sub.set_defaults(func=cmd_console)

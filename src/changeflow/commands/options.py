@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from changeflow_core.validation import MAX_REQUEST_BYTES
 
+from ..common.errors import ToolFailure
 from ..local.runtime import LAMBDA_RUNTIMES
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
@@ -46,6 +47,22 @@ COUNT = _number(int, 1, what="a whole number")
 # a time scale multiplies the definition's Waits and back-offs (at most 33 s): 1000 makes them 9 hours
 FACTOR = _number(float, 0.0, 1000.0, what="a number")
 SECONDS = _number(float, 0.0, what="a number of seconds")
+
+
+def check_port_free(port: int) -> None:
+    """A port to serve on (serve, demo --serve, console): free on 127.0.0.1, else a one-line ToolFailure (exit 3)
+    before anything starts; werkzeug would print its own lines and exit 1. 0 picks a free one."""
+    import socket
+
+    if not port:
+        return
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise ToolFailure(f"port {port} on 127.0.0.1 is taken ({exc.strerror}): "
+                              "pass --port PORT, or --port 0 for a free one") from exc
 
 
 def ENDPOINT(text: str) -> str:  # noqa: N802 - an argparse type, named like the others

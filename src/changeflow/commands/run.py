@@ -15,7 +15,7 @@ from ..common.errors import UsageError
 from ..common.params import parse_params
 from .changes import load_changes, refused
 from .options import (COUNT, EXIT_0_EXECUTIONS, EXIT_2, FACTOR, PORT, TOO_LARGE, add_lambda_runtime_option,
-                      add_param_option, exit_help)
+                      add_param_option, check_port_free, exit_help)
 from .output import dump, execution_status, known_errors, public
 
 # run's time scale when none is given: 0.001 one change at a time (Waits and back-offs almost vanish), 0.1
@@ -105,6 +105,8 @@ def cmd_run(args) -> int:
 def cmd_demo(args) -> int:
     from .. import demo
 
+    if args.serve:
+        check_port_free(args.port)  # before the demo runs, not after
     return demo.main(serve=args.serve, port=args.port)
 
 

@@ -34,10 +34,15 @@ def cmd_import(args) -> int:
                 tuple(args.drop_field or ()), args.change_id_field, args.actor_field)
     kind = sources.describe(args.source)  # a missing file is a usage error before any stack is reached
     client = targets.client_for(args)
+    if kind == "table":
+        sources.check_table(client.dynamodb, args.source)  # a table that is not there, before anything is written
     start, wait = entry_point(client, args.via, args.timeout)
     checkpoint_path = Path(args.checkpoint) if args.checkpoint else default_checkpoint(args.source)
     rejects_path = Path(args.rejects) if args.rejects else checkpoint_path.with_suffix(".rejects.jsonl")
     distinct_files(args.source if kind != "table" else None, checkpoint_path, rejects_path)
+    for path, what in ((checkpoint_path, "the checkpoint"), (rejects_path, "the rejects file")):
+        if not exporter.writable(path):  # said before either is written, not after the checkpoint is
+            raise UsageError(f"{path}: cannot write {what} there (no such directory, or not writable)")
     checkpoint = Checkpoint(checkpoint_path, {"source": args.source, **plan.settings()})
     rejects = Rejects(rejects_path)
     progress = Progress(None if kind == "table" else sources.count(args.source), every=args.progress_every,

@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 from werkzeug.exceptions import BadRequest, Forbidden, HTTPException, MethodNotAllowed, NotFound
+from werkzeug.exceptions import NotImplemented as NotSupported
 from werkzeug.routing import Map, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
@@ -144,6 +145,8 @@ class Console:
             rows, next_token, examined = self.reader.list_executions(status, entity, since, until, token)
         except self.reader.client.sfn.exceptions.InvalidToken as exc:
             raise BadRequest("the page token is no longer valid: start again from the first page") from exc
+        except RuntimeError as exc:  # an Express machine whose execution log is not kept whole: it says so
+            raise NotSupported(str(exc)) from exc
         query = {k: v for k, v in request.args.items() if k != "token" and v}
         older = "/console/executions?" + urlencode({**query, "token": next_token}) if next_token else None
         return self._html("executions.html", rows=rows, status=status, entity=entity,

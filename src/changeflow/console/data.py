@@ -21,7 +21,7 @@ from changeflow_core.errors import ValidationError
 from .. import report
 from ..audit import repair as audit_repair
 from ..audit import verify as audit_verify
-from ..client import TERMINAL, Changeflow, shown_status
+from ..client import TERMINAL, Changeflow, is_express, shown_status
 from ..client.logged import UNKNOWN
 from ..feed.follower import Follower
 from ..feed.stream import Positions, StreamReader, stream_arn
@@ -228,7 +228,10 @@ class Reader:
                 kwargs["statusFilter"] = "FAILED" if status == UNKNOWN else status
             if token:
                 kwargs["nextToken"] = token
-            page = self.client.sfn.list_executions(**kwargs)
+            if self.client.state_machine_type() == "EXPRESS":  # ListExecutions refuses Express: the log lists them
+                page = {"executions": self.client.executions(MAX_SCANNED)}
+            else:
+                page = self.client.sfn.list_executions(**kwargs)
             listed = sorted(page["executions"], key=lambda e: e["startDate"], reverse=True)
             token = page.get("nextToken")
             for summary in listed:
@@ -245,6 +248,8 @@ class Reader:
                 output = parse_json(description.get("output"))
                 rows.append({
                     "name": summary["name"], "arn": summary["executionArn"], "status": shown,
+                    # an Express execution's page is found by its ARN (its name is not unique, nor an ARN's end)
+                    "link": summary["executionArn"] if is_express(summary["executionArn"]) else summary["name"],
                     "start": start, "stop": summary.get("stopDate"),
                     "entity": entity_id, "operation": request.get("operation") if isinstance(request, dict) else None,
                     "outcome": output.get("outcome") if isinstance(output, dict) else None,

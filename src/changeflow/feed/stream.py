@@ -126,8 +126,10 @@ class StreamReader:
                     self.closed.add(shard_id)  # a closed shard read to its end
                 if not records:
                     break
-                yield shard_id, records
+                # the position after the batch, before the consumer sees it: what it saves once it has taken the
+                # batch (a consumer that stops mid-batch saves nothing, and reads the batch again)
                 self.positions.shards[shard_id] = records[-1]["dynamodb"]["SequenceNumber"]
+                yield shard_id, records
 
 
 def _parents_first(shards: list[dict[str, Any]]) -> list[dict[str, Any]]:

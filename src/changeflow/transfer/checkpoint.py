@@ -127,7 +127,7 @@ class Rejects:
     def add(self, position: str, record: Any, reason: str) -> None:
         if self._file is None:
             return
-        line = {"position": position, "record": record, "reason": reason}
+        line = {"position": position, "record": json_or_text(record), "reason": reason}
         with self._lock:
             if self._file.closed:
                 return
@@ -137,3 +137,19 @@ class Rejects:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+
+
+def json_or_text(record: Any) -> Any:
+    """A rejected record as a JSON Lines file can hold it: itself, or its text where it holds a number JSON has
+    no form for (NaN, Infinity: Python's parser reads them, a strict one such as jq's refuses the line), as a
+    line that is not JSON is kept."""
+    text = wire.dumps(record, compact=True, default=repr)
+
+    def no_form(constant: str):
+        raise ValueError(constant)
+
+    try:
+        json.loads(text, parse_constant=no_form)
+    except ValueError:
+        return text
+    return record

@@ -27,11 +27,12 @@ import contextlib
 import datetime
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from changeflow_core import chain, codec, model
+from changeflow_core import chain, codec, model, store
 
 from ..audit import digests, verify
 from ..audit.retention import retention_window, unexplained_absences
@@ -74,6 +75,12 @@ def export(client: Changeflow, entity_ids: list[str] | None, output: Path | None
     """Write every version of ``entity_ids`` (every entity when None) to ``output`` (standard output when
     None); with ``digest_path``, the digest of the heads written. Returns the counts (and the digest's root)."""
     ids = verify.entities(client) if entity_ids is None else entity_ids
+    for entity_id in entity_ids or ():  # an entity named with no version: said before any file is opened
+        if not store.query_history(client.dynamodb, client.history_table, entity_id, limit=1, consistent=True)[0]:
+            raise NotFound(f"no such entity: {entity_id!r} has no version in history "
+                           "(`changeflow verify --all` lists every entity)")
+    if digest_path is not None and not writable(digest_path):  # not a whole export without the digest asked for
+        raise UsageError(f"{digest_path}: cannot write the digest there (no such directory, or not writable)")
     heads, versions, ranges = [], 0, []
     try:
         with (output.open("w", encoding="utf-8") if output is not None else contextlib.nullcontext(sys.stdout)) as out:
@@ -104,9 +111,22 @@ def export(client: Changeflow, entity_ids: list[str] | None, output: Path | None
         taken["window"] = dict(zip(("versions", "days"), retention_window(client)))
         taken["exported"] = sorted(ranges, key=lambda r: r["entityId"])
         taken["exportRoot"] = export_root(taken)
-        digest_path.write_text(json.dumps(taken, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        try:
+            digest_path.write_text(json.dumps(taken, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{digest_path}: cannot write the digest ({exc.strerror or exc})") from exc
         written.update(digest=str(digest_path), root=taken["root"])
     return written
+
+
+def writable(path: Path) -> bool:
+    """Whether a file can be written at ``path`` (checked before an export starts, so that it fails first)."""
+    if path.is_dir():
+        return False
+    if path.exists():
+        return os.access(path, os.W_OK)
+    parent = path.parent if str(path.parent) else Path(".")
+    return parent.is_dir() and os.access(parent, os.W_OK)
 
 
 def export_root(taken: dict[str, Any]) -> str:

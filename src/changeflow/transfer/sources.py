@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from botocore.exceptions import ClientError, ParamValidationError
+
 from changeflow_core import codec, wire
 from changeflow_core.validation import MAX_REQUEST_BYTES
 
@@ -65,6 +67,24 @@ def describe(spec: str) -> str:
     except (ValueError, RecursionError):  # not JSON, not UTF-8, too deep: the line's own error goes to the rejects
         return "jsonl"
     return "dynamodb-export" if isinstance(parsed, dict) and set(parsed) == {"Item"} else "jsonl"
+
+
+def check_table(dynamodb, spec: str) -> None:
+    """A ``dynamodb://TABLE`` source names a table of the stack's account and Region, else a UsageError naming
+    it, before the import writes anything (as a missing file is refused). One Scan of one item: the permission
+    the import needs anyway."""
+    name = spec[len(TABLE_SCHEME):]
+    missing = f"{spec}: no such table in the stack's account and Region (dynamodb://TABLE)"
+    if not name:
+        raise UsageError(missing)
+    try:
+        dynamodb.scan(TableName=name, Limit=1, Select="COUNT")
+    except ParamValidationError:  # not a table name DynamoDB allows (3 to 255 of a-z, A-Z, 0-9, _ - .)
+        raise UsageError(missing) from None
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("ResourceNotFoundException", "ValidationException"):
+            raise UsageError(missing) from None
+        raise
 
 
 @dataclass
