@@ -235,3 +235,65 @@ def test_with_hashed_entity_ids_no_error_names_the_entity(make_stack, xray_error
         assert any(entity_ref(raw, True) in line for line in errors), where
         assert any(entity_ref(raw, True) in x for x in xray_errors), where
         assert any(entity_ref(raw, True) in c for c in causes), where
+
+
+def test_with_hashed_entity_ids_a_history_conflict_names_the_entity_by_its_digest_only(make_stack, xray_errors):
+    """GIVEN HashEntityIds, WHEN the history step meets what an insider changed in the table (another
+    change's item where the version goes; an adoption's versions rewritten before its history step), THEN
+    the execution fails HistoryWriteFailed, and its cause names the entity by its digest only: in the
+    runtime's ``[ERROR]`` line, X-Ray, the execution history and the execution log (docs/privacy.md)."""
+    from changeflow.client import Changeflow
+    from changeflow.local.lambdas import fault_hook
+    from changeflow_core import model
+    from changeflow_core.names import entity_ref
+
+    stack = make_stack(HashEntityIds="true")
+    cf = Changeflow.for_embedded(stack)
+    taken, adopted = f"patient-{secrets.token_hex(6)}", f"patient-{secrets.token_hex(6)}"
+
+    def key(entity, version=None):
+        return {model.PK: {"S": entity}, model.SK: {"S": model.history_sk(version) if version else model.LATEST_SK}}
+
+    def put(entity, change, at):
+        run = cf.submit({"entityId": entity, "operation": "put", "attributes": {"n": at}, "effectiveAt": T0 + at,
+                         "changeId": change})
+        assert run.output["outcome"] == "applied", run
+
+    # another change's item where the next version of `taken` goes
+    put(taken, "c1", 1)
+    first = cf.dynamodb.get_item(TableName=cf.history_table, Key=key(taken, 1))["Item"]
+    cf.dynamodb.put_item(TableName=cf.history_table, Item={**first, **key(taken, 2), model.VERSION: {"N": "2"},
+                                                           model.CHANGE_ID: {"S": "insider"}})
+    runs = [cf.submit({"entityId": taken, "operation": "put", "attributes": {"n": 2}, "effectiveAt": T0 + 2,
+                       "changeId": "c2"})]
+    # versions written before the chain, one rewritten between the adoption's write and its history step
+    put(adopted, "c1", 1)
+    put(adopted, "c2", 2)
+    for version in (1, 2, None):
+        cf.dynamodb.update_item(TableName=cf.table if version is None else cf.history_table,
+                                Key=key(adopted, version), UpdateExpression="REMOVE prevHash, chainHash")
+
+    def rewrite_before_the_history_step(function, event, invoke):
+        if function.logical_id == "PutHistoryFunction" and event.get("change", {}).get("operation") == "adopt":
+            cf.dynamodb.update_item(TableName=cf.history_table, Key=key(adopted, 1), UpdateExpression="SET n = :x",
+                                    ExpressionAttributeValues={":x": {"N": "99"}})
+        return invoke()
+
+    with fault_hook(stack.lambdas, rewrite_before_the_history_step):
+        runs.append(cf.submit({"entityId": adopted, "operation": "adopt", "changeId": "a1"}))
+    assert [(r.status, r.error) for r in runs] == [("FAILED", "HistoryWriteFailed")] * 2, [r.cause for r in runs]
+    assert all("HistoryConflict" in r.cause for r in runs)
+
+    functions = [*stack.lambdas.functions.values(),
+                 *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
+    errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
+    causes = [json.dumps(e, default=str) for r in runs for e in cf.history(r.arn)
+              if any(k.endswith("EventDetails") and "cause" in e[k] for k in e)]
+    execution_log = [e["message"] for e in stack.client("logs").filter_log_events(
+        logGroupName=stack.template.physical_name("ChangeStateMachineLogGroup"))["events"]]
+    found = {"[ERROR] lines": errors, "x-ray": xray_errors, "history causes": causes, "execution log": execution_log}
+    for entity in (taken, adopted):
+        assert {where: [x for x in lines if entity in x] for where, lines in found.items()} == {
+            where: [] for where in found}, entity
+        for where, lines in found.items():
+            assert any(entity_ref(entity, True) in line for line in lines), (entity, where)
