@@ -255,6 +255,33 @@ def test_outcomes_are_read_from_the_table_and_only_a_failure_is_described(shared
     assert execution.status == "FAILED" and execution.error == "NotFound" and waited == [arn]
 
 
+def test_a_change_applied_then_pushed_past_the_ids_v0_remembers_is_told_applied_never_stale(shared):
+    """GIVEN a record's change applied as version 1, WHEN more newer changes than `v0` remembers land before
+    its outcome is read, THEN the data still answers what its execution did (applied, version 1), not
+    `stale` because `v0` is newer; the same change sent again by another execution is a duplicate."""
+    from changeflow.transfer import outcomes
+
+    _, client = shared
+    request = {"entityId": "ow#1", "operation": "put", "attributes": {"x": 0}, "changeId": "rec-1",
+               "effectiveAt": T0}
+    _, arn = client.start(request)
+    assert client.wait(arn, 60).output["outcome"] == "applied"
+    for i in range(model.RECENT_CHANGE_IDS + 1):
+        assert client.submit({**request, "attributes": {"x": i + 1}, "changeId": f"newer-{i}",
+                              "effectiveAt": T0 + 1 + i}).output["outcome"] == "applied"
+    told = outcomes.settle(client, request, arn, timeout=60, describe_after=0.3)
+    assert (told.status, told.output["outcome"], told.output["version"]) == ("SUCCEEDED", "applied", 1)
+    _, again = client.start(request, redeliver=True)
+    assert client.wait(again, 60).output["outcome"] == "stale"  # past the window the workflow cannot tell
+    told = outcomes.settle(client, request, again, timeout=60, describe_after=0.3)
+    assert (told.output["outcome"], told.output["version"]) == ("duplicate", 1)
+    # a change that never applied is stale, as before
+    older = {**request, "changeId": "rec-older", "effectiveAt": T0 + 3}
+    _, arn = client.start(older)
+    told = outcomes.settle(client, older, arn, timeout=60, describe_after=0.3)
+    assert (told.output["outcome"], told.output["version"]) == ("stale", model.RECENT_CHANGE_IDS + 2)
+
+
 # --- quotas: throttled, slowed down, never dropped -----------------------------------------------------
 def test_a_throttled_start_is_retried_until_it_goes_through_and_the_rate_drops(shared, tmp_path):
     _, client = shared
