@@ -297,3 +297,34 @@ def test_with_hashed_entity_ids_a_history_conflict_names_the_entity_by_its_diges
             where: [] for where in found}, entity
         for where, lines in found.items():
             assert any(entity_ref(entity, True) in line for line in lines), (entity, where)
+
+
+def test_a_refused_request_leaves_only_the_number_it_quotes_in_the_logs(make_stack, xray_errors):
+    """GIVEN the default stack, WHEN a change is refused for a number DynamoDB cannot store (a
+    ValidationError that quotes it as sent: docs/guarantees.md, item 8) or for a reserved name, THEN the
+    error's message (in the ``[ERROR]`` line, X-Ray, the history's causes and the execution log at ERROR)
+    holds the field and that number, and nothing else of the request's content (docs/privacy.md)."""
+    from changeflow.client import Changeflow
+
+    stack = make_stack()
+    cf = Changeflow.for_embedded(stack)
+    content = f"ssn-{secrets.token_hex(6)}"
+    number = "1234567890123456789012345678901234567890" + str(secrets.randbelow(10))  # 41 digits
+    runs = [cf.submit({"entityId": "p#1", "operation": "put", "changeId": "c1", "effectiveAt": T0,
+                       "attributes": {"ssn": content, "salary": json.loads(number)}}),
+            cf.submit({"entityId": "p#1", "operation": "put", "changeId": "c2", "effectiveAt": T0,
+                       "attributes": {"ssn": content, "version": 3}})]
+    assert [(r.status, r.error) for r in runs] == [("FAILED", "ValidationError")] * 2
+    functions = [*stack.lambdas.functions.values(),
+                 *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
+    errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
+    causes = [json.dumps(e, default=str) for r in runs for e in cf.history(r.arn)
+              if any(k.endswith("EventDetails") and "cause" in e[k] for k in e)]
+    execution_log = [e["message"] for e in stack.client("logs").filter_log_events(
+        logGroupName=stack.template.physical_name("ChangeStateMachineLogGroup"))["events"]]
+    found = {"[ERROR] lines": errors, "x-ray": xray_errors, "history causes": causes, "execution log": execution_log}
+    assert all(lines for lines in found.values())
+    assert {where: [x for x in lines if content in x] for where, lines in found.items()} == {w: [] for w in found}
+    for where, lines in found.items():
+        assert any(f"attributes.salary: {number} has 41 significant digits" in x for x in lines), where
+        assert any("attributes.version: is a name the item model reserves" in x for x in lines), where
