@@ -309,12 +309,19 @@ def test_a_refused_request_leaves_only_the_number_it_quotes_in_the_logs(make_sta
     stack = make_stack()
     cf = Changeflow.for_embedded(stack)
     content = f"ssn-{secrets.token_hex(6)}"
-    number = "1234567890123456789012345678901234567890" + str(secrets.randbelow(10))  # 41 digits
+    number = "1234567890123456789012345678901234567890" + str(1 + secrets.randbelow(9))  # 41 digits
     runs = [cf.submit({"entityId": "p#1", "operation": "put", "changeId": "c1", "effectiveAt": T0,
                        "attributes": {"ssn": content, "salary": json.loads(number)}}),
             cf.submit({"entityId": "p#1", "operation": "put", "changeId": "c2", "effectiveAt": T0,
                        "attributes": {"ssn": content, "version": 3}})]
     assert [(r.status, r.error) for r in runs] == [("FAILED", "ValidationError")] * 2
+    event = load_event("functions/submit_change.json")  # through the API: refused by the front function
+    event["body"] = json.dumps({"entityId": "p#1", "operation": "put", "changeId": "c3", "effectiveAt": T0,
+                                "attributes": {"ssn": content}})[:-2] + f', "salary": {number}}}}}'
+    payload, failed = stack.lambdas.invoke(stack.function("SubmitChangeFunction"), event)
+    assert not failed and payload["statusCode"] == 400 and number in payload["body"], payload
+    front = [str(line) for line in stack.function("SubmitChangeFunction").logs]
+    assert [line for line in front if content in line] == [] and any(number in line for line in front)
     functions = [*stack.lambdas.functions.values(),
                  *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
     errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
