@@ -388,10 +388,14 @@ def test_export_writes_every_version_with_every_attribute_and_its_digest_proves_
         "content": [t.replace('"n":{"N":"1"}', '"n":{"N":"9"}') for t in text],
         "first version": text[:first_ex1] + text[first_ex1 + 1:],
         "last entity": [t for t in text if '"ex#2"' not in t],
+        "a line nested past the parser's depth": text + ["[" * 5000 + "]" * 5000],
     }.items():
         Path(f"{name}.jsonl").write_text("\n".join(altered) + "\n")
         status, out, _ = cli(capsys, "verify-export", f"{name}.jsonl", "--digest", "all.digest")
         assert status == 1 and "PROBLEMS" in out, name
+    Path("nested.digest").write_text("[" * 5000 + "]" * 5000)  # a digest file nested past the parser's depth
+    status, _, err = cli(capsys, "verify-export", "all.jsonl", "--digest", "nested.digest")
+    assert status == 2 and "nested.digest: not a JSON digest" in err and err.count("\n") == 1, err
     assert cli(capsys, "export", "no#such", "--output", "x.jsonl")[0] == 1
 
 
