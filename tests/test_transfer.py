@@ -255,7 +255,7 @@ def test_outcomes_are_read_from_the_table_and_only_a_failure_is_described(shared
     assert execution.status == "FAILED" and execution.error == "NotFound" and waited == [arn]
 
 
-def test_a_change_applied_then_pushed_past_the_ids_v0_remembers_is_told_applied_never_stale(shared):
+def test_a_change_applied_then_pushed_past_the_ids_v0_remembers_is_told_applied_never_stale(shared, monkeypatch):
     """GIVEN a record's change applied as version 1, WHEN more newer changes than `v0` remembers land before
     its outcome is read, THEN the data still answers what its execution did (applied, version 1), not
     `stale` because `v0` is newer; the same change sent again by another execution is a duplicate."""
@@ -275,6 +275,12 @@ def test_a_change_applied_then_pushed_past_the_ids_v0_remembers_is_told_applied_
     assert client.wait(again, 60).output["outcome"] == "stale"  # past the window the workflow cannot tell
     told = outcomes.settle(client, request, again, timeout=60, describe_after=0.3)
     assert (told.output["outcome"], told.output["version"]) == ("duplicate", 1)
+    # where the history cannot tell (a retention window expired the oldest), the execution is described at once
+    monkeypatch.setattr(outcomes.Applied, "version_of", lambda *args: outcomes.Applied.UNKNOWABLE)
+    began = time.monotonic()
+    told = outcomes.settle(client, request, arn, timeout=60, describe_after=60)
+    assert (told.output["outcome"], told.output["version"]) == ("applied", 1) and time.monotonic() - began < 10
+    monkeypatch.undo()
     # a change that never applied is stale, as before
     older = {**request, "changeId": "rec-older", "effectiveAt": T0 + 3}
     _, arn = client.start(older)

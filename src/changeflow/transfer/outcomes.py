@@ -34,6 +34,9 @@ def _latest(client: Changeflow, entity_id: str) -> dict[str, Any] | None:
     return store.get_item(client.dynamodb, client.table, entity_id, model.LATEST_SK)
 
 
+DESCRIBE = ("describe", 0)  # what _outcome answers when only the execution can tell
+
+
 def _outcome(client: Changeflow, request: dict[str, Any], latest: dict[str, Any] | None,
              arn: str) -> tuple[str, int] | None:
     if latest is None:
@@ -50,7 +53,7 @@ def _outcome(client: Changeflow, request: dict[str, Any], latest: dict[str, Any]
         if len(ids) < int(latest[model.VERSION]):  # v0 forgot some ids: history says if this change wrote one
             earlier = Applied(client).version_of(request["entityId"], request["changeId"])
             if earlier == Applied.UNKNOWABLE:
-                return None  # nothing can tell from the data: the execution is described
+                return DESCRIBE  # the data cannot tell (a retention window expired the oldest): its execution can
             if earlier is not None:
                 history = store.get_item(client.dynamodb, client.history_table, request["entityId"],
                                          model.history_sk(earlier)) or {}
@@ -165,6 +168,8 @@ def settle(client: Changeflow, request: dict[str, Any], arn: str, timeout: float
     delay = 0.05
     while time.monotonic() - began < describe_after:
         found = _outcome(client, request, _latest(client, request["entityId"]), arn)
+        if found == DESCRIBE:
+            break
         if found is not None:
             outcome, version = found
             return Execution(arn.split(":")[-1], arn, "SUCCEEDED", request,
