@@ -245,6 +245,7 @@ NOT_JSON = "{not json"
     (["run", "missing.json"], 2, "missing.json: no such file"),
     (["run", "events/workflow"], 2, "is a directory"),
     (["run", "{bad}"], 2, "not valid JSON"),
+    (["run", "{nested}"], 2, "not valid JSON"),  # nested past the JSON parser's depth
     (["run", WORKFLOW / "01-create.json", "--param", "x"], 2, "expected KEY=VALUE"),
     (["run", WORKFLOW / "01-create.json", "--param", "Nope=1"], 2, "Nope"),
     (["run", WORKFLOW / "01-create.json", "--history", "nope"], 2, "--history nope: no execution of this run"),
@@ -255,6 +256,7 @@ NOT_JSON = "{not json"
     (["nope"], 2, "invalid choice"),
     # the remote commands, against a stack that answers
     (["submit", "missing.json"], 2, "no such file"),
+    (["submit", "{nested}"], 2, "not valid JSON"),
     (["submit", WORKFLOW / "put.json", "--timeout", "soon"], 2, "'soon' is not a number of seconds"),
     (["submit", WORKFLOW / "put.json", "--via", "carrier-pigeon"], 2, "invalid choice"),
     (["versions", "nobody"], 1, "no such entity: 'nobody'"),
@@ -282,7 +284,10 @@ def test_a_user_error_is_one_line_on_stderr_with_its_exit_status(request, capsys
         request.getfixturevalue("on_stack")
     bad = tmp_path / "bad.json"
     bad.write_text(NOT_JSON)
-    args = [str(bad) if a == "{bad}" else str(taken_port) if a == "PORT_TAKEN" else a for a in args]
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 5000 + "]" * 5000)
+    args = [str(bad) if a == "{bad}" else str(nested) if a == "{nested}" else str(taken_port) if a == "PORT_TAKEN"
+            else a for a in args]
     got, out, err = cli(capsys, *args)
     assert got == status, err
     assert says in err

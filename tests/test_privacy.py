@@ -235,3 +235,103 @@ def test_with_hashed_entity_ids_no_error_names_the_entity(make_stack, xray_error
         assert any(entity_ref(raw, True) in line for line in errors), where
         assert any(entity_ref(raw, True) in x for x in xray_errors), where
         assert any(entity_ref(raw, True) in c for c in causes), where
+
+
+def test_with_hashed_entity_ids_a_history_conflict_names_the_entity_by_its_digest_only(make_stack, xray_errors):
+    """GIVEN HashEntityIds, WHEN the history step meets what an insider changed in the table (another
+    change's item where the version goes; an adoption's versions rewritten before its history step), THEN
+    the execution fails HistoryWriteFailed, and its cause names the entity by its digest only: in the
+    runtime's ``[ERROR]`` line, X-Ray, the execution history and the execution log (docs/privacy.md)."""
+    from changeflow.client import Changeflow
+    from changeflow.local.lambdas import fault_hook
+    from changeflow_core import model
+    from changeflow_core.names import entity_ref
+
+    stack = make_stack(HashEntityIds="true")
+    cf = Changeflow.for_embedded(stack)
+    taken, adopted = f"patient-{secrets.token_hex(6)}", f"patient-{secrets.token_hex(6)}"
+
+    def key(entity, version=None):
+        return {model.PK: {"S": entity}, model.SK: {"S": model.history_sk(version) if version else model.LATEST_SK}}
+
+    def put(entity, change, at):
+        run = cf.submit({"entityId": entity, "operation": "put", "attributes": {"n": at}, "effectiveAt": T0 + at,
+                         "changeId": change})
+        assert run.output["outcome"] == "applied", run
+
+    # another change's item where the next version of `taken` goes
+    put(taken, "c1", 1)
+    first = cf.dynamodb.get_item(TableName=cf.history_table, Key=key(taken, 1))["Item"]
+    cf.dynamodb.put_item(TableName=cf.history_table, Item={**first, **key(taken, 2), model.VERSION: {"N": "2"},
+                                                           model.CHANGE_ID: {"S": "insider"}})
+    runs = [cf.submit({"entityId": taken, "operation": "put", "attributes": {"n": 2}, "effectiveAt": T0 + 2,
+                       "changeId": "c2"})]
+    # versions written before the chain, one rewritten between the adoption's write and its history step
+    put(adopted, "c1", 1)
+    put(adopted, "c2", 2)
+    for version in (1, 2, None):
+        cf.dynamodb.update_item(TableName=cf.table if version is None else cf.history_table,
+                                Key=key(adopted, version), UpdateExpression="REMOVE prevHash, chainHash")
+
+    def rewrite_before_the_history_step(function, event, invoke):
+        if function.logical_id == "PutHistoryFunction" and event.get("change", {}).get("operation") == "adopt":
+            cf.dynamodb.update_item(TableName=cf.history_table, Key=key(adopted, 1), UpdateExpression="SET n = :x",
+                                    ExpressionAttributeValues={":x": {"N": "99"}})
+        return invoke()
+
+    with fault_hook(stack.lambdas, rewrite_before_the_history_step):
+        runs.append(cf.submit({"entityId": adopted, "operation": "adopt", "changeId": "a1"}))
+    assert [(r.status, r.error) for r in runs] == [("FAILED", "HistoryWriteFailed")] * 2, [r.cause for r in runs]
+    assert all("HistoryConflict" in r.cause for r in runs)
+
+    functions = [*stack.lambdas.functions.values(),
+                 *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
+    errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
+    causes = [json.dumps(e, default=str) for r in runs for e in cf.history(r.arn)
+              if any(k.endswith("EventDetails") and "cause" in e[k] for k in e)]
+    execution_log = [e["message"] for e in stack.client("logs").filter_log_events(
+        logGroupName=stack.template.physical_name("ChangeStateMachineLogGroup"))["events"]]
+    found = {"[ERROR] lines": errors, "x-ray": xray_errors, "history causes": causes, "execution log": execution_log}
+    for entity in (taken, adopted):
+        assert {where: [x for x in lines if entity in x] for where, lines in found.items()} == {
+            where: [] for where in found}, entity
+        for where, lines in found.items():
+            assert any(entity_ref(entity, True) in line for line in lines), (entity, where)
+
+
+def test_a_refused_request_leaves_only_the_number_it_quotes_in_the_logs(make_stack, xray_errors):
+    """GIVEN the default stack, WHEN a change is refused for a number DynamoDB cannot store (a
+    ValidationError that quotes it as sent: docs/guarantees.md, item 8) or for a reserved name, THEN the
+    error's message (in the ``[ERROR]`` line, X-Ray, the history's causes and the execution log at ERROR)
+    holds the field and that number, and nothing else of the request's content (docs/privacy.md)."""
+    from changeflow.client import Changeflow
+
+    stack = make_stack()
+    cf = Changeflow.for_embedded(stack)
+    content = f"ssn-{secrets.token_hex(6)}"
+    number = "1234567890123456789012345678901234567890" + str(1 + secrets.randbelow(9))  # 41 digits
+    runs = [cf.submit({"entityId": "p#1", "operation": "put", "changeId": "c1", "effectiveAt": T0,
+                       "attributes": {"ssn": content, "salary": json.loads(number)}}),
+            cf.submit({"entityId": "p#1", "operation": "put", "changeId": "c2", "effectiveAt": T0,
+                       "attributes": {"ssn": content, "version": 3}})]
+    assert [(r.status, r.error) for r in runs] == [("FAILED", "ValidationError")] * 2
+    event = load_event("functions/submit_change.json")  # through the API: refused by the front function
+    event["body"] = json.dumps({"entityId": "p#1", "operation": "put", "changeId": "c3", "effectiveAt": T0,
+                                "attributes": {"ssn": content}})[:-2] + f', "salary": {number}}}}}'
+    payload, failed = stack.lambdas.invoke(stack.function("SubmitChangeFunction"), event)
+    assert not failed and payload["statusCode"] == 400 and number in payload["body"], payload
+    front = [str(line) for line in stack.function("SubmitChangeFunction").logs]
+    assert [line for line in front if content in line] == [] and any(number in line for line in front)
+    functions = [*stack.lambdas.functions.values(),
+                 *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
+    errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
+    causes = [json.dumps(e, default=str) for r in runs for e in cf.history(r.arn)
+              if any(k.endswith("EventDetails") and "cause" in e[k] for k in e)]
+    execution_log = [e["message"] for e in stack.client("logs").filter_log_events(
+        logGroupName=stack.template.physical_name("ChangeStateMachineLogGroup"))["events"]]
+    found = {"[ERROR] lines": errors, "x-ray": xray_errors, "history causes": causes, "execution log": execution_log}
+    assert all(lines for lines in found.values())
+    assert {where: [x for x in lines if content in x] for where, lines in found.items()} == {w: [] for w in found}
+    for where, lines in found.items():
+        assert any(f"attributes.salary: {number} has 41 significant digits" in x for x in lines), where
+        assert any("attributes.version: is a name the item model reserves" in x for x in lines), where

@@ -470,7 +470,10 @@ def test_verify_proof_names_a_bad_file_in_one_line_with_status_2(world, tmp_path
     reformatted.write_text(json.dumps(json.loads(open(proof_file, encoding="utf-8").read()), indent=2))
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps({**world[1], "entities": [{"entityId": 7, "version": "abc", "chainHash": None}]}))
+    nested = tmp_path / "nested.json"  # JSON nested past the parser's depth
+    nested.write_text("[" * 5000 + "]" * 5000)
     for argv, names in ([str(reformatted), "--digest", digest_file], "one form"), \
+                       ([str(nested), "--digest", digest_file], "not a changeflow proof"), \
                        ([proof_file, "--digest", str(forged)], "entities[0].entityId is 7"), \
                        ([proof_file, "--digest", str(tmp_path / "absent.json")], "cannot read the digest"), \
                        ([str(tmp_path / "absent.json"), "--digest", digest_file], "cannot read the proof"):

@@ -116,6 +116,13 @@ def test_a_forged_cursor_is_a_400_naming_cursor(server, key):
     assert status == 400 and body["message"].startswith("cursor:"), (status, body)
 
 
+def test_a_cursor_nested_past_the_json_parsers_depth_is_a_400_naming_cursor(server):
+    # not a forged key but forged text: 5,000 brackets (6,667 characters of base64, well inside a URL)
+    nested = base64.urlsafe_b64encode(b"[" * 5000).decode().rstrip("=")
+    status, body = get(server, f"/entities/doc%231/versions?cursor={nested}")
+    assert status == 400 and body["message"].startswith("cursor:"), (status, body)
+
+
 def test_a_cursor_the_api_returned_pages_on_and_another_entitys_is_refused(server):
     # the valid neighbour: a real cursor works; the same key for another entity does not
     status, page = get(server, "/entities/doc%231/versions?limit=1")

@@ -223,6 +223,19 @@ def test_a_stripped_entity_cannot_be_passed_off_as_legacy(recorded):
     assert not verify(cf, ENTITY).ok
 
 
+def test_legacy_versions_with_one_missing_cannot_be_adopted(legacy):
+    """An insider deletes legacy version 1 before the adoption: adopt refuses to bind 2..3 as if they were the
+    whole history, writes nothing, and verify still reports the entity."""
+    cf = legacy
+    cf.dynamodb.delete_item(TableName=cf.history_table, Key=key(1))
+    before = cf.dynamodb.scan(TableName=cf.history_table)["Items"]
+    execution = cf.submit({"entityId": ENTITY, "operation": "adopt", "changeId": "adopt-2-3"})
+    assert execution.error == "ValidationError" and "are not 1..3 (some are missing or expired)" in execution.cause
+    assert cf.dynamodb.scan(TableName=cf.history_table)["Items"] == before
+    assert item(cf, None)[model.VERSION] == {"N": "3"}
+    assert not verify(cf, ENTITY).ok
+
+
 def test_legacy_versions_can_be_redacted_once_adopted(legacy):
     cf = legacy
     cf.submit({"entityId": ENTITY, "operation": "adopt"})

@@ -93,6 +93,17 @@ def test_redacting_a_copy_makes_no_new_copy(cf):
     assert_ok(cf)
 
 
+def test_redacting_a_patch_version_erases_the_value_its_patch_record_set(cf):
+    # a patch version holds the value twice: in its content and in its record of the patch (`set`)
+    cf.submit(put(T0, "c1", name="Ann"))
+    cf.submit({"entityId": ENTITY, "operation": "patch", "set": {"ssn": SECRET[0]}, "effectiveAt": T0 + 1,
+               "changeId": "c2"})
+    assert holding(cf, SECRET[0]) == ["v#0000000002", "v0"]
+    assert cf.submit(redact(2, "r2")).output["version"] == 3
+    assert holding(cf, SECRET[0]) == [] and served(cf)[0] == 410
+    assert_ok(cf)
+
+
 def test_a_rollback_copy_goes_with_the_version_it_restored(cf):
     cf.submit(put(T0, "c1", ssn=SECRET[0]))
     cf.submit(put(T0 + 1, "c2", name="other"))

@@ -210,6 +210,9 @@ def test_what_cannot_be_run_exits_1_with_the_reason(probe, capsys):
     assert (code, out) == (1, "") and "Function NoSuchFunction not found in template" in err
     code, out, err = local_invoke(capsys, "ProbeFunction", "-e", str(probe / "missing.json"), "-t", template)
     assert (code, out) == (1, "") and "missing.json" in err
+    (probe / "nested.json").write_text("[" * 5000 + "]" * 5000)  # nested past the JSON parser's depth
+    code, out, err = local_invoke(capsys, "ProbeFunction", "--env-vars", str(probe / "nested.json"), "-t", template)
+    assert (code, out) == (1, "") and "--env-vars" in err and "nested.json" in err, err
 
 
 def test_the_function_can_be_named_by_its_physical_name(probe, capsys):

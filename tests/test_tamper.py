@@ -163,6 +163,22 @@ def test_a_digest_proves_even_a_tampering_that_recomputed_every_hash(recorded):
     assert problems == ["version 4 no longer has the hash the digest recorded: it was rewritten"]
 
 
+def test_the_newest_version_removed_with_v0_put_back_is_caught_only_against_a_digest(recorded):
+    """An insider deletes the newest history item and writes `v0` back as the version before it (with its
+    changes index keys): no hash is recomputed, and what is left is a chain that holds from version 1 to
+    its end. Neither the chain nor each version's execution can tell (docs/audit.md); a digest taken
+    before it says which versions were removed."""
+    TAMPERINGS.append("the newest version removed and v0 put back to the one before, against a digest")
+    taken = digests.digest(recorded, [ENTITY])
+    three = item(recorded, 3)
+    recorded.dynamodb.delete_item(TableName=recorded.history_table, Key=key(4))
+    write(recorded, None, {**three, model.SK: {"S": model.LATEST_SK}, **{k: {"N": str(v)} for k, v in
+                           model.changes_index_keys(ENTITY, int(three[model.RECORDED_AT]["N"])).items()}})
+    assert verify(recorded, ENTITY).ok and executions.check_executions(recorded, ENTITY) == []
+    assert digests.verify_since(recorded, taken) == {ENTITY: [
+        "the entity is at version 3, before version 4 the digest recorded: versions were removed"]}
+
+
 def test_an_altered_digest_file_is_detected(recorded):
     TAMPERINGS.append("the digest file altered")
     taken = digests.digest(recorded, [ENTITY])

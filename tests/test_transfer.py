@@ -282,6 +282,39 @@ def test_outcomes_are_read_from_the_table_and_only_a_failure_is_described(shared
     assert execution.status == "FAILED" and execution.error == "NotFound" and waited == [arn]
 
 
+def test_a_change_applied_then_pushed_past_the_ids_v0_remembers_is_told_applied_never_stale(shared, monkeypatch):
+    """GIVEN a record's change applied as version 1, WHEN more newer changes than `v0` remembers land before
+    its outcome is read, THEN the data still answers what its execution did (applied, version 1), not
+    `stale` because `v0` is newer; the same change sent again by another execution is a duplicate."""
+    from changeflow.transfer import outcomes
+
+    _, client = shared
+    request = {"entityId": "ow#1", "operation": "put", "attributes": {"x": 0}, "changeId": "rec-1",
+               "effectiveAt": T0}
+    _, arn = client.start(request)
+    assert client.wait(arn, 60).output["outcome"] == "applied"
+    for i in range(model.RECENT_CHANGE_IDS + 1):
+        assert client.submit({**request, "attributes": {"x": i + 1}, "changeId": f"newer-{i}",
+                              "effectiveAt": T0 + 1 + i}).output["outcome"] == "applied"
+    told = outcomes.settle(client, request, arn, timeout=60, describe_after=0.3)
+    assert (told.status, told.output["outcome"], told.output["version"]) == ("SUCCEEDED", "applied", 1)
+    _, again = client.start(request, redeliver=True)
+    assert client.wait(again, 60).output["outcome"] == "stale"  # past the window the workflow cannot tell
+    told = outcomes.settle(client, request, again, timeout=60, describe_after=0.3)
+    assert (told.output["outcome"], told.output["version"]) == ("duplicate", 1)
+    # where the history cannot tell (a retention window expired the oldest), the execution is described at once
+    monkeypatch.setattr(outcomes.Applied, "version_of", lambda *args: outcomes.Applied.UNKNOWABLE)
+    began = time.monotonic()
+    told = outcomes.settle(client, request, arn, timeout=60, describe_after=60)
+    assert (told.output["outcome"], told.output["version"]) == ("applied", 1) and time.monotonic() - began < 10
+    monkeypatch.undo()
+    # a change that never applied is stale, as before
+    older = {**request, "changeId": "rec-older", "effectiveAt": T0 + 3}
+    _, arn = client.start(older)
+    told = outcomes.settle(client, older, arn, timeout=60, describe_after=0.3)
+    assert (told.output["outcome"], told.output["version"]) == ("stale", model.RECENT_CHANGE_IDS + 2)
+
+
 # --- quotas: throttled, slowed down, never dropped -----------------------------------------------------
 def test_a_throttled_start_is_retried_until_it_goes_through_and_the_rate_drops(shared, tmp_path):
     _, client = shared
@@ -388,10 +421,14 @@ def test_export_writes_every_version_with_every_attribute_and_its_digest_proves_
         "content": [t.replace('"n":{"N":"1"}', '"n":{"N":"9"}') for t in text],
         "first version": text[:first_ex1] + text[first_ex1 + 1:],
         "last entity": [t for t in text if '"ex#2"' not in t],
+        "a line nested past the parser's depth": text + ["[" * 5000 + "]" * 5000],
     }.items():
         Path(f"{name}.jsonl").write_text("\n".join(altered) + "\n")
         status, out, _ = cli(capsys, "verify-export", f"{name}.jsonl", "--digest", "all.digest")
         assert status == 1 and "PROBLEMS" in out, name
+    Path("nested.digest").write_text("[" * 5000 + "]" * 5000)  # a digest file nested past the parser's depth
+    status, _, err = cli(capsys, "verify-export", "all.jsonl", "--digest", "nested.digest")
+    assert status == 2 and "nested.digest: not a JSON digest" in err and err.count("\n") == 1, err
     assert cli(capsys, "export", "no#such", "--output", "x.jsonl")[0] == 1
 
 

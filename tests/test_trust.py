@@ -305,6 +305,38 @@ def test_a_direct_invoke_of_the_event_function_is_refused_by_verify_principals(o
     assert "events journal has no record of its event" in report["problems"][0]
 
 
+def test_a_journaled_event_replayed_with_other_content_is_refused_by_verify_principals(make_stack, capsys,
+                                                                                      monkeypatch):
+    # GIVEN an Express stack (execution names are not deduped) and an event on the bus whose change wrote no
+    # version (stale: older than the entity), journaled by EventBridge
+    from changeflow.client import targets
+
+    stack = make_stack(WorkflowType="EXPRESS", StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
+    cf = Changeflow.for_embedded(stack)
+    monkeypatch.setattr(targets, "client_for", lambda args: cf)
+    assert cf.submit_via_events(put("t#8", "c0"), timeout=30).output["outcome"] == "applied"
+    assert cf.submit_via_events(put("t#8", "c1", effectiveAt=1), timeout=30).output["outcome"] == "stale"
+    journal = [json.loads(e["message"]) for e in stack.client("logs").filter_log_events(
+        logGroupName=cf.outputs["ChangeEventsJournalLogGroupName"])["events"]]
+    event = next(j for j in journal if '\\"c1\\"' in json.dumps(j["detail"]))
+    # WHEN mallory, who may invoke any function, hands the event function that event with other content
+    make, _ = identity(stack.client, "mallory", "lambda:InvokeFunction")
+    delivered = load_event("functions/receive_event.json")
+    delivered["request"] = {"request": json.dumps(put("t#8", "c1", attributes={"n": 666, "owner": "mallory"}))}
+    delivered["event"] = {k: v for k, v in event.items() if k != "detail"}
+    delivered["receivedAt"] = time.strftime("%Y-%m-%dT%H:%M:%S.999Z", time.gmtime())
+    started = json.loads(make("lambda").invoke(FunctionName=stack.function("ReceiveChangeEventFunction").name,
+                                               Payload=json.dumps(delivered))["Payload"].read())
+    assert cf.wait(started["executionArn"], 30).output["outcome"] == "applied"
+    # THEN the version records the event's principal, and verify --principals refuses it: EventBridge journaled
+    # that event with another change
+    assert [v["attributes"] for v in cf.entity("t#8")["versions"]] == [{"n": 1}, {"n": 666, "owner": "mallory"}]
+    status, out = verify_principals(capsys, "t#8")
+    (report,) = json.loads(out)
+    assert status == 1 and len(report["problems"]) == 1, report
+    assert report["problems"][0].startswith(f"version 2: event {event['id']} carried another change"), report
+
+
 # --- iam:PassRole, a rule of one's own -------------------------------------------------------------------------
 def test_a_rule_of_someone_elses_cannot_reach_the_event_function_or_use_the_stacks_roles(stack, cf):
     # GIVEN mallory, who may make rules and pass any role

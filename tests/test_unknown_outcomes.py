@@ -185,6 +185,50 @@ def write_rival(cf, change_id):
     store.put_history(cf.dynamodb, cf.history_table, items.history_of(item))
 
 
+class ProofLostInTheBackOff(LostAnswer):
+    """The read after the lost answer is handed a proof it cannot check: the payload changed between the
+    steps, or the seal key was rotated under the execution (docs/operations.md: the seal)."""
+
+    def hook(self, function, event, invoke):
+        mine = isinstance(event, dict) and (event.get("change") or {}).get("changeId") == self.mine["changeId"]
+        if mine and function.logical_id == "FetchLatestFunction" and self.lost.is_set():
+            event["proof"] = "A" * 43  # a MAC under another key
+        return super().hook(function, event, invoke)
+
+
+def test_a_landed_write_whose_re_read_cannot_check_its_proof_is_unknown_not_unproven(stack, cf):
+    cf.submit(change("put", "c1", T0))
+    # WHEN A's write of version 2 lands, its answer is lost, and the read after it cannot check the proof
+    a = ProofLostInTheBackOff(stack, cf, change("put", "mine", T0 + 1), []).run()
+    # THEN A is OutcomeUnknown naming the version (before: Unproven, "nothing written", with v0 at version 2)
+    assert (a.status, a.error) == ("UNKNOWN", "OutcomeUnknown"), (a.status, a.error, a.cause)
+    assert "version 2" in a.cause and "send the same change id again" in a.cause.lower()
+    assert cf.entity("doc#1")["latest"]["changeId"] == "mine"
+    again = cf.submit(change("put", "mine", T0 + 1), redeliver=True)
+    assert (again.output["outcome"], again.output["version"]) == ("duplicate", 2)
+    assert_each_change_once(cf)
+
+
+def test_a_read_that_cannot_check_its_proof_after_a_failed_condition_is_unproven(stack, cf):
+    # after a WriteConflict nothing was written: the step that cannot check its proof says so, Unproven
+    cf.submit(change("put", "c1", T0))
+
+    rivals = []
+
+    def hook(function, event, invoke):
+        mine = isinstance(event, dict) and (event.get("change") or {}).get("changeId") == "mine"
+        if mine and function.logical_id == "UpdateLatestFunction" and not rivals:
+            rivals.append(write_rival(cf, "other"))  # lands between A's read and its write
+        if mine and function.logical_id == "FetchLatestFunction" and "request" not in event:
+            event["proof"] = "A" * 43
+        return invoke()
+
+    with fault_hook(stack.lambdas, hook):
+        a = cf.submit(change("put", "mine", T0 + 2))
+    assert (a.status, a.error) == ("FAILED", "Unproven"), (a.status, a.error, a.cause)
+    assert versions(cf) == [(1, "c1"), (2, "other")]
+
+
 def test_a_read_failing_after_a_failed_condition_is_still_a_read_failure(stack, cf):
     # a failed condition wrote nothing, so a read failing after it is LatestReadFailed: nothing was written
     cf.submit(change("put", "c1", T0))

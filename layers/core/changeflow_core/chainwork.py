@@ -149,7 +149,8 @@ def anchor_adopted(client, history_table: str, entity_id: str, record: dict[str,
     if not legacy or int(legacy[0][model.VERSION]["N"]) != 1:
         return 0  # the oldest expired before the step ran: nothing to recompute the anchors from
     if chain.adoption_hash(entity_id, legacy) != record["chainHash"]:
-        raise HistoryConflict(f"the versions of {entity_id!r} adopted at 1..{record['versions']} changed since")
+        raise HistoryConflict(f"the versions of {names.shown(entity_id)} adopted at 1..{record['versions']} "
+                              "changed since")
     written = 0
     for version, anchor in chain.adoption_anchors(entity_id, legacy).items():
         written += _anchor_one(client, history_table, entity_id, version, anchor)

@@ -59,6 +59,14 @@ def resolve(client, history_table: str, change: Change, latest: dict[str, Any] |
 
 
 
+def unproven(tried: int, why: Exception) -> OutcomeUnknown:
+    """The read after a write whose answer was lost cannot check its proof (the payload changed between the
+    steps, or the seal key was rotated under the execution): it cannot settle the write either."""
+    return OutcomeUnknown(f"the v0 write of version {tried} may have landed (it failed without an answer), and the "
+                          f"read that would settle it cannot check its input ({why}): whether the change was "
+                          "applied cannot be known. Send the same change id again")
+
+
 def unknown(change: Change, tried: int, why: str) -> OutcomeUnknown:
     """The named error, saying what is known: the version the change may have written, and why no more."""
     return OutcomeUnknown(f"the v0 write of version {tried} by change {change.changeId!r} may have landed (it "

@@ -100,7 +100,7 @@ def decode_cursor(cursor: str | None, entity_id: str) -> dict | None:
         return None
     try:
         key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, TypeError, binascii.Error) as exc:
+    except (ValueError, TypeError, binascii.Error, RecursionError) as exc:  # RecursionError: nested too deep
         raise ValidationError("cursor", "is not a cursor this API returned") from exc
     if not (isinstance(key, dict) and set(key) == {model.PK, model.SK}
             and all(isinstance(key[k], dict) and set(key[k]) == {"S"} and isinstance(key[k]["S"], str) for k in key)

@@ -64,7 +64,13 @@ def take(event: dict[str, Any], policy: list | None = None,
         authorization.check(policy, change.principal, change.entityId, change.operation)  # the stack's policy
         content = items.to_wire(validate_attributes(request["attributes"])) if change.operation == model.PUT else None
         return change, content, 1
-    require_step(key, event, "the fetch step after a back-off")
+    try:
+        require_step(key, event, "the fetch step after a back-off")
+    except seal.Unproven as exc:
+        tried, error = event.get("tried"), event.get("error") or {}
+        if type(tried) is not int or not isinstance(error, dict) or lostwrites.lost(event) is None:
+            raise  # after a failed condition nothing was written (and a forged input tried nothing): Unproven
+        raise lostwrites.unproven(tried, exc) from exc  # the write before this read may have landed
     change, content, attempt = Change.from_json(event["change"]), event.get("content"), event["attempt"]
     lost = lostwrites.lost(event)
     if attempt > MAX_ATTEMPTS and lost is None:  # a lost answer: the read settles it first (fetch)

@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import codec, items, model
+from . import codec, items, model, names
 from .errors import HistoryConflict, NotFound
 
 class ConditionFailed(Exception):
@@ -180,7 +180,7 @@ def put_history_wire(client, history_table: str, item: dict[str, dict]) -> bool:
         if old.get(model.CHANGE_ID, {}).get("S") == change_id:
             return False
         raise HistoryConflict(
-            f"version {item[model.VERSION]['N']} of {item[model.PK]['S']!r} was written by change "
+            f"version {item[model.VERSION]['N']} of {names.shown(item[model.PK]['S'])} was written by change "
             f"{old.get(model.CHANGE_ID, {}).get('S')!r}, not {change_id!r}"
         ) from exc
 

@@ -22,7 +22,7 @@ import json
 import time
 from typing import Any
 
-from changeflow_core import codec, model, wire
+from changeflow_core import chain, codec, items, model, validation, wire
 
 from ..client import Changeflow
 from .digests import raw_history
@@ -134,6 +134,9 @@ class Journals:
         if (change.get("entityId"), change.get("changeId")) != (entity_id, item.get(model.CHANGE_ID, {}).get("S")):
             return (f"event {principal.get('id')} carried change {change.get('changeId')!r} of "
                     f"{change.get('entityId')!r}, not this version's")
+        differs = _differs(change, item)
+        if differs:  # its id replayed by a direct invocation of the event function, with another change
+            return f"event {principal.get('id')} carried another change than this version records: {differs}"
         other = self._claim("event", str(principal.get("id")), entity_id, version)
         return f"event {principal.get('id')} is named by {other} too: one event starts one change" if other else None
 
@@ -159,13 +162,31 @@ def _named(principal: dict[str, Any]) -> str:
 
 
 def _change_of(detail: Any) -> dict[str, Any]:
-    """The change an event's detail carries: itself, or its text form ``{"request": "<JSON text>"}``."""
+    """The change an event's detail carries: itself, or its text form ``{"request": "<JSON text>"}`` (numbers
+    exact, as the workflow read them)."""
     if isinstance(detail, dict) and isinstance(detail.get(wire.TEXT_FIELD), str) and len(detail) == 1:
         try:
-            detail = json.loads(detail[wire.TEXT_FIELD])
-        except ValueError:
+            detail = wire.loads(detail[wire.TEXT_FIELD])
+        except (ValueError, RecursionError):
             return {}
     return detail if isinstance(detail, dict) else {}
+
+
+def _differs(change: dict[str, Any], item: dict[str, Any]) -> str | None:
+    """What the version (DynamoDB JSON) records otherwise than the change its event carried: the operation, or
+    a put's content (its hash, which a redaction keeps)."""
+    operation = item.get(model.OPERATION, {}).get("S")
+    if change.get("operation") != operation:
+        return f"operation {change.get('operation')!r}, not {operation!r}"
+    if operation != model.PUT:
+        return None
+    try:
+        sent = chain.content_hash(items.to_wire(validation.validate_attributes(change.get("attributes"))))
+    except validation.ValidationError:
+        return "attributes the workflow refuses"
+    redacted = item.get(model.REDACTED)
+    kept = chain.hash_text(codec.deserialize_value(redacted)) if redacted else chain.content_hash(item)
+    return None if sent == kept else "other content"
 
 
 def check_principals(client: Changeflow, entity_id: str, journals: Journals | None = None,

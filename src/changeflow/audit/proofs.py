@@ -78,7 +78,7 @@ def loads(data: bytes | str) -> dict[str, Any]:
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         proof = json.loads(text)
-    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, or an integer of too many digits
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError, too many digits, too deep
         raise ProofInvalid(f"not a changeflow proof (not UTF-8 JSON: {exc})") from None
     check_shape(proof)
     if dumps(proof) != text:

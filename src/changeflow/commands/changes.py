@@ -36,7 +36,7 @@ def load_changes(paths: list[str]) -> list[tuple[str, Any]]:
             raise UsageError(f"{path}: is a directory; give the JSON files in it ({path}/*.json)") from exc
         except OSError as exc:
             raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
             raise UsageError(f"{path}: not valid JSON ({exc})") from exc
         requests = data if isinstance(data, list) else [data]
         changes.extend((f"{path}[{i}]" if isinstance(data, list) else path, r) for i, r in enumerate(requests))

@@ -130,7 +130,7 @@ def cmd_local_invoke(args) -> int:
         if args.env_vars:
             try:
                 overrides = json.loads(Path(args.env_vars).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested past the parser
                 raise InvokeError(f"--env-vars {args.env_vars}: {exc}") from exc
         if args.stack_name:
             import boto3

@@ -176,7 +176,7 @@ def read_export(path: Path) -> Iterator[tuple[str, list[dict[str, dict]], list[s
                 entity_id, item = line["entityId"], line["item"]
                 if not isinstance(entity_id, str) or not isinstance(item, dict):
                     raise TypeError
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past the parser
                 problems.append(f"line {number}: not a line of `changeflow export`")
                 continue
             problems.extend(forged_fields(number, line))
@@ -222,7 +222,7 @@ def _read_digest(digest_path: Path) -> dict[str, Any]:
         taken = json.loads(digest_path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"{digest_path}: cannot read it ({exc.strerror or exc})") from exc
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser's depth
         raise UsageError(f"{digest_path}: not a JSON digest ({exc})") from exc
     if not isinstance(taken, dict) or taken.get("format") != chain.DIGEST_FORMAT:
         raise UsageError(f"{digest_path}: not a changeflow digest (`changeflow export --digest FILE` writes one)")

@@ -11,7 +11,9 @@ with reads DynamoDB does not ration that tightly: ``v0`` (consistent GetItem) li
   change older than ``v0`` is ``stale`` whatever it was, and one newer than ``v0`` was never applied, since
   the ratchet keeps ``v0`` at the newest time it applied);
 - **after starting**: the id in ``v0`` and its history item written (the workflow's last write step) is
-  ``applied``; ``v0`` newer than the change is ``stale`` (the ratchet never lets it in afterwards);
+  ``applied``; ``v0`` newer than the change is ``stale`` (the ratchet never lets it in afterwards), unless
+  ``v0`` has forgotten ids and the history holds the change: then the version it wrote, ``applied`` by this
+  execution or ``duplicate`` (more newer changes than ``v0`` remembers may land before the outcome is read);
 - **neither after ``describe_after`` seconds** (the workflow rejected it, failed, or is slow): the execution is
   described after all, once, as ``Changeflow.wait`` does.
 """
@@ -32,10 +34,15 @@ def _latest(client: Changeflow, entity_id: str) -> dict[str, Any] | None:
     return store.get_item(client.dynamodb, client.table, entity_id, model.LATEST_SK)
 
 
-def _outcome(client: Changeflow, request: dict[str, Any], latest: dict[str, Any] | None) -> tuple[str, int] | None:
+DESCRIBE = ("describe", 0)  # what _outcome answers when only the execution can tell
+
+
+def _outcome(client: Changeflow, request: dict[str, Any], latest: dict[str, Any] | None,
+             arn: str) -> tuple[str, int] | None:
     if latest is None:
         return None
-    version = (latest.get(model.CHANGE_IDS) or {}).get(request["changeId"])
+    ids = latest.get(model.CHANGE_IDS) or {}
+    version = ids.get(request["changeId"])
     if version is not None:
         history = store.get_item(client.dynamodb, client.history_table, request["entityId"],
                                  model.history_sk(int(version)))
@@ -43,6 +50,14 @@ def _outcome(client: Changeflow, request: dict[str, Any], latest: dict[str, Any]
             return "applied", int(version)
         return None  # v0 is written, its history item not yet: the execution is still at work
     if int(latest.get(model.EFFECTIVE_AT) or 0) > int(request["effectiveAt"]):
+        if len(ids) < int(latest[model.VERSION]):  # v0 forgot some ids: history says if this change wrote one
+            earlier = Applied(client).version_of(request["entityId"], request["changeId"])
+            if earlier == Applied.UNKNOWABLE:
+                return DESCRIBE  # the data cannot tell (a retention window expired the oldest): its execution can
+            if earlier is not None:
+                history = store.get_item(client.dynamodb, client.history_table, request["entityId"],
+                                         model.history_sk(earlier)) or {}
+                return ("applied" if history.get(model.EXECUTION) == arn else model.DUPLICATE), earlier
         return "stale", int(latest[model.VERSION])
     return None
 
@@ -152,7 +167,9 @@ def settle(client: Changeflow, request: dict[str, Any], arn: str, timeout: float
     began = time.monotonic()
     delay = 0.05
     while time.monotonic() - began < describe_after:
-        found = _outcome(client, request, _latest(client, request["entityId"]))
+        found = _outcome(client, request, _latest(client, request["entityId"]), arn)
+        if found == DESCRIBE:
+            break
         if found is not None:
             outcome, version = found
             return Execution(arn.split(":")[-1], arn, "SUCCEEDED", request,
