@@ -8,7 +8,6 @@ Screenshots of the main pages go to build/console/ (docs/ keeps copies for docs/
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import os
 import re
@@ -635,62 +634,3 @@ def test_the_feed_page_shows_each_version_as_it_is_recorded_checked_and_refreshe
     page.shot("feed")
     page.page.get_by_role("link", name="pause").click()
     assert page.page.locator('meta[http-equiv="refresh"]').count() == 0
-
-
-# --- an Express stack: ListExecutions refuses it, the execution log lists its executions -------------------
-EXPRESS_STACKS = itertools.count()  # each stack's own name: moto keeps a stopped stack's tables in the process
-
-
-@pytest.fixture
-def express_stack():
-    """An Express stack of its own name (beside the module's served stack in this process), with parameters."""
-    from changeflow.local.embedded import EmbeddedStack
-    from conftest import let_executions_end
-
-    started = []
-
-    def make(**parameters):
-        started.append(EmbeddedStack(ROOT, stack_name=f"express{next(EXPRESS_STACKS)}", time_scale=0.0005,
-                                     parameters={"WorkflowType": "EXPRESS", **parameters}).start())
-        return started[-1]
-
-    yield make
-    for stack in started:
-        try:
-            let_executions_end(stack)
-        finally:
-            stack.stop()
-
-
-def test_an_express_stacks_executions_page_lists_them_from_the_execution_log(express_stack):
-    from werkzeug.test import Client
-
-    from changeflow.client import Changeflow
-    from changeflow.console import for_embedded
-
-    # GIVEN an Express stack that keeps its execution log whole (docs/operations.md), and a change applied
-    stack = express_stack(StateMachineLogLevel="ALL", StateMachineIncludeExecutionData="true")
-    Changeflow.for_embedded(stack).submit({"entityId": "express#1", "operation": "put", "attributes": {"n": 1},
-                                           "changeId": "express-1"})
-    console = Client(for_embedded(stack))
-    # WHEN an auditor opens the console's executions page (where /console leads)
-    page = console.get("/console/executions")
-    # THEN it lists the execution with its entity and outcome, read from the execution log, and its link opens
-    # the execution's page
-    assert page.status_code == 200, page.get_data(as_text=True)[-2000:]
-    html = page.get_data(as_text=True)
-    assert "express#1" in html and "applied" in html
-    link = re.search(r'href="(/console/execution\?[^"]+)"', html).group(1).replace("&amp;", "&")
-    assert console.get(link).status_code == 200
-
-
-def test_an_express_stack_without_its_whole_log_says_why_its_executions_cannot_be_listed(express_stack):
-    from werkzeug.test import Client
-
-    from changeflow.console import for_embedded
-
-    # GIVEN an Express stack at the default log level (failures only): nothing lists its executions
-    console = Client(for_embedded(express_stack()))
-    # WHEN the executions page is opened, THEN it says what to deploy, instead of an internal server error
-    page = console.get("/console/executions")
-    assert page.status_code == 501 and "StateMachineLogLevel=ALL" in page.get_data(as_text=True)
