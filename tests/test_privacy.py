@@ -179,6 +179,19 @@ def xray_errors(monkeypatch):
     return seen
 
 
+def where_errors_land(stack, cf, runs, xray_errors) -> dict[str, list[str]]:
+    """Every place an error's text reaches: the functions' ``[ERROR]`` lines (every version's too), what X-Ray
+    recorded, the causes in the executions' histories, and the state machine's execution log."""
+    functions = [*stack.lambdas.functions.values(),
+                 *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
+    errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
+    causes = [json.dumps(e, default=str) for r in runs for e in cf.history(r.arn)
+              if any(k.endswith("EventDetails") and "cause" in e[k] for k in e)]
+    execution_log = [e["message"] for e in stack.client("logs").filter_log_events(
+        logGroupName=stack.template.physical_name("ChangeStateMachineLogGroup"))["events"]]
+    return {"[ERROR] lines": errors, "x-ray": xray_errors, "history causes": causes, "execution log": execution_log}
+
+
 def test_with_hashed_entity_ids_no_error_names_the_entity(make_stack, xray_errors, caplog):
     """GIVEN HashEntityIds, WHEN a stale change, a version conflict, a validation error, a forbidden change and
     a redact of an entity that does not exist fail (or end stale) in the workflow, THEN their messages name
@@ -211,18 +224,10 @@ def test_with_hashed_entity_ids_no_error_names_the_entity(make_stack, xray_error
         "invalid": ("FAILED", "ValidationError"), "forbidden": ("FAILED", "Forbidden"),
         "not found": ("FAILED", "NotFound")}
 
-    functions = [*stack.lambdas.functions.values(),
-                 *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
-    errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
-    causes = [json.dumps(e, default=str) for r in runs.values() for e in cf.history(r.arn)
-              if any(k.endswith("EventDetails") and "cause" in e[k] for k in e)]
-    logs = stack.client("logs")
-    execution_log = [e["message"] for e in logs.filter_log_events(
-        logGroupName=stack.template.physical_name("ChangeStateMachineLogGroup"))["events"]]
     tracer_log = [r.getMessage() + (caplog.text if r.exc_info else "") for r in caplog.records
                   if r.name.startswith("aws_lambda_powertools")]
-    found = {"[ERROR] lines": errors, "x-ray": xray_errors, "history causes": causes,
-             "execution log": execution_log, "Tracer's log": tracer_log}
+    found = {**where_errors_land(stack, cf, runs.values(), xray_errors), "Tracer's log": tracer_log}
+    errors, causes, execution_log = found["[ERROR] lines"], found["history causes"], found["execution log"]
     # THEN the errors were there to read (one per failure, and the stale change's)
     assert len(errors) >= 5 and len(xray_errors) >= 10 and len(causes) >= 5 and execution_log
     for name in ("ChangeIsStale", "VersionConflict", "ValidationError", "Forbidden", "NotFound"):
@@ -284,14 +289,7 @@ def test_with_hashed_entity_ids_a_history_conflict_names_the_entity_by_its_diges
     assert [(r.status, r.error) for r in runs] == [("FAILED", "HistoryWriteFailed")] * 2, [r.cause for r in runs]
     assert all("HistoryConflict" in r.cause for r in runs)
 
-    functions = [*stack.lambdas.functions.values(),
-                 *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
-    errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
-    causes = [json.dumps(e, default=str) for r in runs for e in cf.history(r.arn)
-              if any(k.endswith("EventDetails") and "cause" in e[k] for k in e)]
-    execution_log = [e["message"] for e in stack.client("logs").filter_log_events(
-        logGroupName=stack.template.physical_name("ChangeStateMachineLogGroup"))["events"]]
-    found = {"[ERROR] lines": errors, "x-ray": xray_errors, "history causes": causes, "execution log": execution_log}
+    found = where_errors_land(stack, cf, runs, xray_errors)
     for entity in (taken, adopted):
         assert {where: [x for x in lines if entity in x] for where, lines in found.items()} == {
             where: [] for where in found}, entity
@@ -322,14 +320,7 @@ def test_a_refused_request_leaves_only_the_number_it_quotes_in_the_logs(make_sta
     assert not failed and payload["statusCode"] == 400 and number in payload["body"], payload
     front = [str(line) for line in stack.function("SubmitChangeFunction").logs]
     assert [line for line in front if content in line] == [] and any(number in line for line in front)
-    functions = [*stack.lambdas.functions.values(),
-                 *(v for versions in stack.lambdas.versions.values() for v in versions.values())]
-    errors = [line for f in functions for line in f.logs if line.startswith("[ERROR]")]
-    causes = [json.dumps(e, default=str) for r in runs for e in cf.history(r.arn)
-              if any(k.endswith("EventDetails") and "cause" in e[k] for k in e)]
-    execution_log = [e["message"] for e in stack.client("logs").filter_log_events(
-        logGroupName=stack.template.physical_name("ChangeStateMachineLogGroup"))["events"]]
-    found = {"[ERROR] lines": errors, "x-ray": xray_errors, "history causes": causes, "execution log": execution_log}
+    found = where_errors_land(stack, cf, runs, xray_errors)
     assert all(lines for lines in found.values())
     assert {where: [x for x in lines if content in x] for where, lines in found.items()} == {w: [] for w in found}
     for where, lines in found.items():
