@@ -268,6 +268,19 @@ def test_k_writers_with_faults_every_version_reaches_tail_and_the_bus_once_in_or
     let_executions_end(stack)
 
 
+@pytest.mark.parametrize("text", ["not json", '{"format": "other"}', '{"format": 1, "heads": []}',
+                                  "[" * 100_000 + "]" * 100_000])  # the last: nested past the JSON parser's depth
+def test_a_file_that_is_not_a_tail_checkpoint_is_refused_by_name(tmp_path, text):
+    # docs/feed.md: --checkpoint FILE resumes from FILE; one that is not a checkpoint is a usage error naming it
+    # (exit 2), never a traceback
+    from changeflow.common.errors import UsageError
+
+    path = tmp_path / "tail.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(UsageError, match="not a tail checkpoint"):
+        Checkpoint(path).load(Scope())
+
+
 def test_a_consumer_killed_mid_stream_resumes_from_its_checkpoint_with_nothing_lost(stack, cf, tmp_path):
     checkpoint = Checkpoint(tmp_path / "tail.json")
     for n in (1, 2, 3):

@@ -63,7 +63,7 @@ class Checkpoint:
                 raise ValueError(f"format {data.get('format')!r}, expected {FORMAT!r}")
             heads = {entity: Head.from_json(h) for entity, h in data["heads"].items()}
             positions = Positions.from_json(data.get("positions"))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:  # RecursionError: too deep
             raise UsageError(f"--checkpoint {self.path}: not a tail checkpoint ({exc})") from None
         if data.get("scope", {}).get("entity") != scope.entity:
             raise UsageError(f"--checkpoint {self.path}: it follows "
