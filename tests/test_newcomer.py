@@ -113,13 +113,17 @@ def test_changeflow_api_reads_every_id_with_id_in_the_path(served, capsys, entit
         assert found["entityId"] == entity_id and found["attributes"] == {"n": ODD_IDS.index(entity_id)}
 
 
-def test_changeflow_api_says_what_is_wrong_in_one_line(served, capsys):
+def test_changeflow_api_says_what_is_wrong_in_one_line(served, capsys, tmp_path):
+    not_json = tmp_path / "not.json"
+    not_json.write_text("{not json", encoding="utf-8")
     cases = [(["api", "/entities/nobody"], 1, "changeflow: /entities/nobody answered 404: entity 'nobody' does not exist"),
              (["api", "/entities/user#1001"], 2, "percent-encode the id (/entities/user%231001)"),
              (["api", "/entities/{id}"], 2, "give the entity id with --id"),
              (["api", "entities/x"], 2, "is not a route"),
              (["api", "/entities", "--id", "x"], 2, "has none"),
              (["api", "/changes", "--data", "no-such-file.json"], 2, "no-such-file.json: cannot read it"),
+             # the body is sent as it is: one that is not JSON is the API's to refuse (--help: exit 1)
+             (["api", "/changes", "--data", str(not_json)], 1, "/changes answered 400"),
              # a character a URL cannot hold goes as its UTF-8 bytes percent-encoded: the API's own answer
              (["api", "/entities/user%231001/versions/²"], 1, "answered 400: version"),
              (["api", "/entities/{id}/versions/²", "--id", "user#1001"], 1, "answered 400: version"),

@@ -138,12 +138,14 @@ def add_api(command) -> None:
                   "testing), and print the JSON it answers. PATH is under the API's stage; an entity id goes in "
                   "it percent-encoded (user%231001), or as {id} with --id, which encodes any id.",
                   exits=exit_help("0  the API answered 2xx (its body on stdout)", "1  the API answered 4xx (its "
-                                  "message on stderr)", EXIT_2, EXIT_3_REMOTE + "; the API answered 5xx"))
+                                  "message on stderr; a --data body that is not JSON is the API's 400)",
+                                  "2  bad command line, or a --data FILE that cannot be read",
+                                  EXIT_3_REMOTE + "; the API answered 5xx"))
     add_remote_options(api, json=False)
     api.add_argument("path", metavar="PATH", help="e.g. /entities/{id}/versions?limit=2 with --id 'user#1001', "
                      "or /entities/user%%231001")
     api.add_argument("--id", metavar="ENTITY", help="the entity id that {id} in PATH stands for (encoded here)")
-    api.add_argument("--data", metavar="FILE", help="POST the JSON in FILE (- for stdin), e.g. to /changes")
+    api.add_argument("--data", metavar="FILE", help="POST FILE as the body (- for stdin), as it is: e.g. a change's JSON to /changes")
     api.set_defaults(func=cmd_api)
 
 
