@@ -185,6 +185,22 @@ def write_rival(cf, change_id):
     store.put_history(cf.dynamodb, cf.history_table, items.history_of(item))
 
 
+def rival_then(cf, at_the_read_again):
+    """A fault hook: change "mine" meets a rival ("other") landed between its read and its write (its condition
+    fails), then ``at_the_read_again(event)`` at the fetch step's read after the back-off."""
+    rivals = []
+
+    def hook(function, event, invoke):
+        mine = isinstance(event, dict) and (event.get("change") or {}).get("changeId") == "mine"
+        if mine and function.logical_id == "UpdateLatestFunction" and not rivals:
+            rivals.append(write_rival(cf, "other"))
+        if mine and function.logical_id == "FetchLatestFunction" and "request" not in event:
+            at_the_read_again(event)
+        return invoke()
+
+    return hook
+
+
 class ProofLostInTheBackOff(LostAnswer):
     """The read after the lost answer is handed a proof it cannot check: the payload changed between the
     steps, or the seal key was rotated under the execution (docs/operations.md: the seal)."""
@@ -213,17 +229,10 @@ def test_a_read_that_cannot_check_its_proof_after_a_failed_condition_is_unproven
     # after a WriteConflict nothing was written: the step that cannot check its proof says so, Unproven
     cf.submit(change("put", "c1", T0))
 
-    rivals = []
+    def unprovable(event):
+        event["proof"] = "A" * 43
 
-    def hook(function, event, invoke):
-        mine = isinstance(event, dict) and (event.get("change") or {}).get("changeId") == "mine"
-        if mine and function.logical_id == "UpdateLatestFunction" and not rivals:
-            rivals.append(write_rival(cf, "other"))  # lands between A's read and its write
-        if mine and function.logical_id == "FetchLatestFunction" and "request" not in event:
-            event["proof"] = "A" * 43
-        return invoke()
-
-    with fault_hook(stack.lambdas, hook):
+    with fault_hook(stack.lambdas, rival_then(cf, unprovable)):
         a = cf.submit(change("put", "mine", T0 + 2))
     assert (a.status, a.error) == ("FAILED", "Unproven"), (a.status, a.error, a.cause)
     assert versions(cf) == [(1, "c1"), (2, "other")]
@@ -232,17 +241,11 @@ def test_a_read_that_cannot_check_its_proof_after_a_failed_condition_is_unproven
 def test_a_read_failing_after_a_failed_condition_is_still_a_read_failure(stack, cf):
     # a failed condition wrote nothing, so a read failing after it is LatestReadFailed: nothing was written
     cf.submit(change("put", "c1", T0))
-    rivals = []
 
-    def hook(function, event, invoke):
-        mine = isinstance(event, dict) and (event.get("change") or {}).get("changeId") == "mine"
-        if mine and function.logical_id == "UpdateLatestFunction" and not rivals:
-            rivals.append(write_rival(cf, "other"))
-        if mine and function.logical_id == "FetchLatestFunction" and "request" not in event:
-            raise LambdaServiceError()
-        return invoke()
+    def failing(event):
+        raise LambdaServiceError()
 
-    with fault_hook(stack.lambdas, hook):
+    with fault_hook(stack.lambdas, rival_then(cf, failing)):
         a = cf.submit(change("put", "mine", T0 + 2))
     assert (a.status, a.error) == ("FAILED", "LatestReadFailed"), (a.status, a.error, a.cause)
     assert versions(cf) == [(1, "c1"), (2, "other")]
